@@ -1,0 +1,159 @@
+// Package herald is the benchmark adapter for Herald itself: messages are BenchMsg nodes
+// published with SPAWN and consumed by a consume-mode WATCH with manual ACK and NACK.
+// It drives the server through the Go client, exactly as an application would.
+package herald
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/herald-mq/herald/bench"
+	"github.com/herald-mq/herald/client"
+)
+
+// Type is the node type of benchmark messages; Setup declares it and deletes its nodes.
+const Type = "BenchMsg"
+
+// Group is the consumer group the benchmark's consumers share.
+const Group = "herald-bench"
+
+// prefetch caps each consumer's unsettled deliveries, like the peers' prefetch windows.
+const prefetch = 256
+
+// handlers is how many handlers each subscription runs at once, so that settlements
+// overlap and share syncs (each ACK is durable before it is answered).
+const handlers = 64
+
+// watch is the consume-mode statement each consumer runs.
+var watch = fmt.Sprintf(`WATCH m: %s [mode: consume, group: %q, buffer: %d] RETURN m.body AS body`, Type, Group, prefetch)
+
+// Broker drives one Herald server.
+type Broker struct {
+	c          *client.Client
+	durability string
+}
+
+var _ bench.Broker = (*Broker)(nil)
+
+// Open connects to the server at url (e.g. "http://127.0.0.1:7420"). durability
+// describes how that server was started, for the report; "" states the default.
+func Open(ctx context.Context, url, durability string) (*Broker, error) {
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}
+	c, err := client.Dial(ctx, url, client.WithHTTPClient(hc), client.WithTimeout(30*time.Second),
+		client.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, err
+	}
+	if durability == "" {
+		durability = "Herald server at " + url + " (Pebble store; by default each commit's WAL write is fsynced before the answer)"
+	}
+	return &Broker{c: c, durability: durability}, nil
+}
+
+// Name implements bench.Broker.
+func (b *Broker) Name() string { return "herald" }
+
+// Durability implements bench.Broker.
+func (b *Broker) Durability() string { return b.durability }
+
+// Setup implements bench.Broker: it declares the message type (declaring it again is
+// harmless) and deletes every message left from an earlier run.
+func (b *Broker) Setup(ctx context.Context) error {
+	if _, err := b.c.Exec(ctx, "node "+Type+" { body: String }", nil); err != nil {
+		return err
+	}
+	_, err := b.c.Exec(ctx, "MATCH m: "+Type+" KILL m", nil)
+	return err
+}
+
+// Publish implements bench.Broker: SPAWN returns once the commit is durable.
+func (b *Broker) Publish(ctx context.Context, payload []byte) error {
+	_, err := b.c.Publish(ctx, Type, map[string]any{"body": string(payload)})
+	return err
+}
+
+// Check subscribes once and closes at once, to tell whether the server serves
+// consume-mode watches at all.
+func (b *Broker) Check(ctx context.Context) error {
+	sub, err := b.c.Subscribe(ctx, watch, func(context.Context, *client.Message) error { return nil },
+		client.WithPolicy(client.Manual))
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return sub.Close(cctx)
+}
+
+// Consume implements bench.Broker with n subscriptions to one group, each with its own
+// stream and one handler at a time, settling manually.
+func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Context, bench.Msg) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var once sync.Once
+	fail := func(err error) { once.Do(func() { cancel(err) }) }
+	// The streams outlive ctx until Close has stopped them gracefully: unsettled
+	// deliveries go back to the queue at once.
+	subCtx, subCancel := context.WithCancel(context.WithoutCancel(ctx))
+	subs := make([]*client.Subscription, 0, n)
+	defer func() {
+		cctx, ccancel := context.WithTimeout(subCtx, 5*time.Second)
+		defer ccancel()
+		for _, s := range subs {
+			_ = s.Close(cctx)
+		}
+		subCancel()
+	}()
+	for range n {
+		sub, err := b.c.Subscribe(subCtx, watch, func(hctx context.Context, m *client.Message) error {
+			body, ok := m.Match["body"].(string)
+			if !ok {
+				fail(fmt.Errorf("herald: delivery %s has no string body: %v", m.DeliveryID, m.Match))
+				return nil
+			}
+			if err := handler(hctx, msg{m: m, body: []byte(body)}); err != nil {
+				fail(err)
+			}
+			return nil
+		}, client.WithPolicy(client.Manual), client.WithConcurrency(handlers))
+		if err != nil {
+			return err
+		}
+		subs = append(subs, sub)
+		go func() {
+			select {
+			case <-sub.Done():
+				if err := sub.Err(); err != nil {
+					fail(fmt.Errorf("herald: stream ended: %w", err))
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	<-ctx.Done()
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// Close implements bench.Broker.
+func (b *Broker) Close() error { return b.c.Close() }
+
+type msg struct {
+	m    *client.Message
+	body []byte
+}
+
+func (m msg) Payload() []byte { return m.body }
+
+// Ack sends ACK with the delivery id; it returns once the settlement is durable.
+func (m msg) Ack(ctx context.Context) error { return m.m.Ack(ctx) }
+
+// Nack sends NACK with the delivery id: the message is redelivered, attempt + 1.
+func (m msg) Nack(ctx context.Context) error { return m.m.Nack(ctx) }

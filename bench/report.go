@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// System is one broker's row in a report: its results, or why it could not run.
+type System struct {
+	Name        string            `json:"name"`
+	Durability  string            `json:"durability,omitempty"`
+	Unavailable string            `json:"unavailable,omitempty"`
+	Results     map[string]Result `json:"results,omitempty"`
+}
+
+// Report is one benchmark run over several systems.
+type Report struct {
+	Started   time.Time `json:"started"`
+	Config    Config    `json:"config"`
+	Scenarios []string  `json:"scenarios"`
+	Systems   []System  `json:"systems"`
+}
+
+// MarshalJSON encodes the workload without the Progress callback.
+func (c Config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Messages    int    `json:"messages"`
+		PayloadSize int    `json:"payload_size"`
+		Publishers  int    `json:"publishers"`
+		Consumers   int    `json:"consumers"`
+		Rate        int    `json:"rate"`
+		Duration    string `json:"duration"`
+		Timeout     string `json:"timeout"`
+	}{c.Messages, c.PayloadSize, c.Publishers, c.Consumers, c.Rate, c.Duration.String(), c.Timeout.String()})
+}
+
+// RunSystem runs scenarios against b, one after the other, and closes nothing.
+func RunSystem(ctx context.Context, b Broker, scenarios []string, cfg Config) System {
+	sys := System{Name: b.Name(), Durability: b.Durability(), Results: make(map[string]Result, len(scenarios))}
+	for _, sc := range scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		sys.Results[sc] = Run(ctx, b, sc, cfg)
+	}
+	return sys
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteMarkdown writes the report as markdown: one table with a row per system and
+// the columns of the scenarios that ran, then each system's durability setting, then
+// the errors and violations, if any.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	cfg := r.Config
+	fmt.Fprintf(&b, "Workload: %d B messages, %d publishers, %d consumers", cfg.PayloadSize, cfg.Publishers, cfg.Consumers)
+	if r.has(S1) || r.has(S3) {
+		fmt.Fprintf(&b, "; S1/S3: %d messages", cfg.Messages)
+	}
+	if r.has(S2) {
+		fmt.Fprintf(&b, "; S2: %d msg/s offered for %v", cfg.Rate, cfg.Duration)
+	}
+	b.WriteString(".\n\n")
+
+	head := []string{"system"}
+	if r.has(S1) {
+		head = append(head, "S1 publish msg/s", "S1 consume+ack msg/s")
+	}
+	if r.has(S2) {
+		head = append(head, "S2 sent msg/s", "S2 p50", "S2 p99", "S2 max")
+	}
+	if r.has(S3) {
+		head = append(head, "S3 nack+redeliver+ack", "S3 exactly once")
+	}
+	row(&b, head)
+	sep := make([]string, len(head))
+	sep[0] = "---"
+	for i := 1; i < len(sep); i++ {
+		sep[i] = "---:"
+	}
+	row(&b, sep)
+	for _, s := range r.Systems {
+		cells := []string{s.Name}
+		if s.Unavailable != "" {
+			cells[0] += " (unavailable)"
+			for range len(head) - 1 {
+				cells = append(cells, "—")
+			}
+			row(&b, cells)
+			continue
+		}
+		if r.has(S1) {
+			res, ok := s.Results[S1]
+			cells = append(cells, figure(res, ok, fmtRate(res.PublishRate)), figure(res, ok, fmtRate(res.ConsumeRate)))
+		}
+		if r.has(S2) {
+			res, ok := s.Results[S2]
+			cells = append(cells, figure(res, ok, fmtRate(res.SentRate)), figure(res, ok, fmtDur(res.P50)),
+				figure(res, ok, fmtDur(res.P99)), figure(res, ok, fmtDur(res.Max)))
+		}
+		if r.has(S3) {
+			res, ok := s.Results[S3]
+			verdict := "yes"
+			if len(res.Violations) > 0 {
+				verdict = fmt.Sprintf("**no** (%d)", len(res.Violations))
+			}
+			cells = append(cells, figure(res, ok, fmtDur(res.ConsumeTime)), figure(res, ok, verdict))
+		}
+		row(&b, cells)
+	}
+
+	b.WriteString("\n| system | durability |\n|---|---|\n")
+	for _, s := range r.Systems {
+		d := s.Durability
+		if s.Unavailable != "" {
+			d = "unavailable: " + s.Unavailable
+		}
+		row(&b, []string{s.Name, d})
+	}
+
+	var notes []string
+	for _, s := range r.Systems {
+		for _, sc := range r.Scenarios {
+			res, ok := s.Results[sc]
+			if !ok {
+				continue
+			}
+			if res.Err != "" {
+				notes = append(notes, fmt.Sprintf("%s %s: %s", s.Name, strings.ToUpper(sc), res.Err))
+			}
+			for _, v := range res.Violations {
+				notes = append(notes, fmt.Sprintf("%s %s violation: %s", s.Name, strings.ToUpper(sc), v))
+			}
+			if res.Duplicates > 0 && len(res.Violations) == 0 {
+				notes = append(notes, fmt.Sprintf("%s %s: %d duplicate deliveries", s.Name, strings.ToUpper(sc), res.Duplicates))
+			}
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (r *Report) has(sc string) bool {
+	for _, s := range r.Scenarios {
+		if s == sc {
+			return true
+		}
+	}
+	return false
+}
+
+// figure is a cell: the value, marked when the scenario failed.
+func figure(res Result, ok bool, v string) string {
+	switch {
+	case !ok:
+		return "—"
+	case res.Err != "":
+		return "error"
+	}
+	return v
+}
+
+func row(b *strings.Builder, cells []string) {
+	b.WriteString("|")
+	for _, c := range cells {
+		b.WriteString(" ")
+		b.WriteString(strings.ReplaceAll(c, "|", `\|`))
+		b.WriteString(" |")
+	}
+	b.WriteString("\n")
+}
+
+func fmtRate(r float64) string {
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0f", r)
+	case r >= 10:
+		return fmt.Sprintf("%.1f", r)
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReport(t *testing.T) {
+	cfg := testConfig()
+	f := newFake()
+	r := &Report{Started: time.Now(), Config: cfg, Scenarios: Scenarios}
+	r.Systems = append(r.Systems, RunSystem(context.Background(), f, Scenarios, cfg))
+	r.Systems = append(r.Systems, System{Name: "redis", Unavailable: "dial tcp 127.0.0.1:6379: connection refused"})
+	r.Systems = append(r.Systems, System{Name: "bad", Durability: "none", Results: map[string]Result{
+		S1: {Scenario: S1, Err: "setup: boom"},
+		S3: {Scenario: S3, Violations: []string{"message 1 never acked"}},
+	}})
+
+	var md bytes.Buffer
+	if err := r.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		"| system | S1 publish msg/s | S1 consume+ack msg/s | S2 sent msg/s | S2 p50 | S2 p99 | S2 max | S3 nack+redeliver+ack | S3 exactly once |",
+		"| fake | ",
+		" | yes |",
+		"| redis (unavailable) | — | — |",
+		"| fake | memory only |",
+		"| redis | unavailable: dial tcp 127.0.0.1:6379: connection refused |",
+		"| bad | error | error | — | — | — | — | ",
+		"**no** (1)",
+		"- bad S1: setup: boom",
+		"- bad S3 violation: message 1 never acked",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Config  map[string]any
+		Systems []System
+	}
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Config["messages"] != float64(cfg.Messages) || len(back.Systems) != 3 || back.Systems[0].Results[S1].PublishRate <= 0 {
+		t.Errorf("JSON round trip lost data: %s", js.String())
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		1234 * time.Nanosecond:        "1µs",
+		1234567 * time.Nanosecond:     "1.23ms",
+		12345678 * time.Nanosecond:    "12.3ms",
+		1234567891 * time.Nanosecond:  "1.23s",
+		12345678912 * time.Nanosecond: "12.3s",
+	} {
+		if got := fmtDur(d); got != want {
+			t.Errorf("fmtDur(%d) = %q, want %q", d, got, want)
+		}
+	}
+	for r, want := range map[float64]string{1234.4: "1234", 12.34: "12.3", 1.234: "1.23"} {
+		if got := fmtRate(r); got != want {
+			t.Errorf("fmtRate(%v) = %q, want %q", r, got, want)
+		}
+	}
+}

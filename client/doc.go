@@ -1,0 +1,88 @@
+// Package client is the Go SDK of Herald: it runs queries, publishes messages, and
+// consumes consume-mode watches with a handler and an ack policy.
+// It speaks the server's HTTP/JSON API and reads watch streams as server-sent events.
+//
+// # Consuming
+//
+// Subscribe starts a WATCH … [mode: consume] statement and calls the handler once per
+// delivery:
+//
+//	sub, err := c.Subscribe(ctx, `WATCH j: Job [mode: consume] RETURN j`,
+//		func(ctx context.Context, m *client.Message) error {
+//			return process(m.Match["id"], m.Match["payload"]) // RETURN j: the node itself
+//		},
+//		client.WithPolicy(client.NackOnError), client.WithConcurrency(4))
+//
+// # Ack policies
+//
+// The policy decides how a message is settled around its handler; the names and meanings
+// are FastStream's. "Ack" is ACK (the subject is deleted), "nack" is NACK (redelivered,
+// attempt + 1, until max_redeliveries sends it to the dead letters), "reject" is
+// NACK [no_retry] (dead-lettered at once). A recovered panic counts as an error.
+//
+//	Policy         on success        on error           NackAfter(err, d)   Reject(err)
+//	AckFirst       acked on receipt, before the handler; its outcome changes nothing
+//	Ack            ack               ack                nack after d        reject
+//	RejectOnError  ack               reject             nack after d        reject
+//	NackOnError    ack               nack               nack after d        reject
+//	Manual         nothing           nothing            nack after d        reject
+//
+// NackOnError is the default. The two right-hand columns are the control-flow errors of
+// the root package: a handler that returns herald.NackAfter(err, d) (d = 0: the watch's
+// backoff) or herald.Reject(err), wrapped or not, gets that settlement under every
+// policy but AckFirst, whose message is settled before the handler runs. When the
+// handler has already settled the message itself (msg.Ack, msg.Nack, msg.NackAfter,
+// msg.Reject), nothing automatic happens; with Manual that is the only way, and the
+// handler may keep the message and settle it later from another goroutine.
+//
+// Under AckFirst a failed ACK (the lease expired, say) skips the handler: the message
+// is not this subscriber's to process.
+//
+// # Settlement
+//
+// Delivery is at least once: a message whose lease expires, whose subscriber
+// disconnects, or that is nacked, is delivered again (Message.Attempt counts). Each
+// delivery is settled at most once: the first Ack, Nack, NackAfter or Reject of a
+// Message makes the one call to the server, and every later one returns ErrSettled
+// without a call — even if the first failed, since its outcome cannot be known then.
+// Extend pushes the lease's deadline and may be called repeatedly before settlement.
+// Settling by delivery id also protects against stale settlements on the server: once
+// a lease expires, its id answers E8004 (herald.CodeInvalidDeliveryID), and the
+// redelivered message has a new id.
+//
+// When the server reports a lease expired (a timeout event, E8003), the subscription
+// cancels that message's handler context and refuses its settlements locally with an
+// error matching ErrLeaseExpired and herald.CodeAckTimeout.
+//
+// # Flow control
+//
+// WithConcurrency(n) runs n handlers at once. WithPrefetch(n) caps how many unsettled
+// messages the server leases to the subscription, by adding [max_in_flight: n] to the
+// statement (an error if the statement already sets max_in_flight). The subscription
+// reads its stream continuously, so timeout events reach it even while every handler
+// is busy; delivered messages wait in order for a free handler.
+//
+// # Shutdown
+//
+// Subscription.Close stops handing out messages, waits for the running handlers until
+// its context is done, and then closes the stream. The server releases the leases of a
+// closed stream at once, so whatever was not settled — queued messages, handlers cut
+// off by the deadline, manual messages never settled — is redelivered promptly instead
+// of waiting for its ack timeout. If the deadline passes, the handlers' contexts are
+// cancelled with ErrSubscriptionClosed and Close returns the context's error.
+// Cancelling the context given to Subscribe ends the subscription at once.
+//
+// A subscription does not reconnect. When its stream ends on its own (the server
+// stopped, the connection broke), Done is closed, Err says why, the running handlers'
+// contexts are cancelled (their leases are released), and the caller may subscribe
+// again.
+//
+// # Transport
+//
+// Queries and settlements go to POST /v1/query (ACK "id", NACK "id" [no_retry],
+// NACK "id" [delay: 5s], EXTEND "id" [by: 30s]); a subscription reads GET /v1/watch as
+// server-sent events. Delivery ids are accepted only when URL-safe, so writing them as
+// string literals cannot change a statement; Publish sends attribute values as query
+// parameters. The transport sits behind a small internal interface so that a
+// Connect/gRPC transport can be added without changing this API.
+package client

@@ -1,0 +1,175 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/herald-mq/herald"
+)
+
+// Settlement errors. A message settles at most once: a second Ack, Nack, NackAfter or
+// Reject returns ErrSettled without calling the server. Once the server has reported
+// the lease expired (a timeout event) every settlement and Extend returns an error
+// matching both ErrLeaseExpired and herald.CodeAckTimeout, again without a call.
+var (
+	ErrSettled      = errors.New("client: message already settled")
+	ErrLeaseExpired = errors.New("client: lease expired")
+)
+
+// Message is one delivery of a consume watch: a match leased to this subscriber until
+// it is settled, its lease expires, or the subscription closes.
+type Message struct {
+	// Match is the watch's match: for `RETURN v` of the message's own variable, the node
+	// itself (its "id", "_type" and attributes); otherwise the RETURN row, column name (or
+	// alias) to value. Numbers are int64 or float64, nodes are maps.
+	Match map[string]any
+	// DeliveryID identifies this attempt; holding it is what allows settling it.
+	DeliveryID string
+	// Attempt counts deliveries of the subject, starting at 1.
+	Attempt int
+	// Seq and Tick are the store position the match was read at.
+	Seq  uint64
+	Tick uint64
+	// Deadline is when the lease expires unless extended, as the server said on delivery
+	// (Extend does not update it); zero if the server did not say.
+	Deadline time.Time
+
+	sub    *Subscription
+	ctx    context.Context // the handler's context; cancelled when the lease is gone
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	settled string // "" while unsettled, else what settled it
+	expired error  // set when the server reported the lease gone
+}
+
+// Settled reports whether the message has been settled (or a settlement was attempted).
+func (m *Message) Settled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.settled != ""
+}
+
+// Ack settles the message as done: the server deletes its subject.
+func (m *Message) Ack(ctx context.Context) error {
+	return m.settle(ctx, "ack", "ACK "+quoteID(m.DeliveryID))
+}
+
+// Nack returns the message to its queue for redelivery (after the watch's backoff).
+func (m *Message) Nack(ctx context.Context) error {
+	return m.settle(ctx, "nack", "NACK "+quoteID(m.DeliveryID))
+}
+
+// NackAfter returns the message to its queue, to be redelivered no earlier than d from
+// now. d <= 0 is a plain Nack.
+func (m *Message) NackAfter(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return m.Nack(ctx)
+	}
+	return m.settle(ctx, "nack", fmt.Sprintf("NACK %s [delay: %s]", quoteID(m.DeliveryID), durationLit(d)))
+}
+
+// Reject dead-letters the message at once, without a retry.
+func (m *Message) Reject(ctx context.Context) error {
+	return m.settle(ctx, "reject", "NACK "+quoteID(m.DeliveryID)+" [no_retry]")
+}
+
+// Extend pushes the lease's deadline d further (d <= 0: by the watch's ack_timeout). It
+// does not settle the message and may be called any number of times before it is.
+func (m *Message) Extend(ctx context.Context, d time.Duration) error {
+	m.mu.Lock()
+	switch {
+	case m.expired != nil:
+		m.mu.Unlock()
+		return m.expired
+	case m.settled != "":
+		m.mu.Unlock()
+		return ErrSettled
+	}
+	m.mu.Unlock()
+	stmt := "EXTEND " + quoteID(m.DeliveryID)
+	if d > 0 {
+		stmt += " [by: " + durationLit(d) + "]"
+	}
+	_, err := m.sub.c.exec(ctx, "", stmt, nil)
+	return err
+}
+
+// settle makes the one settlement call of m.
+func (m *Message) settle(ctx context.Context, how, stmt string) error {
+	m.mu.Lock()
+	switch {
+	case m.expired != nil:
+		m.mu.Unlock()
+		return m.expired
+	case m.settled != "":
+		m.mu.Unlock()
+		return fmt.Errorf("%w (%s)", ErrSettled, m.settledHow())
+	}
+	m.settled = how
+	m.mu.Unlock()
+	_, err := m.sub.c.exec(ctx, "", stmt, nil)
+	m.sub.forget(m)
+	return err
+}
+
+func (m *Message) settledHow() string { return m.settled }
+
+// expire marks the lease gone because of cause and cancels the handler's context.
+// It reports whether the message was still unsettled.
+func (m *Message) expire(cause error) bool {
+	m.mu.Lock()
+	open := m.settled == "" && m.expired == nil
+	if open {
+		m.expired = cause
+	}
+	m.mu.Unlock()
+	m.cancel(cause)
+	return open
+}
+
+// timeoutError is the error of a timeout event: it matches ErrLeaseExpired and the
+// server's *herald.Error (E8003).
+func timeoutError(code herald.Code, msg string) error {
+	if code == "" {
+		code = herald.CodeAckTimeout
+	}
+	if msg == "" {
+		msg = "the lease expired before it was settled"
+	}
+	return fmt.Errorf("%w: %w", ErrLeaseExpired, &herald.Error{Code: code, Message: msg})
+}
+
+// quoteID writes a delivery id as a string literal. Subscriptions accept only
+// URL-safe ids (see validID), so quoting cannot change the statement's meaning.
+func quoteID(id string) string { return strconv.Quote(id) }
+
+// validID reports whether id is a URL-safe delivery id, as the server issues them.
+func validID(id string) bool {
+	if id == "" || len(id) > 256 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
+
+// durationLit writes d as a duration literal of the query language: whole seconds,
+// else whole milliseconds, else nanoseconds.
+func durationLit(d time.Duration) string {
+	switch {
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	}
+	return strconv.FormatInt(int64(d), 10) + "ns"
+}

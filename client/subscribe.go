@@ -1,0 +1,492 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-mq/herald"
+)
+
+// Policy says how a subscription settles each message around its handler. The table in
+// the package documentation gives every case; control-flow errors returned by the
+// handler (herald.NackAfter, herald.Reject) take precedence where they can.
+type Policy int
+
+// Ack policies, with FastStream's meanings.
+const (
+	// NackOnError acks a message whose handler succeeded and nacks it (redelivery,
+	// bounded by the watch's max_redeliveries) when the handler failed. It is the
+	// default.
+	NackOnError Policy = iota
+	// AckFirst acks the message on receipt, before the handler runs: the handler's
+	// outcome changes nothing, and a failed handler loses the message.
+	AckFirst
+	// Ack acks the message after the handler, whether it succeeded or failed.
+	Ack
+	// RejectOnError acks a message whose handler succeeded and rejects it (dead letter,
+	// no retry) when the handler failed.
+	RejectOnError
+	// Manual settles nothing automatically: the handler calls Ack, Nack, NackAfter or
+	// Reject on the message, possibly later and from another goroutine.
+	Manual
+)
+
+func (p Policy) String() string {
+	switch p {
+	case NackOnError:
+		return "NackOnError"
+	case AckFirst:
+		return "AckFirst"
+	case Ack:
+		return "Ack"
+	case RejectOnError:
+		return "RejectOnError"
+	case Manual:
+		return "Manual"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// Handler processes one message. Its context is cancelled when the message's lease is
+// gone (ack timeout, stream ended) and when Close gives up waiting.
+type Handler func(ctx context.Context, m *Message) error
+
+// SubscribeOption configures Subscribe.
+type SubscribeOption func(*subOptions)
+
+type subOptions struct {
+	policy      Policy
+	concurrency int
+	prefetch    int
+	params      map[string]any
+	processed   func(*Message) // test hook: called once a message is done with
+	readHook    func(event)    // test hook: called after each event is handled
+}
+
+// WithPolicy sets the ack policy; the default is NackOnError.
+func WithPolicy(p Policy) SubscribeOption { return func(o *subOptions) { o.policy = p } }
+
+// WithConcurrency sets how many handlers run at once; the default is 1.
+func WithConcurrency(n int) SubscribeOption { return func(o *subOptions) { o.concurrency = n } }
+
+// WithPrefetch caps how many unsettled messages the server leases to the subscription
+// at once, by adding [max_in_flight: n] to the WATCH statement. Without it the
+// statement's own buffer or max_in_flight option applies (the server's default buffer
+// otherwise). Combining it with a statement that sets max_in_flight is an error.
+func WithPrefetch(n int) SubscribeOption { return func(o *subOptions) { o.prefetch = n } }
+
+// WithParams binds the WATCH statement's $parameters.
+func WithParams(params map[string]any) SubscribeOption {
+	return func(o *subOptions) { o.params = params }
+}
+
+// PanicError is the error a recovered handler panic turns into; the policy treats it
+// like any other handler error.
+type PanicError struct {
+	Value any    // what the handler panicked with
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("client: handler panicked: %v", e.Value) }
+
+// ErrSubscriptionClosed is the cause of handler contexts cancelled because Close gave up
+// waiting for them.
+var ErrSubscriptionClosed = errors.New("client: subscription closed")
+
+// Subscription is a running consume watch: it reads deliveries from its stream and runs
+// the handler on them. Stop it with Close.
+type Subscription struct {
+	c       *Client
+	handler Handler
+	opts    subOptions
+	log     *slog.Logger
+	stream  eventStream
+
+	base       context.Context // parent of every handler context
+	cancelBase context.CancelCauseFunc
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []*Message          // received, not yet handed to a handler
+	live     map[string]*Message // unsettled messages by delivery id
+	stopping bool                // no more dispatching
+	err      error
+
+	closing     atomic.Bool // Close closed the stream
+	workers     sync.WaitGroup
+	workersDone chan struct{}
+	readerDone  chan struct{}
+	done        chan struct{}
+}
+
+// Subscribe starts a consume watch and runs handler on every message it delivers.
+// watch is a WATCH statement with [mode: consume]; Subscribe returns once the server
+// has accepted it, so an error in the statement is returned here. ctx bounds the whole
+// subscription: when it is cancelled the stream ends at once and handler contexts are
+// cancelled. For a graceful stop call Close.
+func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, opts ...SubscribeOption) (*Subscription, error) {
+	o := subOptions{concurrency: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if handler == nil {
+		return nil, errors.New("client: Subscribe needs a handler")
+	}
+	if o.policy < NackOnError || o.policy > Manual {
+		return nil, fmt.Errorf("client: unknown policy %v", o.policy)
+	}
+	if o.concurrency < 1 {
+		return nil, fmt.Errorf("client: concurrency %d: want at least 1", o.concurrency)
+	}
+	if o.prefetch < 0 {
+		return nil, fmt.Errorf("client: prefetch %d: want at least 0", o.prefetch)
+	}
+	stmt, err := prepareWatch(watch, o.prefetch)
+	if err != nil {
+		return nil, err
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	stream, err := c.tr.watch(ctx, stmt, o.params)
+	if err != nil {
+		return nil, err
+	}
+	s := &Subscription{
+		c:           c,
+		handler:     handler,
+		opts:        o,
+		log:         c.log.With("component", "herald-subscription"),
+		stream:      stream,
+		live:        make(map[string]*Message),
+		workersDone: make(chan struct{}),
+		readerDone:  make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	s.cond = sync.NewCond(&s.mu)
+	s.base, s.cancelBase = context.WithCancelCause(ctx)
+
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		stream.close()
+		s.cancelBase(ErrClosed)
+		return nil, ErrClosed
+	}
+	c.subs[s] = struct{}{}
+	c.mu.Unlock()
+
+	s.workers.Add(o.concurrency)
+	for range o.concurrency {
+		go s.work()
+	}
+	go func() { s.workers.Wait(); close(s.workersDone) }()
+	go s.read()
+	go func() {
+		<-s.readerDone
+		<-s.workersDone
+		c.mu.Lock()
+		delete(c.subs, s)
+		c.mu.Unlock()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// Done is closed once the subscription has ended: its stream is closed and its
+// handlers have returned.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err reports why the stream ended on its own (the server closed it, the connection
+// broke, ctx was cancelled), or nil while it runs or when Close ended it.
+func (s *Subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close stops the subscription: it stops handing messages to handlers, waits for the
+// running handlers until ctx is done, then closes the stream. Messages not settled by
+// then (queued ones, those of handlers still running, manual ones never settled) are
+// released by the server for redelivery at once. If ctx ends first, the running
+// handlers' contexts are cancelled and Close returns ctx's error without waiting for
+// them further. Close is idempotent.
+func (s *Subscription) Close(ctx context.Context) error {
+	s.stopDispatch()
+	var err error
+	select {
+	case <-s.workersDone:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.cancelBase(ErrSubscriptionClosed)
+	}
+	s.closing.Store(true)
+	s.stream.close()
+	<-s.readerDone
+	if err == nil {
+		s.cancelBase(ErrSubscriptionClosed)
+	}
+	return err
+}
+
+// abort stops the subscription without waiting for its handlers.
+func (s *Subscription) abort() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = s.Close(ctx)
+}
+
+// stopDispatch stops handing out messages and drops the queued ones, which stay
+// unsettled for redelivery.
+func (s *Subscription) stopDispatch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	s.stopping = true
+	for _, m := range s.queue {
+		delete(s.live, m.DeliveryID)
+	}
+	s.queue = nil
+	s.cond.Broadcast()
+}
+
+// read turns stream events into queued messages and expired leases until the stream
+// ends.
+func (s *Subscription) read() {
+	defer close(s.readerDone)
+	for {
+		ev, err := s.stream.next()
+		if err != nil {
+			s.streamEnded(err)
+			return
+		}
+		switch ev.Type {
+		case eventConsumed:
+			s.received(ev)
+		case eventTimeout:
+			s.timedOut(ev)
+		case eventError:
+			s.streamEnded(&herald.Error{Code: ev.Code, Message: ev.Message})
+			return
+		default:
+			// Unknown event types are for newer clients.
+		}
+		if s.opts.readHook != nil {
+			s.opts.readHook(ev)
+		}
+	}
+}
+
+func (s *Subscription) streamEnded(err error) {
+	if !s.closing.Load() {
+		if errors.Is(err, io.EOF) {
+			err = errors.New("client: the server ended the stream")
+		}
+		if cause := context.Cause(s.base); cause != nil {
+			err = cause
+		}
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		s.log.Warn("consume stream ended", "err", err)
+	}
+	s.stopDispatch()
+	// The server releases this stream's leases: handlers cannot settle any more.
+	s.cancelBase(fmt.Errorf("client: stream ended: %w", err))
+	s.stream.close()
+}
+
+func (s *Subscription) received(ev event) {
+	if !validID(ev.DeliveryID) {
+		s.log.Error("ignoring a delivery with a malformed id", "delivery_id", ev.DeliveryID)
+		return
+	}
+	m := &Message{DeliveryID: ev.DeliveryID, Attempt: ev.Attempt, Seq: ev.Seq, Tick: ev.Tick, sub: s}
+	if len(ev.Match) > 0 && string(ev.Match) != "null" {
+		if err := decodeMatch(ev.Match, &m.Match); err != nil {
+			s.log.Error("ignoring a delivery with a malformed match", "delivery_id", ev.DeliveryID, "err", err)
+			return
+		}
+	}
+	if ev.Deadline != "" {
+		m.Deadline, _ = time.Parse(time.RFC3339Nano, ev.Deadline)
+	}
+	m.ctx, m.cancel = context.WithCancelCause(s.base)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		m.cancel(ErrSubscriptionClosed)
+		return
+	}
+	s.live[m.DeliveryID] = m
+	s.queue = append(s.queue, m)
+	s.cond.Signal()
+}
+
+// decodeMatch decodes a match; a match that is not an object (a single RETURN value in
+// some server versions) is kept under the key "value".
+func decodeMatch(raw json.RawMessage, out *map[string]any) error {
+	var v any
+	dec := json.NewDecoder(bytesReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	v = plain(v)
+	if m, ok := v.(map[string]any); ok {
+		*out = m
+	} else {
+		*out = map[string]any{"value": v}
+	}
+	return nil
+}
+
+func (s *Subscription) timedOut(ev event) {
+	s.mu.Lock()
+	m := s.live[ev.DeliveryID]
+	delete(s.live, ev.DeliveryID)
+	for i, q := range s.queue {
+		if q == m {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			break
+		}
+	}
+	s.mu.Unlock()
+	if m != nil {
+		m.expire(timeoutError(ev.Code, ev.Message))
+	}
+}
+
+// forget drops m from the live set once it can no longer be settled by us.
+func (s *Subscription) forget(m *Message) {
+	s.mu.Lock()
+	if s.live[m.DeliveryID] == m {
+		delete(s.live, m.DeliveryID)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Subscription) next() (*Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) == 0 && !s.stopping {
+		s.cond.Wait()
+	}
+	if s.stopping {
+		return nil, false
+	}
+	m := s.queue[0]
+	s.queue[0] = nil
+	s.queue = s.queue[1:]
+	return m, true
+}
+
+func (s *Subscription) work() {
+	defer s.workers.Done()
+	for {
+		m, ok := s.next()
+		if !ok {
+			return
+		}
+		s.process(m)
+		if s.opts.processed != nil {
+			s.opts.processed(m)
+		}
+	}
+}
+
+// process runs the handler on m and settles it per policy.
+func (s *Subscription) process(m *Message) {
+	if s.opts.policy == AckFirst {
+		if err := m.Ack(m.ctx); err != nil {
+			// The lease is not ours (or the answer was lost): the handler does not run,
+			// and the server redelivers the message if the ACK did not land.
+			s.log.Warn("ack on receipt failed; the handler does not run", "delivery_id", m.DeliveryID, "err", err)
+			s.forget(m)
+			return
+		}
+	}
+	err := s.call(m)
+	s.settleAfter(m, err)
+	if m.Settled() || m.ctx.Err() != nil {
+		s.forget(m)
+	}
+}
+
+// call runs the handler, turning a panic into a *PanicError.
+func (s *Subscription) call(m *Message) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pe := &PanicError{Value: r, Stack: debug.Stack()}
+			s.log.Error("handler panicked", "delivery_id", m.DeliveryID, "panic", r, "stack", string(pe.Stack))
+			err = pe
+		}
+	}()
+	return s.handler(m.ctx, m)
+}
+
+// action is an automatic settlement.
+type action int
+
+const (
+	actNone action = iota
+	actAck
+	actNack
+	actReject
+)
+
+// decide is the policy table: what the subscription does after the handler returned
+// err, and the NACK delay.
+func decide(p Policy, err error) (action, time.Duration) {
+	if p == AckFirst {
+		return actNone, 0 // acked before the handler ran
+	}
+	switch v, d := herald.VerdictOf(err); v {
+	case herald.VerdictReject:
+		return actReject, 0
+	case herald.VerdictNack:
+		return actNack, d
+	}
+	switch {
+	case p == Manual:
+		return actNone, 0
+	case err == nil || p == Ack:
+		return actAck, 0
+	case p == RejectOnError:
+		return actReject, 0
+	default: // NackOnError
+		return actNack, 0
+	}
+}
+
+func (s *Subscription) settleAfter(m *Message, herr error) {
+	act, delay := decide(s.opts.policy, herr)
+	if herr != nil {
+		s.log.Warn("handler failed", "delivery_id", m.DeliveryID, "attempt", m.Attempt, "policy", s.opts.policy.String(), "err", herr)
+	}
+	if act == actNone || m.Settled() {
+		return
+	}
+	var err error
+	switch act {
+	case actAck:
+		err = m.Ack(m.ctx)
+	case actNack:
+		err = m.NackAfter(m.ctx, delay)
+	case actReject:
+		err = m.Reject(m.ctx)
+	}
+	if err != nil && !errors.Is(err, ErrSettled) && !errors.Is(err, ErrLeaseExpired) {
+		s.log.Warn("automatic settlement failed; the message will be redelivered", "delivery_id", m.DeliveryID, "err", err)
+	}
+}

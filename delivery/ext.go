@@ -1,0 +1,140 @@
+package delivery
+
+import (
+	"context"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/token"
+)
+
+// Handles reports the statements ExecStmt runs (engine.Extension).
+func (s *Service) Handles(st ast.Stmt) bool {
+	switch st.(type) {
+	case *ast.AckStmt, *ast.NackStmt, *ast.ExtendStmt, *ast.RedriveStmt, *ast.WatchStmt:
+		return true
+	}
+	return false
+}
+
+// ExecStmt runs the consume-mode statements that arrive through the query API
+// (engine.Extension): ACK, NACK, EXTEND and REDRIVE. WATCH itself needs a stream.
+func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt) (engine.Result, error) {
+	errAt := func(code herald.Code, pos token.Pos, format string, args ...any) error {
+		return eval.ErrorAt(env.File, code, pos, format, args...)
+	}
+	id := func(x ast.Expr) (string, error) {
+		c := &eval.Compiler{Scope: eval.NewScope(), File: env.File}
+		var v herald.Value
+		switch r := x.(type) {
+		case *ast.NodeRef:
+			v = herald.String(r.Name)
+		default:
+			f, err := c.Compile(x)
+			if err != nil {
+				return "", err
+			}
+			if v, err = f(&eval.Context{Params: env.Params}, nil); err != nil {
+				return "", err
+			}
+		}
+		if v.Kind() != herald.KindString {
+			return "", errAt(herald.CodeTypeMismatch, x.Pos(), "a delivery id is a String, got %s", v.Kind())
+		}
+		return v.AsString(), nil
+	}
+	duration := func(l *ast.OptionList, name string) (time.Duration, bool, error) {
+		if l == nil {
+			return 0, false, nil
+		}
+		for _, o := range l.Options {
+			if o.Name.Name != name || o.Value == nil {
+				continue
+			}
+			c := &eval.Compiler{Scope: eval.NewScope(), File: env.File}
+			f, err := c.Compile(o.Value)
+			if err != nil {
+				return 0, false, err
+			}
+			v, err := f(&eval.Context{Params: env.Params}, nil)
+			if err != nil {
+				return 0, false, err
+			}
+			if v.Kind() != herald.KindDuration || v.AsDuration() < 0 {
+				return 0, false, errAt(herald.CodeTypeMismatch, o.Value.Pos(), "%s needs a duration", name)
+			}
+			return v.AsDuration(), true, nil
+		}
+		return 0, false, nil
+	}
+	if env.InTx {
+		return engine.Result{}, errAt(herald.CodeTxState, st.Pos(), "settlement commits on its own; run it outside BEGIN … COMMIT")
+	}
+	switch x := st.(type) {
+	case *ast.AckStmt:
+		d, err := id(x.ID)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		pos, err := s.ack(ctx, d)
+		observe(env, pos)
+		return engine.Result{}, err
+	case *ast.NackStmt:
+		d, err := id(x.ID)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		o := NackOptions{}
+		if x.Options != nil {
+			for _, opt := range x.Options.Options {
+				if opt.Name.Name == "no_retry" {
+					o.NoRetry = true
+				}
+			}
+		}
+		if o.Delay, _, err = duration(x.Options, "delay"); err != nil {
+			return engine.Result{}, err
+		}
+		pos, err := s.nack(ctx, d, o)
+		observe(env, pos)
+		return engine.Result{}, err
+	case *ast.ExtendStmt:
+		d, err := id(x.ID)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		by, _, err := duration(x.Options, "by")
+		if err != nil {
+			return engine.Result{}, err
+		}
+		deadline, pos, err := s.extend(ctx, d, by)
+		observe(env, pos)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		return engine.Result{Columns: []string{"deadline"}, Rows: [][]herald.Value{{herald.Timestamp(deadline)}}}, nil
+	case *ast.RedriveStmt:
+		d, err := id(x.ID)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		n, err := s.Redrive(ctx, herald.NodeID(d))
+		if err != nil {
+			return engine.Result{}, err
+		}
+		return engine.Result{Columns: []string{"id"}, Rows: [][]herald.Value{{herald.String(string(n))}}, Stats: engine.Stats{NodesCreated: 1, NodesDeleted: 1}}, nil
+	case *ast.WatchStmt:
+		return engine.Result{}, errAt(herald.CodeStreamRequired, st.Pos(), "WATCH streams its events: open it with GET /v1/watch?query=… or the Consume RPC")
+	}
+	return engine.Result{}, errAt(herald.CodeNotImplemented, st.Pos(), "not a consume-mode statement")
+}
+
+// observe reports a settlement's commit position to the query call that ran it.
+func observe(env engine.StmtEnv, pos at) {
+	if env.Observe != nil && pos.seq > 0 {
+		env.Observe(pos.seq, pos.tick)
+	}
+}

@@ -1,0 +1,164 @@
+package delivery_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store/pebblestore"
+)
+
+func openService(t *testing.T, cfg delivery.Config) (*engine.Engine, *delivery.Service) {
+	t.Helper()
+	st, err := pebblestore.Open("db", pebblestore.Options{FS: vfs.NewMem(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Engine, cfg.Logger = eng, quiet
+	svc := delivery.New(cfg)
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = svc.Stop(context.Background())
+		_ = eng.Close(context.Background())
+	})
+	return eng, svc
+}
+
+// TestConsumerLimits: beyond the per-session and server-wide caps, Consume answers E8006;
+// a closed consumer frees its place.
+func TestConsumerLimits(t *testing.T) {
+	eng, svc := openService(t, delivery.Config{MaxConsumers: 3, MaxConsumersPerSession: 2})
+	ctx := context.Background()
+	sid, err := eng.OpenSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = `WATCH j: Job [mode: consume] RETURN j`
+	a, err := svc.Consume(ctx, sid, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Consume(ctx, sid, w, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Consume(ctx, sid, w, nil); herald.CodeOf(err) != herald.CodeWatchLimitExceeded {
+		t.Fatalf("third consumer of the session: err = %v, want E8006", err)
+	}
+	if _, err := svc.Consume(ctx, "", w, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Consume(ctx, "", w, nil); herald.CodeOf(err) != herald.CodeWatchLimitExceeded {
+		t.Fatalf("fourth consumer of the server: err = %v, want E8006", err)
+	}
+	a.Close()
+	if _, err := svc.Consume(ctx, sid, w, nil); err != nil {
+		t.Fatalf("after a close there is room again: %v", err)
+	}
+}
+
+// TestConsumeAsSessionActor: a consume watch opened with a session id resolves #self to
+// the session's actor.
+func TestConsumeAsSessionActor(t *testing.T) {
+	eng, svc := openService(t, delivery.Config{})
+	ctx := context.Background()
+	if _, err := eng.Exec(ctx, "", `SPAWN #bob: Actor {} SPAWN #ann: Actor {}
+		SPAWN m: Message { body = "for bob" } LINK inbox(#bob, m)
+		SPAWN n: Message { body = "for ann" } LINK inbox(#ann, n)`, nil); err != nil {
+		t.Fatal(err)
+	}
+	const w = `WATCH m: Message, inbox(#self, m) [mode: consume] RETURN m.body`
+	if _, err := svc.Consume(ctx, "", w, nil); herald.CodeOf(err) != herald.CodeSession {
+		t.Fatalf("without a session: err = %v, want E3003", err)
+	}
+	sid, _ := eng.OpenSession()
+	if _, err := eng.Exec(ctx, sid, `BEGIN SESSION AS #ann`, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := svc.Consume(ctx, sid, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Flush()
+	ev := <-st.Events()
+	if got := ev.Match.MapGet("m.body").AsString(); got != "for ann" {
+		t.Fatalf("ann got %q", got)
+	}
+	select {
+	case ev := <-st.Events():
+		t.Fatalf("unexpected second event %+v", ev)
+	default:
+	}
+}
+
+// TestLease: a pull consumer leases up to n ready messages at once, in order; the
+// leases outlive the call and settle by delivery id; expired ones come back.
+func TestLease(t *testing.T) {
+	eng, svc := openService(t, delivery.Config{})
+	ctx := context.Background()
+	if _, err := eng.Exec(ctx, "", `SPAWN #a: Item { p = 2 } SPAWN #b: Item { p = 0 } SPAWN #c: Item { p = 1 }`, nil); err != nil {
+		t.Fatal(err)
+	}
+	const w = `WATCH i: Item [mode: consume, group: "pull", ack_timeout: 10s, ordering: attribute(i.p ASC)] RETURN i.id`
+	evs, err := svc.Lease(ctx, "", w, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Match.MapGet("i.id").AsString() != "b" || evs[1].Match.MapGet("i.id").AsString() != "c" {
+		t.Fatalf("first pull: %+v", evs)
+	}
+	more, _ := svc.Lease(ctx, "", w, nil, 5)
+	if len(more) != 1 || more[0].Match.MapGet("i.id").AsString() != "a" {
+		t.Fatalf("second pull: %+v", more)
+	}
+	if none, _ := svc.Lease(ctx, "", w, nil, 5); len(none) != 0 {
+		t.Fatalf("everything is leased, got %+v", none)
+	}
+	if err := svc.Ack(ctx, evs[0].DeliveryID); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Nack(ctx, evs[1].DeliveryID, delivery.NackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	back, _ := svc.Lease(ctx, "", w, nil, 5)
+	if len(back) != 1 || back[0].Match.MapGet("i.id").AsString() != "c" || back[0].Attempt != 2 {
+		t.Fatalf("after NACK: %+v", back)
+	}
+}
+
+// TestDeliveryOf: the current lease of a message can be found by the message's id.
+func TestDeliveryOf(t *testing.T) {
+	eng, svc := openService(t, delivery.Config{})
+	ctx := context.Background()
+	if _, err := eng.Exec(ctx, "", `SPAWN #m: Msg {}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := svc.DeliveryOf("m"); ok {
+		t.Fatal("a message that is not leased has no delivery")
+	}
+	evs, err := svc.Lease(ctx, "", `WATCH m: Msg [mode: consume, group: "g"] RETURN m`, nil, 1)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("lease: %v %v", evs, err)
+	}
+	id, ok := svc.DeliveryOf("m")
+	if !ok || id != evs[0].DeliveryID {
+		t.Fatalf("DeliveryOf = %q %v, want %q", id, ok, evs[0].DeliveryID)
+	}
+	if err := svc.Ack(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := svc.DeliveryOf("m"); ok {
+		t.Fatal("an acked message has no delivery")
+	}
+}

@@ -1,0 +1,410 @@
+package delivery
+
+import (
+	"container/heap"
+	"context"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/eval"
+)
+
+// The dispatcher: one goroutine owned by the Service that follows commits, expires
+// leases, releases delayed messages and hands ready messages to consumers.
+
+func (s *Service) loop() {
+	defer close(s.done)
+	t := s.clock.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		next := s.runOnce()
+		t.Stop()
+		if !next.IsZero() {
+			d := next.Sub(s.clock.Now())
+			if d < 0 {
+				d = 0
+			}
+			t.Reset(d)
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+		case <-t.C():
+		case reply := <-s.flush:
+			s.runOnce() // one more round for what the last one committed itself
+			close(reply)
+		}
+	}
+}
+
+// work is what one dispatcher round writes in one system transaction.
+type work struct {
+	leases  []*lease
+	states  []*subject // durable state to rewrite (attempts, not_before, no lease)
+	letters []letter
+	cleanup []herald.NodeID
+	retired []herald.NodeID
+}
+
+type letter struct {
+	sub      *subject
+	watch    herald.NodeID
+	dest     herald.NodeID
+	reason   string
+	attempts int
+	match    herald.Value
+}
+
+func (w *work) empty() bool {
+	return len(w.leases) == 0 && len(w.states) == 0 && len(w.letters) == 0 && len(w.cleanup) == 0 && len(w.retired) == 0
+}
+
+// Flush runs dispatcher rounds until the work queued before the call is done: commits
+// evaluated, leases expired, ready messages handed out. Tests use it to step the
+// dispatcher deterministically.
+func (s *Service) Flush() {
+	reply := make(chan struct{})
+	select {
+	case s.flush <- reply:
+		<-reply
+	case <-s.done:
+	}
+}
+
+// runOnce does one round and returns when the next timed work is due (zero: none).
+func (s *Service) runOnce() time.Time {
+	s.pendMu.Lock()
+	sets := s.pending
+	s.pending = nil
+	s.pendMu.Unlock()
+
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return time.Time{}
+	}
+	if len(sets) > 0 {
+		if err := s.applyChangesLocked(sets); err != nil {
+			s.log.Error("consume: evaluating commits failed", "err", err)
+		}
+	}
+	now := s.clock.Now()
+	w := &work{}
+	s.expireLocked(now, w)
+	for _, l := range s.released {
+		s.settledLocked(l, w, true)
+	}
+	s.released = nil
+	for id := range s.cleanup {
+		w.cleanup = append(w.cleanup, id)
+		delete(s.cleanup, id)
+	}
+	w.retired, s.retired = s.retired, nil
+	for _, g := range s.groups {
+		for _, e := range g.delayed.due(now) {
+			s.queueLocked(e)
+		}
+	}
+	s.dispatchLocked(now, w)
+	s.mu.Unlock()
+
+	if !w.empty() {
+		seq, tick, err := s.eng.System(context.Background(), func(tx *graph.Tx) error {
+			s.write(tx, w, now)
+			return nil
+		})
+		s.mu.Lock()
+		if err != nil {
+			s.log.Error("consume: writing delivery state failed", "err", err)
+		} else {
+			for _, l := range w.leases {
+				if s.leases[l.id] == l && l.cons != nil {
+					l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	return s.nextWake()
+}
+
+func (s *Service) nextWake() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next time.Time
+	if len(s.deadlines) > 0 {
+		next = s.deadlines[0].deadline
+	}
+	for _, g := range s.groups {
+		if t, ok := g.delayed.next(); ok && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+// write applies a round's work in a system transaction.
+// New leases go last: a subject released or expired and leased again in the same round
+// must end up with its new lease.
+func (s *Service) write(tx *graph.Tx, w *work, now time.Time) {
+	for _, sub := range w.states {
+		if tx.Node(sub.id) != nil {
+			putDelivery(tx, sub, nil)
+		}
+	}
+	for _, lt := range w.letters {
+		if _, err := s.deadLetter(tx, lt.sub, lt.watch, lt.dest, lt.reason, lt.attempts, lt.match, now); err != nil {
+			s.log.Warn("consume: dead letter recorded without its destination", "err", err)
+		}
+	}
+	for _, id := range w.cleanup {
+		if n := tx.Node(id); n != nil && n.Type == typeDelivery {
+			tx.DeleteNode(id)
+		}
+	}
+	for _, id := range w.retired {
+		retireWatch(tx, id)
+	}
+	for _, l := range w.leases {
+		if tx.Node(l.subj.id) != nil {
+			putDelivery(tx, l.subj, l)
+		}
+	}
+}
+
+// retireWatch ends the _Watch node of a group of one whose consumer left: it is deleted,
+// or, when dead letters hang from it, kept with status "cancelled" so they stay linked.
+func retireWatch(tx *graph.Tx, id herald.NodeID) {
+	w := tx.Node(id)
+	if w == nil || w.Type != typeWatch {
+		return
+	}
+	for _, k := range tx.Incident(id) {
+		if e := tx.Edge(k); e != nil && e.Type == edgeWatchLetter {
+			attrs := w.Attrs.Clone()
+			attrs["status"] = herald.String("cancelled")
+			tx.PutNode(&herald.Node{ID: w.ID, Type: w.Type, Attrs: attrs})
+			return
+		}
+	}
+	tx.DeleteNode(id)
+}
+
+// expireLocked turns expired leases into implicit NACKs and tells their holders.
+func (s *Service) expireLocked(now time.Time, w *work) {
+	for len(s.deadlines) > 0 && !s.deadlines[0].deadline.After(now) {
+		l := heap.Pop(&s.deadlines).(*lease)
+		if l.settling {
+			continue // its ACK/NACK started in time; it re-arms the deadline if it fails
+		}
+		if c := l.cons; c != nil {
+			err := herald.Errorf(herald.CodeAckTimeout, "delivery %q was not settled before its deadline; it will be redelivered", l.id)
+			c.send(Event{Type: EventTimeout, DeliveryID: l.id, Attempt: l.attempt, Error: err, Code: err.Code, Message: err.Message})
+		}
+		s.removeLeaseLocked(l)
+		s.settledLocked(l, w, false)
+	}
+}
+
+// settledLocked decides what follows a failed attempt (a timeout, or a release when the
+// consumer left): redeliver — after the watch's backoff for a timeout, at once for a
+// release — or dead-letter past max_redeliveries.
+func (s *Service) settledLocked(l *lease, w *work, released bool) {
+	sub := l.subj
+	sub.attempts = l.attempt
+	sp := l.spec()
+	max, dest, bo := sp.maxRedeliveries, sp.deadLetter, sp.backoff
+	if l.attempt >= 1+max {
+		s.dropSubjectLocked(sub)
+		w.letters = append(w.letters, letter{sub: sub, watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: l.attempt, match: l.match})
+		return
+	}
+	if released {
+		bo = backoff{}
+	}
+	if d := bo.delay(l.attempt); d > 0 {
+		sub.notBefore = s.clock.Now().Add(d)
+	}
+	w.states = append(w.states, sub)
+	s.requeueLocked(sub)
+}
+
+// dropSubjectLocked removes a subject from every group (it is being deleted).
+func (s *Service) dropSubjectLocked(sub *subject) {
+	for g := range sub.entries {
+		s.dropEntryLocked(g, sub.id)
+	}
+	if sub.lease != nil {
+		s.removeLeaseLocked(sub.lease)
+	}
+	sub.stored = false
+	delete(s.subjects, sub.id)
+}
+
+// dispatchLocked leases ready messages to members with room, round robin.
+func (s *Service) dispatchLocked(now time.Time, w *work) {
+	for _, g := range s.groups {
+		for g.ready.len() > 0 {
+			c := g.nextMember()
+			if c == nil {
+				break
+			}
+			e := g.ready.pop()
+			sub := e.subj
+			if sub.lease != nil {
+				continue
+			}
+			l := &lease{
+				id:       newDeliveryID(),
+				subj:     sub,
+				cons:     c,
+				watch:    g.watch,
+				grp:      g,
+				deadline: now.Add(g.spec.ackTimeout),
+				sp:       g.spec,
+				attempt:  sub.attempts + 1,
+				index:    -1,
+				match:    e.info.match,
+			}
+			sub.lease = l
+			sub.notBefore = time.Time{}
+			s.leases[l.id] = l
+			c.leases[l.id] = l
+			s.pushDeadlineLocked(l)
+			for _, other := range sub.entries {
+				s.unqueueLocked(other) // a leased message is invisible to every other watch
+			}
+			w.leases = append(w.leases, l)
+		}
+	}
+}
+
+// nextMember picks the next member with room for another delivery.
+func (g *group) nextMember() *consumer {
+	for i := 0; i < len(g.members); i++ {
+		c := g.members[(g.rr+i)%len(g.members)]
+		if !c.closed && len(c.leases) < c.capacity {
+			g.rr = (g.rr + i + 1) % len(g.members)
+			return c
+		}
+	}
+	return nil
+}
+
+// applyChangesLocked re-evaluates what the commits in sets touched.
+func (s *Service) applyChangesLocked(sets []*herald.ChangeSet) error {
+	touched := map[string]map[herald.NodeID]bool{}
+	deleted := map[herald.NodeID]bool{}
+	full := map[*group]bool{}
+	add := func(typ string, id herald.NodeID) {
+		m := touched[typ]
+		if m == nil {
+			m = map[herald.NodeID]bool{}
+			touched[typ] = m
+		}
+		m[id] = true
+	}
+	for _, cs := range sets {
+		for _, ch := range cs.Changes {
+			var typ string
+			switch ch.Kind {
+			case herald.NodeChange:
+				if ch.NodeBefore != nil {
+					add(ch.NodeBefore.Type, ch.NodeBefore.ID)
+					typ = ch.NodeBefore.Type
+				}
+				if ch.NodeAfter != nil {
+					add(ch.NodeAfter.Type, ch.NodeAfter.ID)
+					typ = ch.NodeAfter.Type
+				} else {
+					deleted[ch.NodeBefore.ID] = true
+				}
+			case herald.EdgeChange:
+				if ch.EdgeAfter != nil {
+					typ = ch.EdgeAfter.Type
+				} else {
+					typ = ch.EdgeBefore.Type
+				}
+			default:
+				continue
+			}
+			for _, g := range s.groups {
+				if !g.spec.single && g.spec.types[typ] {
+					full[g] = true
+				}
+			}
+		}
+	}
+	return s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		for id := range deleted {
+			sub := s.subjects[id]
+			if sub == nil || tx.Node(id) != nil {
+				continue
+			}
+			if sub.lease != nil && sub.lease.settling {
+				continue // its ACK deleted it; the ACK finishes the bookkeeping
+			}
+			if sub.stored && tx.Node(deliveryNodeID(id)) != nil {
+				s.cleanup[deliveryNodeID(id)] = true
+			}
+			s.dropSubjectLocked(sub)
+		}
+		for typ, ids := range touched {
+			for _, g := range s.byType[typ] {
+				if !g.spec.single {
+					continue
+				}
+				for id := range ids {
+					info, err := g.spec.evalMatch(tx, tx.Node(id))
+					if err != nil {
+						return err
+					}
+					if info == nil {
+						s.dropEntryLocked(g, id)
+					} else {
+						s.setEntryLocked(g, tx.Node(id), info)
+					}
+				}
+			}
+		}
+		for g := range full {
+			if err := s.rematchLocked(tx, g); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// rematchLocked re-runs a join pattern and applies the difference.
+func (s *Service) rematchLocked(tx *graph.Tx, g *group) error {
+	sp := g.spec
+	ctx := sp.ctx()
+	ctx.Node = tx.Node
+	slot, _, _ := sp.full.Scope.Lookup(sp.subjectVar)
+	now := map[herald.NodeID]bool{}
+	_, err := sp.full.Run(tx, ctx, func(row eval.Row) error {
+		n := row[slot].Node
+		if n == nil || now[n.ID] {
+			return nil
+		}
+		now[n.ID] = true
+		info, err := sp.info(ctx, n, row)
+		if err != nil {
+			return err
+		}
+		s.setEntryLocked(g, n, info)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for id := range g.matches {
+		if !now[id] {
+			s.dropEntryLocked(g, id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,250 @@
+package delivery
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/store"
+)
+
+// Layer 0 types written by consume mode.
+const (
+	typeWatch       = "_Watch"
+	typeDelivery    = "_Delivery"
+	typeDeadLetter  = "_DeadLetter"
+	edgeWatchLetter = "_watch_dead_letter"       // (_Watch, _DeadLetter)
+	edgeLetterDest  = "_dead_letter_destination" // (_DeadLetter, destination node)
+)
+
+// deliveryNodeID names the _Delivery node of a subject. `.` cannot appear in `#ids`
+// written by users, so these ids never collide with theirs.
+func deliveryNodeID(subject herald.NodeID) herald.NodeID {
+	return herald.NodeID("_d." + string(subject))
+}
+
+// saveWatch records the group's _Watch node (kept across restarts for named groups).
+func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) error {
+	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
+		old := tx.Node(id)
+		attrs := herald.Attrs{
+			"pattern":          herald.String(sp.text),
+			"mode":             herald.String("consume"),
+			"status":           herald.String("active"),
+			"ordering":         herald.String(sp.ordering),
+			"delivery":         herald.String("reliable"),
+			"visibility":       herald.String("committed"),
+			"buffer_size":      herald.Int(int64(sp.buffer)),
+			"on_full":          herald.String("block"),
+			"ack_timeout":      herald.Duration(sp.ackTimeout),
+			"max_redeliveries": herald.Int(int64(sp.maxRedeliveries)),
+		}
+		if sp.group != "" {
+			attrs["group"] = herald.String(sp.group)
+		}
+		if sp.deadLetter != "" {
+			attrs["dead_letter"] = herald.String(string(sp.deadLetter))
+		}
+		if old != nil {
+			attrs["created_at"] = old.Attrs["created_at"]
+			if old.Attrs.Equal(attrs) {
+				return nil
+			}
+		} else {
+			attrs["created_at"] = herald.Timestamp(s.clock.Now())
+		}
+		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: attrs})
+		return nil
+	})
+	return err
+}
+
+// putDelivery writes a subject's durable delivery state.
+func putDelivery(tx *graph.Tx, sub *subject, l *lease) {
+	attrs := herald.Attrs{
+		"subject":  herald.String(string(sub.id)),
+		"attempts": herald.Int(int64(sub.attempts)),
+	}
+	if !sub.notBefore.IsZero() {
+		attrs["not_before"] = herald.Timestamp(sub.notBefore)
+	}
+	if l != nil {
+		attrs["attempts"] = herald.Int(int64(l.attempt))
+		attrs["delivery_id"] = herald.String(l.id)
+		attrs["deadline"] = herald.Timestamp(l.deadline)
+		attrs["watch"] = herald.String(string(l.watch))
+		if l.cons != nil {
+			attrs["consumer"] = herald.String(l.cons.id)
+		}
+	}
+	tx.PutNode(&herald.Node{ID: deliveryNodeID(sub.id), Type: typeDelivery, Attrs: attrs})
+	sub.stored = true
+}
+
+// recover rebuilds a subject's delivery state from its _Delivery node at start.
+func (s *Service) recover(tx *graph.Tx, d *herald.Node) {
+	if d == nil {
+		return
+	}
+	subjID := herald.NodeID(d.Attrs["subject"].AsString())
+	n := tx.Node(subjID)
+	if n == nil {
+		s.cleanup[d.ID] = true // the message is gone; its state is garbage
+		return
+	}
+	sub := s.subjectLocked(n)
+	sub.stored = true
+	sub.attempts = int(d.Attrs["attempts"].AsInt())
+	if nb := d.Attrs["not_before"]; nb.Kind() == herald.KindTimestamp {
+		sub.notBefore = nb.AsTime()
+	}
+	id := d.Attrs["delivery_id"]
+	if id.Kind() != herald.KindString {
+		return
+	}
+	watch := herald.NodeID(d.Attrs["watch"].AsString())
+	l := &lease{
+		id:       id.AsString(),
+		subj:     sub,
+		watch:    watch,
+		sp:       s.recoveredSpec(tx, watch),
+		deadline: d.Attrs["deadline"].AsTime(),
+		attempt:  sub.attempts,
+		index:    -1,
+		match:    nodeMatch(n),
+	}
+	sub.lease = l
+	s.leases[l.id] = l
+	s.pushDeadlineLocked(l)
+}
+
+// recoveredSpec compiles the statement recorded on a _Watch node again, so a lease that
+// survived a restart keeps its watch's ack timeout, redelivery limit, backoff and dead
+// letter. A statement that needs parameters cannot be compiled again; nil (the defaults)
+// is returned then.
+func (s *Service) recoveredSpec(tx *graph.Tx, watch herald.NodeID) *spec {
+	if sp, ok := s.specs[watch]; ok {
+		return sp
+	}
+	var sp *spec
+	if w := tx.Node(watch); w != nil && w.Type == typeWatch {
+		if c, err := compileSpec(s.eng, w.Attrs["pattern"].AsString(), nil, "", ""); err == nil {
+			sp = c
+		} else {
+			s.log.Warn("consume: a recovered lease's watch cannot be compiled again; it uses the default options", "watch", watch, "err", err)
+		}
+	}
+	s.specs[watch] = sp
+	return sp
+}
+
+// nodeMatch is the match value of a recovered lease (its group, and so its RETURN, may
+// be unknown after a restart).
+func nodeMatch(n *herald.Node) herald.Value {
+	return eval.NodeValue(n)
+}
+
+// deadLetter moves a subject to a _DeadLetter node in tx: the letter keeps the match and
+// the whole node (for REDRIVE), is linked from the watch and, when configured, to the
+// destination. It reports E8007 when the destination is missing; the letter is recorded
+// all the same.
+func (s *Service) deadLetter(tx *graph.Tx, sub *subject, watch herald.NodeID, dest herald.NodeID, reason string, attempts int, match herald.Value, now time.Time) (herald.NodeID, *herald.Error) {
+	n := tx.Node(sub.id)
+	if d := deliveryNodeID(sub.id); tx.Node(d) != nil {
+		tx.DeleteNode(d)
+	}
+	sub.stored = false
+	if n == nil {
+		return "", nil // already gone (killed or acked meanwhile): nothing to keep
+	}
+	if match.IsNull() {
+		match = eval.NodeValue(n)
+	}
+	mj, _ := json.Marshal(match)
+	letterID := newNodeID("dl")
+	attrs := herald.Attrs{
+		"original_match":    herald.String(string(mj)),
+		"failure_reason":    herald.String(reason),
+		"delivery_attempts": herald.Int(int64(attempts)),
+		"created_at":        herald.Timestamp(now),
+		"subject_id":        herald.String(string(n.ID)),
+		"subject_type":      herald.String(n.Type),
+		"original_node":     herald.String(base64.StdEncoding.EncodeToString(store.AppendNode(nil, n))),
+	}
+	if watch != "" {
+		attrs["watch"] = herald.String(string(watch))
+	}
+	var failed *herald.Error
+	if dest != "" {
+		attrs["dead_letter"] = herald.String(string(dest))
+		if tx.Node(dest) == nil {
+			failed = herald.Errorf(herald.CodeDeadLetterFailed, "dead letter destination #%s does not exist; the letter is kept as %s on its watch", dest, letterID)
+		}
+	}
+	tx.PutNode(&herald.Node{ID: letterID, Type: typeDeadLetter, Attrs: attrs})
+	if watch != "" && tx.Node(watch) != nil {
+		tx.PutEdge(&herald.Edge{Type: edgeWatchLetter, Endpoints: []herald.NodeID{watch, letterID}})
+	}
+	if dest != "" && failed == nil {
+		tx.PutEdge(&herald.Edge{Type: edgeLetterDest, Endpoints: []herald.NodeID{letterID, dest}})
+	}
+	tx.DeleteNode(n.ID)
+	return letterID, failed
+}
+
+// Redrive re-spawns the node a dead letter holds (under its original id when that is
+// free, else a new one) and deletes the letter. It returns the node's id.
+func (s *Service) Redrive(ctx context.Context, letter herald.NodeID) (herald.NodeID, error) {
+	var id herald.NodeID
+	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
+		l := tx.Node(letter)
+		if l == nil || l.Type != typeDeadLetter {
+			return herald.Errorf(herald.CodeNodeNotFound, "no dead letter #%s", letter)
+		}
+		raw, err := base64.StdEncoding.DecodeString(l.Attrs["original_node"].AsString())
+		if err != nil {
+			return herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
+		}
+		n, err := store.DecodeNode(raw)
+		if err != nil {
+			return herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
+		}
+		if tx.Node(n.ID) != nil {
+			n.ID = newNodeID("n")
+		}
+		tx.PutNode(&herald.Node{ID: n.ID, Type: n.Type, Attrs: n.Attrs})
+		tx.DeleteNode(letter)
+		id = n.ID
+		return nil
+	})
+	return id, err
+}
+
+func (s *Service) pushDeadlineLocked(l *lease) { heap.Push(&s.deadlines, l) }
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newDeliveryID returns a delivery id: "d" and 128 random bits in lower-case base32. It is
+// URL-safe and can be written as a string, a $param or an `#ident` in ACK and NACK.
+func newDeliveryID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "d" + idEncoding.EncodeToString(b)
+}
+
+// newNodeID returns prefix followed by 80 random bits in lower-case base32, an id that can
+// be written as `#id` in queries.
+func newNodeID(prefix string) herald.NodeID {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return herald.NodeID(prefix + idEncoding.EncodeToString(b))
+}
+
+func (s *Service) fixDeadlineLocked(l *lease) { heap.Fix(&s.deadlines, l.index) }

@@ -1,0 +1,630 @@
+package delivery
+
+import (
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/eval"
+)
+
+// Config configures a Service.
+type Config struct {
+	Engine *engine.Engine // required
+	Logger *slog.Logger
+	// MaxConsumers caps consumers server-wide (0: 10,000); beyond it Consume answers E8006.
+	MaxConsumers int
+	// MaxConsumersPerSession caps the consumers of one session (0: 100).
+	MaxConsumersPerSession int
+}
+
+// subject is a message: a node some consume group matches, or one with durable
+// delivery state.
+type subject struct {
+	id        herald.NodeID
+	created   uint64
+	attempts  int // deliveries so far, durable in its _Delivery node
+	lease     *lease
+	notBefore time.Time
+	entries   map[*group]*entry
+	stored    bool // a _Delivery node exists for it
+}
+
+// lease is one delivery attempt in flight.
+type lease struct {
+	id       string
+	subj     *subject
+	cons     *consumer // nil for a lease recovered after a restart
+	watch    herald.NodeID
+	grp      *group // nil for a recovered lease, or when its group is gone
+	sp       *spec  // the options it was leased under (recovered from its _Watch)
+	deadline time.Time
+	attempt  int
+	settling bool // an ACK, NACK or EXTEND is committing it
+	index    int  // in the deadline heap
+	match    herald.Value
+}
+
+// group is the consumers sharing one ready queue: a named group, or one consumer.
+type group struct {
+	key     string
+	spec    *spec
+	watch   herald.NodeID // its _Watch node
+	members []*consumer
+	rr      int
+	ready   *readyQueue
+	delayed *delayQueue
+	matches map[herald.NodeID]*entry
+}
+
+// consumer is one stream.
+type consumer struct {
+	id       string
+	svc      *Service
+	grp      *group
+	session  string
+	events   chan Event
+	leases   map[string]*lease
+	capacity int
+	closed   bool
+	done     chan struct{}
+}
+
+// Service is the consume-mode engine. Surfaces (HTTP, RPC, the query language) call
+// Consume, Ack, Nack, Extend and Redrive; none keeps queue state of its own.
+type Service struct {
+	cfg   Config
+	eng   *engine.Engine
+	clock herald.Clock
+	log   *slog.Logger
+
+	mu         sync.Mutex
+	subjects   map[herald.NodeID]*subject
+	leases     map[string]*lease
+	deadlines  leaseHeap
+	groups     map[string]*group
+	consumers  map[string]*consumer
+	perSession map[string]int
+	byType     map[string][]*group // groups by subject type
+	cleanup    map[herald.NodeID]bool
+	specs      map[herald.NodeID]*spec // recovered watches' options, by _Watch id
+	released   []*lease                // leases whose consumer left: requeued, not yet persisted
+	retired    []herald.NodeID         // _Watch nodes of ended groups of one
+
+	pendMu  sync.Mutex
+	pending []*herald.ChangeSet
+
+	wake     chan struct{}
+	flush    chan chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
+	unlisten func()
+	started  bool
+	stopped  bool
+}
+
+// New returns a service; Start begins its work.
+func New(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxConsumers <= 0 {
+		cfg.MaxConsumers = 10000
+	}
+	if cfg.MaxConsumersPerSession <= 0 {
+		cfg.MaxConsumersPerSession = 100
+	}
+	return &Service{
+		cfg:        cfg,
+		eng:        cfg.Engine,
+		clock:      cfg.Engine.Clock(),
+		log:        cfg.Logger,
+		subjects:   map[herald.NodeID]*subject{},
+		leases:     map[string]*lease{},
+		groups:     map[string]*group{},
+		consumers:  map[string]*consumer{},
+		perSession: map[string]int{},
+		byType:     map[string][]*group{},
+		cleanup:    map[herald.NodeID]bool{},
+		specs:      map[herald.NodeID]*spec{},
+		wake:       make(chan struct{}, 1),
+		flush:      make(chan chan struct{}),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+}
+
+// Start recovers durable delivery state (leases keep their deadlines; those that expired
+// while the server was down are redelivered), installs the service as the engine's
+// statement extension, and starts the dispatcher.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return nil
+	}
+	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		for _, id := range tx.NodesOfType(typeDelivery) {
+			s.recover(tx, tx.Node(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.unlisten = s.eng.Listen(s.onCommit)
+	s.eng.AddExtension(s)
+	s.started = true
+	go s.loop()
+	s.log.Info("delivery started", "leases", len(s.leases), "subjects", len(s.subjects))
+	return nil
+}
+
+// Stop ends every consumer and the dispatcher. Leases stay durable and keep their
+// deadlines. It is idempotent and safe before Start.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.stopped = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	for _, c := range s.consumers {
+		s.endConsumerLocked(c, nil, false)
+	}
+	s.mu.Unlock()
+	s.unlisten()
+	close(s.stop)
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Service) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// onCommit queues durable change sets for the dispatcher (engine.Listener).
+func (s *Service) onCommit(sets []*herald.ChangeSet) {
+	s.pendMu.Lock()
+	s.pending = append(s.pending, sets...)
+	s.pendMu.Unlock()
+	s.kick()
+}
+
+// Consume registers a consumer for one `WATCH … [mode: consume]` statement.
+// With a session id, `#self` and `current_actor()` in the statement are the session's
+// actor (`BEGIN SESSION AS #actor`).
+func (s *Service) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (Stream, error) {
+	var actor herald.NodeID
+	if sessionID != "" {
+		var err error
+		if actor, err = s.eng.SessionActor(sessionID); err != nil {
+			return nil, err
+		}
+	}
+	return s.consume(ctx, sessionID, actor, query, params, 0)
+}
+
+// consume registers a consumer; capacity > 0 overrides the watch's buffer.
+func (s *Service) consume(ctx context.Context, sessionID string, actor herald.NodeID, query string, params map[string]herald.Value, capacity int) (Stream, error) {
+	sp, err := compileSpec(s.eng, query, params, actor, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	cid := randToken(12)
+	key := "c:" + cid
+	if sp.group != "" {
+		key = "g:" + sp.group
+	}
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
+	}
+	if len(s.consumers) >= s.cfg.MaxConsumers {
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d consumers", len(s.consumers))
+	}
+	if sessionID != "" && s.perSession[sessionID] >= s.cfg.MaxConsumersPerSession {
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already has %d consumers", s.perSession[sessionID])
+	}
+	g := s.groups[key]
+	if g != nil && g.spec.text != sp.text {
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
+	}
+	s.mu.Unlock()
+
+	if g == nil {
+		watchID := newNodeID("w")
+		if sp.group != "" {
+			sum := sha256.Sum256([]byte(sp.group))
+			watchID = herald.NodeID("wg" + hex.EncodeToString(sum[:10]))
+		}
+		if err := s.saveWatch(ctx, watchID, sp); err != nil {
+			return nil, err
+		}
+		if g, err = s.addGroup(key, sp, watchID); err != nil {
+			if sp.group == "" {
+				_, _, _ = s.eng.System(ctx, func(tx *graph.Tx) error { retireWatch(tx, watchID); return nil })
+			}
+			return nil, err
+		}
+	}
+	c := &consumer{
+		id: cid, svc: s, grp: g, session: sessionID,
+		events:   make(chan Event, 2*sp.buffer+2),
+		leases:   map[string]*lease{},
+		capacity: sp.buffer,
+		done:     make(chan struct{}),
+	}
+	if capacity > 0 {
+		c.capacity = capacity
+		c.events = make(chan Event, 2*capacity+2)
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
+	}
+	if cur := s.groups[key]; cur != g {
+		// The group emptied and was dropped while this consumer was being set up.
+		s.mu.Unlock()
+		return s.consume(ctx, sessionID, actor, query, params, capacity)
+	}
+	g.members = append(g.members, c)
+	s.consumers[c.id] = c
+	if sessionID != "" {
+		s.perSession[sessionID]++
+	}
+	s.mu.Unlock()
+	s.kick()
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.Close()
+		case <-c.done:
+		}
+	}()
+	return c, nil
+}
+
+// addGroup creates a group and loads its backlog.
+func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID) (*group, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.groups[key]; g != nil {
+		return g, nil
+	}
+	g := &group{key: key, spec: sp, watch: watchID, matches: map[herald.NodeID]*entry{}, delayed: newDelayQueue()}
+	g.ready = newReadyQueue(g.less)
+	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		ctx := sp.ctx()
+		ctx.Node = tx.Node
+		seen := map[herald.NodeID]bool{}
+		_, err := sp.full.Run(tx, ctx, func(row eval.Row) error {
+			slot, _, _ := sp.full.Scope.Lookup(sp.subjectVar)
+			n := row[slot].Node
+			if n == nil || seen[n.ID] {
+				return nil
+			}
+			seen[n.ID] = true
+			info, err := sp.info(ctx, n, row)
+			if err != nil {
+				return err
+			}
+			e := s.setEntryLocked(g, n, info)
+			e.skip = sp.initialNone
+			if e.skip {
+				s.unqueueLocked(e)
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.groups[key] = g
+	s.byType[sp.subjectTyp] = append(s.byType[sp.subjectTyp], g)
+	return g, nil
+}
+
+// subjectLocked returns (creating) the tracking record of node n.
+func (s *Service) subjectLocked(n *herald.Node) *subject {
+	sub := s.subjects[n.ID]
+	if sub == nil {
+		sub = &subject{id: n.ID, created: n.Created, entries: map[*group]*entry{}}
+		s.subjects[n.ID] = sub
+	}
+	if sub.created == 0 {
+		sub.created = n.Created
+	}
+	return sub
+}
+
+// setEntryLocked records that g matches n with info, queueing it when it is deliverable.
+func (s *Service) setEntryLocked(g *group, n *herald.Node, info *matchInfo) *entry {
+	sub := s.subjectLocked(n)
+	e := g.matches[n.ID]
+	if e == nil {
+		e = &entry{subj: sub, grp: g, info: info, index: -1}
+		g.matches[n.ID] = e
+		sub.entries[g] = e
+		s.queueLocked(e)
+		return e
+	}
+	if e.where == inReady && e.info.fairKey == info.fairKey && !info.availableAt.After(s.clock.Now()) {
+		e.info = info
+		g.ready.fix(e)
+		return e
+	}
+	s.unqueueLocked(e)
+	e.info = info
+	s.queueLocked(e)
+	return e
+}
+
+// dropEntryLocked forgets that g matches subject id.
+func (s *Service) dropEntryLocked(g *group, id herald.NodeID) {
+	e := g.matches[id]
+	if e == nil {
+		return
+	}
+	s.unqueueLocked(e)
+	delete(g.matches, id)
+	delete(e.subj.entries, g)
+	s.forgetLocked(e.subj)
+}
+
+// forgetLocked drops a subject nobody tracks any more.
+func (s *Service) forgetLocked(sub *subject) {
+	if len(sub.entries) == 0 && sub.lease == nil && !sub.stored {
+		delete(s.subjects, sub.id)
+	}
+}
+
+// queueLocked puts e where it belongs: ready, delayed, or nowhere (leased or skipped).
+func (s *Service) queueLocked(e *entry) {
+	if e.where != inNone || e.skip || e.subj.lease != nil {
+		return
+	}
+	until := e.subj.notBefore
+	if e.info.availableAt.After(until) {
+		until = e.info.availableAt
+	}
+	if until.After(s.clock.Now()) {
+		e.until = until
+		e.grp.delayed.push(e)
+		return
+	}
+	e.grp.ready.push(e)
+}
+
+func (s *Service) unqueueLocked(e *entry) {
+	switch e.where {
+	case inReady:
+		e.grp.ready.remove(e)
+	case inDelayed:
+		e.grp.delayed.remove(e)
+	}
+}
+
+// Close ends the consumer and releases its leases at once.
+func (c *consumer) Close() {
+	c.svc.mu.Lock()
+	c.svc.endConsumerLocked(c, nil, true)
+	c.svc.mu.Unlock()
+	c.svc.kick()
+}
+
+// ID returns the consumer's id.
+func (c *consumer) ID() string { return c.id }
+
+// Events returns the consumer's event stream; it is closed when the consumer ends.
+func (c *consumer) Events() <-chan Event { return c.events }
+
+// Done is closed when the consumer has ended.
+func (c *consumer) Done() <-chan struct{} { return c.done }
+
+// endConsumerLocked removes c; with release its leases return to the queue at once.
+func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bool) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if cause != nil {
+		c.events <- Event{Type: EventError, Error: cause, Code: cause.Code, Message: cause.Message}
+	}
+	close(c.events)
+	close(c.done)
+	delete(s.consumers, c.id)
+	if c.session != "" {
+		if s.perSession[c.session]--; s.perSession[c.session] <= 0 {
+			delete(s.perSession, c.session)
+		}
+	}
+	g := c.grp
+	for i, m := range g.members {
+		if m == c {
+			g.members = append(g.members[:i], g.members[i+1:]...)
+			break
+		}
+	}
+	for _, l := range c.leases {
+		l.cons = nil
+		if release && !l.settling {
+			s.releaseLocked(l)
+		}
+	}
+	c.leases = nil
+	if len(g.members) == 0 {
+		s.dropGroupLocked(g)
+	}
+}
+
+// releaseLocked returns a lease whose consumer left: the subject is ready again at once
+// and the attempt counts; past max_redeliveries it is dead-lettered by the dispatcher.
+func (s *Service) releaseLocked(l *lease) {
+	s.removeLeaseLocked(l)
+	l.subj.attempts = l.attempt
+	s.released = append(s.released, l)
+	if l.attempt < 1+l.spec().maxRedeliveries {
+		s.requeueLocked(l.subj)
+	}
+}
+
+// dropGroupLocked forgets a group without members.
+func (s *Service) dropGroupLocked(g *group) {
+	delete(s.groups, g.key)
+	if g.spec.group == "" {
+		s.retired = append(s.retired, g.watch) // a group of one ends with its consumer
+	}
+	list := s.byType[g.spec.subjectTyp]
+	for i, x := range list {
+		if x == g {
+			s.byType[g.spec.subjectTyp] = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	for id := range g.matches {
+		s.dropEntryLocked(g, id)
+	}
+	for _, l := range s.leases {
+		if l.grp == g {
+			l.grp = nil
+		}
+	}
+}
+
+// removeLeaseLocked forgets l everywhere (not its subject's attempt count).
+func (s *Service) removeLeaseLocked(l *lease) {
+	delete(s.leases, l.id)
+	if l.index >= 0 && l.index < len(s.deadlines) && s.deadlines[l.index] == l {
+		heap.Remove(&s.deadlines, l.index)
+	}
+	if l.cons != nil {
+		delete(l.cons.leases, l.id)
+	}
+	if l.subj.lease == l {
+		l.subj.lease = nil
+	}
+}
+
+// requeueLocked makes a subject without a lease deliverable again in every group that
+// matches it, at its original position.
+func (s *Service) requeueLocked(sub *subject) {
+	for _, e := range sub.entries {
+		s.queueLocked(e)
+	}
+	s.forgetLocked(sub)
+}
+
+// send delivers ev to c; the channel is sized so this never blocks.
+func (c *consumer) send(ev Event) {
+	if c.closed {
+		return
+	}
+	select {
+	case c.events <- ev:
+	default:
+		c.svc.log.Error("consumer event buffer full; event dropped", "consumer", c.id, "type", ev.Type)
+	}
+}
+
+// randToken returns n random bytes, URL-safe base64.
+func randToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// invalidDelivery is the E8004 answer.
+func invalidDelivery(id string) error {
+	return herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %q is unknown, already settled, or expired", id)
+}
+
+var errStopped = errors.New("delivery: stopped")
+
+// leaseHeap orders leases by deadline.
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*lease)
+	l.index = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	l := old[n]
+	old[n] = nil
+	*h = old[:n]
+	l.index = -1
+	return l
+}
+
+// Lease is a pull consumer: it leases up to n messages that a consume-mode WATCH
+// statement matches and are ready now, and returns their consumed events at once (none
+// when nothing is ready). The leases are settled like any other — ACK, NACK, EXTEND by
+// delivery id — and expire after the watch's ack_timeout; no stream holds them, so a
+// closed connection does not release them. The queue REST API's pop is built on it.
+func (s *Service) Lease(ctx context.Context, sessionID, query string, params map[string]herald.Value, n int) ([]herald.Event, error) {
+	if n < 1 {
+		return nil, nil
+	}
+	var actor herald.NodeID
+	if sessionID != "" {
+		var err error
+		if actor, err = s.eng.SessionActor(sessionID); err != nil {
+			return nil, err
+		}
+	}
+	st, err := s.consume(ctx, sessionID, actor, query, params, n)
+	if err != nil {
+		return nil, err
+	}
+	c := st.(*consumer)
+	s.Flush()
+	s.mu.Lock()
+	var out []herald.Event
+	for more := true; more; {
+		select {
+		case ev := <-c.events:
+			if ev.Type == herald.EventConsumed {
+				out = append(out, ev)
+			}
+		default:
+			more = false
+		}
+	}
+	// Leave without releasing: the leases stay until settled or expired.
+	s.endConsumerLocked(c, nil, false)
+	s.mu.Unlock()
+	return out, nil
+}

@@ -1,0 +1,417 @@
+package delivery
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/printer"
+	"github.com/herald-mq/herald/lang/token"
+)
+
+// Defaults of consume-mode options.
+const (
+	DefaultAckTimeout      = 30 * time.Second
+	DefaultMaxRedeliveries = 3
+	DefaultBuffer          = 1000
+)
+
+// backoff is `exponential(initial, factor, max)` or `fixed(d)`; the zero value means none.
+type backoff struct {
+	initial time.Duration
+	factor  float64
+	max     time.Duration
+}
+
+// delay returns the wait before the redelivery that follows a failed attempt n (1-based).
+func (b backoff) delay(n int) time.Duration {
+	if b.initial <= 0 {
+		return 0
+	}
+	d := float64(b.initial)
+	for i := 1; i < n; i++ {
+		d *= b.factor
+		if b.max > 0 && d >= float64(b.max) {
+			return b.max
+		}
+	}
+	if b.max > 0 && time.Duration(d) > b.max {
+		return b.max
+	}
+	return time.Duration(d)
+}
+
+// orderKey is one `expr [ASC|DESC]` of attribute ordering.
+type orderKey struct {
+	fn   eval.Func
+	desc bool
+}
+
+// spec is a compiled consume watch: what matches, how it is ordered, and its settlement
+// options. Members of one group share one spec.
+type spec struct {
+	text       string // canonical statement text; members of a group must agree on it
+	group      string // "" for a group of one
+	subjectVar string
+	subjectTyp string
+	plan       *graph.Plan // seeded on the subject variable, WHERE and filter included
+	full       *graph.Plan // the same, unseeded: finds the backlog
+	single     bool        // the pattern is the subject alone: decided on the node's image
+	types      map[string]bool
+	proj       *graph.Projection
+	wholeNode  bool // RETURN of the bare subject: the match is the node itself
+	ctx        func() *eval.Context
+
+	ordering        string // arrival, causal, attribute
+	keys            []orderKey
+	ackTimeout      time.Duration
+	maxRedeliveries int
+	deadLetter      herald.NodeID
+	buffer          int
+	initialNone     bool
+	backoff         backoff
+	fairness        eval.Func
+	weight          eval.Func
+	availableAt     eval.Func
+}
+
+// compileSpec parses and compiles a consume-mode WATCH statement.
+func compileSpec(e *engine.Engine, query string, params map[string]herald.Value, actor herald.NodeID, sessionID string) (*spec, error) {
+	w, file, err := engine.ParseWatch(query, params)
+	if err != nil {
+		return nil, err
+	}
+	return compileWatch(w, file, params, actor, sessionID, e.Clock())
+}
+
+func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.Value, actor herald.NodeID, sessionID string, clk herald.Clock) (*spec, error) {
+	errAt := func(code herald.Code, pos token.Pos, format string, args ...any) error {
+		return eval.ErrorAt(file, code, pos, format, args...)
+	}
+	s := &spec{
+		text:            printer.String(w),
+		ordering:        "arrival",
+		ackTimeout:      DefaultAckTimeout,
+		maxRedeliveries: DefaultMaxRedeliveries,
+		buffer:          DefaultBuffer,
+		types:           map[string]bool{},
+	}
+	s.ctx = func() *eval.Context {
+		return &eval.Context{Params: params, Now: clk.Now().UTC(), Actor: actor, Session: sessionID}
+	}
+	if w.Handle != nil {
+		return nil, errAt(herald.CodeNotImplemented, w.Pos(), "watch handles (h = WATCH …) arrive with watch mode")
+	}
+	if w.OnMatch != nil {
+		return nil, errAt(herald.CodeNotImplemented, w.OnMatch.Pos(), "ON MATCH DO triggers arrive with watch mode")
+	}
+	for _, el := range w.Pattern.Elems {
+		switch x := el.(type) {
+		case *ast.NodePattern:
+			if s.subjectVar == "" {
+				s.subjectVar, s.subjectTyp = x.Var.Name, x.Type.Name
+			}
+			s.types[x.Type.Name] = true
+		case *ast.EdgePattern:
+			s.types[x.Type.Name] = true
+		}
+	}
+	if s.subjectVar == "" {
+		return nil, errAt(herald.CodeInvalidQuery, w.Pattern.Pos(), "a consume watch needs a node variable: its first one is the message (the subject)")
+	}
+	s.single = len(w.Pattern.Elems) == 1
+
+	mode := "watch"
+	var filter ast.Expr
+	var maxInFlight int
+	for _, ol := range w.Options {
+		for _, o := range ol.Options {
+			name := strings.ToLower(o.Name.Name)
+			val := o.Value
+			word := ""
+			if id, ok := val.(*ast.Ident); ok {
+				word = strings.ToLower(id.Name)
+			}
+			constant := func() (herald.Value, error) {
+				c := &eval.Compiler{Scope: eval.NewScope(), File: file}
+				f, err := c.Compile(val)
+				if err != nil {
+					return herald.Null, err
+				}
+				return f(s.ctx(), nil)
+			}
+			switch name {
+			case "mode":
+				mode = word
+			case "group":
+				v, err := constant()
+				if err != nil {
+					return nil, err
+				}
+				s.group = v.AsString()
+			case "ordering":
+				switch x := val.(type) {
+				case *ast.Ident:
+					s.ordering = word
+				case *ast.OrderingExpr:
+					s.ordering = "attribute"
+					for _, k := range x.Keys {
+						s.keys = append(s.keys, orderKey{desc: k.Dir == token.DESC})
+					}
+				}
+			case "ack_timeout", "max_redeliveries", "buffer", "max_in_flight":
+				v, err := constant()
+				if err != nil {
+					return nil, err
+				}
+				switch name {
+				case "ack_timeout":
+					if v.Kind() != herald.KindDuration || v.AsDuration() <= 0 {
+						return nil, errAt(herald.CodeInvalidQuery, val.Pos(), "ack_timeout must be a positive duration")
+					}
+					s.ackTimeout = v.AsDuration()
+				case "max_redeliveries":
+					if v.AsInt() < 0 {
+						return nil, errAt(herald.CodeInvalidQuery, val.Pos(), "max_redeliveries must not be negative")
+					}
+					s.maxRedeliveries = int(v.AsInt())
+				case "buffer":
+					if v.AsInt() < 1 {
+						return nil, errAt(herald.CodeInvalidQuery, val.Pos(), "buffer must be at least 1")
+					}
+					s.buffer = int(v.AsInt())
+				case "max_in_flight":
+					if v.AsInt() < 1 {
+						return nil, errAt(herald.CodeInvalidQuery, val.Pos(), "max_in_flight must be at least 1")
+					}
+					maxInFlight = int(v.AsInt())
+				}
+			case "dead_letter":
+				if ref, ok := val.(*ast.NodeRef); ok {
+					s.deadLetter = herald.NodeID(ref.Name)
+				}
+			case "initial":
+				switch x := val.(type) {
+				case *ast.Ident:
+					s.initialNone = word == "none"
+				case *ast.CallExpr:
+					return nil, errAt(herald.CodeInvalidQuery, x.Pos(), "initial: since(n) replays the change log and applies to watch mode; consume mode takes full or none")
+				}
+			case "on_full":
+				if word != "block" {
+					return nil, errAt(herald.CodeInvalidQuery, val.Pos(), "consume mode never drops or fails deliveries; on_full must be block (it stops delivering to a full consumer)")
+				}
+			case "delivery", "visibility", "deliver_on", "heartbeat":
+				// Consume mode is always reliable and committed; these shape watch-mode streams.
+			case "window":
+				if word != "none" {
+					return nil, errAt(herald.CodeInvalidQuery, val.Pos(), "windows apply to watch mode, not consume mode")
+				}
+			case "branch", "branches":
+				return nil, errAt(herald.CodeNotImplemented, o.Pos(), "branches are not supported")
+			case "filter":
+				filter = val
+			case "backoff":
+				b, err := compileBackoff(val, file)
+				if err != nil {
+					return nil, err
+				}
+				s.backoff = b
+			case "fairness", "weight", "available_at":
+				// compiled below, once the pattern's scope exists
+			default:
+				return nil, errAt(herald.CodeInvalidQuery, o.Pos(), "unknown option %s", name)
+			}
+		}
+	}
+	if mode != "consume" {
+		return nil, errAt(herald.CodeNotImplemented, w.Pos(), "watch mode (mode: watch) arrives with its own issue; this stream serves [mode: consume]")
+	}
+	if maxInFlight > 0 && maxInFlight < s.buffer {
+		s.buffer = maxInFlight
+	}
+	where := w.Where
+	if filter != nil {
+		if where == nil {
+			where = filter
+		} else {
+			where = &ast.BinaryExpr{X: &ast.ParenExpr{X: where}, Op: token.AND, Y: &ast.ParenExpr{X: filter}}
+		}
+	}
+	var err error
+	if s.plan, err = graph.CompileSeeded(w.Pattern, where, nil, s.subjectVar, file); err != nil {
+		return nil, err
+	}
+	if s.full, err = graph.Compile(w.Pattern, where, nil, file); err != nil {
+		return nil, err
+	}
+	c := &eval.Compiler{Scope: s.plan.Scope, File: file}
+	for _, ol := range w.Options {
+		for _, o := range ol.Options {
+			var dst *eval.Func
+			switch strings.ToLower(o.Name.Name) {
+			case "fairness":
+				dst = &s.fairness
+			case "weight":
+				dst = &s.weight
+			case "available_at":
+				dst = &s.availableAt
+			case "ordering":
+				if x, ok := o.Value.(*ast.OrderingExpr); ok {
+					for i, k := range x.Keys {
+						f, err := c.Compile(k.X)
+						if err != nil {
+							return nil, err
+						}
+						s.keys[i].fn = f
+					}
+				}
+				continue
+			default:
+				continue
+			}
+			f, err := c.Compile(o.Value)
+			if err != nil {
+				return nil, err
+			}
+			*dst = f
+		}
+	}
+	if w.Return == nil {
+		return nil, errAt(herald.CodeInvalidQuery, w.Pos(), "a consume watch needs RETURN")
+	}
+	if s.proj, err = graph.CompileProjection(w.Return, nil, nil, nil, s.plan.Scope, file); err != nil {
+		return nil, err
+	}
+	for _, it := range w.Return.Items {
+		if eval.HasAggregate(it.X) {
+			return nil, errAt(herald.CodeInvalidQuery, it.Pos(), "aggregates need a window, which is watch mode")
+		}
+	}
+	if len(w.Return.Items) == 1 && w.Return.Items[0].Alias == nil {
+		if id, ok := w.Return.Items[0].X.(*ast.Ident); ok && id.Name == s.subjectVar {
+			s.wholeNode = true
+		}
+	}
+	return s, nil
+}
+
+func compileBackoff(val ast.Expr, file *token.File) (backoff, error) {
+	call, ok := val.(*ast.CallExpr)
+	if !ok {
+		return backoff{}, nil // none
+	}
+	c := &eval.Compiler{Scope: eval.NewScope(), File: file}
+	args := make([]herald.Value, len(call.Args))
+	for i, a := range call.Args {
+		f, err := c.Compile(a)
+		if err != nil {
+			return backoff{}, err
+		}
+		if args[i], err = f(&eval.Context{}, nil); err != nil {
+			return backoff{}, err
+		}
+	}
+	switch strings.ToLower(call.Fun.Name) {
+	case "fixed":
+		return backoff{initial: args[0].AsDuration(), factor: 1}, nil
+	case "exponential":
+		b := backoff{initial: args[0].AsDuration(), factor: args[1].AsFloat(), max: args[2].AsDuration()}
+		if b.factor < 1 {
+			return backoff{}, eval.ErrorAt(file, herald.CodeInvalidQuery, call.Pos(), "the backoff factor must be at least 1")
+		}
+		return b, nil
+	}
+	return backoff{}, fmt.Errorf("unknown backoff %s", call.Fun.Name)
+}
+
+// evalMatch evaluates the spec around node n in tx: whether it matches, and if so its
+// match value and ordering data.
+func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, error) {
+	if n == nil || n.Type != s.subjectTyp {
+		return nil, nil
+	}
+	ctx := s.ctx()
+	ctx.Node = tx.Node
+	var row eval.Row
+	_, err := s.plan.RunSeeded(tx, ctx, n, func(r eval.Row) error {
+		if row == nil {
+			row = append(eval.Row(nil), r...)
+		}
+		return nil
+	})
+	if err != nil || row == nil {
+		return nil, err
+	}
+	return s.info(ctx, n, row)
+}
+
+type matchInfo struct {
+	match       herald.Value
+	keys        []herald.Value
+	fairKey     string
+	weight      int
+	availableAt time.Time
+}
+
+func (s *spec) info(ctx *eval.Context, n *herald.Node, row eval.Row) (*matchInfo, error) {
+	m := &matchInfo{weight: 1}
+	if s.wholeNode {
+		m.match = eval.NodeValue(n)
+	} else {
+		col := s.proj.NewCollector()
+		if err := col.Add(ctx, row); err != nil {
+			return nil, err
+		}
+		rows, err := col.Rows(ctx)
+		if err != nil {
+			return nil, err
+		}
+		m.match = herald.Map(s.proj.Columns, rows[0])
+	}
+	for _, k := range s.keys {
+		v, err := k.fn(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		m.keys = append(m.keys, v)
+	}
+	if s.fairness != nil {
+		v, err := s.fairness(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		if v.Kind() == herald.KindString {
+			m.fairKey = v.AsString()
+		} else if !v.IsNull() {
+			m.fairKey = v.String()
+		}
+	}
+	if s.weight != nil {
+		v, err := s.weight(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		if v.Kind() == herald.KindInt && v.AsInt() > 0 {
+			m.weight = int(v.AsInt())
+		}
+	}
+	if s.availableAt != nil {
+		v, err := s.availableAt(ctx, row)
+		if err != nil {
+			return nil, err
+		}
+		if v.Kind() == herald.KindTimestamp {
+			m.availableAt = v.AsTime()
+		}
+	}
+	return m, nil
+}
+
+var _ = context.Background

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/store"
+)
+
+// Result is the outcome of one statement.
+type Result struct {
+	Columns []string         `json:"columns"`
+	Rows    [][]herald.Value `json:"rows"`
+	Stats   Stats            `json:"stats"`
+}
+
+// Stats counts what a statement did.
+type Stats struct {
+	NodesCreated  int `json:"nodes_created,omitempty"`
+	NodesDeleted  int `json:"nodes_deleted,omitempty"`
+	EdgesCreated  int `json:"edges_created,omitempty"`
+	EdgesDeleted  int `json:"edges_deleted,omitempty"`
+	AttrsSet      int `json:"attributes_set,omitempty"`
+	TypesDeclared int `json:"types_declared,omitempty"`
+	// RowsScanned counts candidate bindings the executor examined; an indexed lookup
+	// keeps it close to the number of rows returned.
+	RowsScanned int `json:"rows_scanned"`
+	// Plan names how the first pattern element was read, e.g. "index Job.priority" or
+	// "scan Job".
+	Plan string `json:"plan,omitempty"`
+}
+
+// Response is the outcome of one Exec call: one Result per statement, and the position
+// (seq, tick) of the graph after the last statement.
+type Response struct {
+	Results []Result `json:"results"`
+	Seq     uint64   `json:"seq"`
+	Tick    uint64   `json:"tick"`
+}
+
+// TickMode selects how the logical clock advances.
+type TickMode int
+
+// Tick modes (see `herald serve --tick`).
+const (
+	TickCommit   TickMode = iota // every commit advances tick (default)
+	TickManual                   // only the TICK statement advances tick
+	TickInterval                 // a timer advances tick every Config.TickInterval
+)
+
+// Config configures an Engine.
+type Config struct {
+	Backend      store.Backend // required
+	Clock        herald.Clock  // nil means the real clock
+	Logger       *slog.Logger  // nil means slog.Default()
+	TickMode     TickMode
+	TickInterval time.Duration // for TickInterval
+	// Retention is how many change sets the durable change log keeps (0 = keep all).
+	Retention uint64
+	// SessionIdle closes server-side sessions (rolling back an open transaction) after
+	// this long without use. 0 means 10 minutes.
+	SessionIdle time.Duration
+	// MaxGroup caps how many transactions one group commit may hold. 0 means 1024.
+	MaxGroup int
+}

@@ -1,0 +1,251 @@
+// Package engine executes Herald statements: sessions, transactions, the single-writer
+// commit pipeline with group commit, ticks and the durable change log.
+// It owns the in-memory graph and keeps it in step with the store.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store"
+)
+
+// Engine executes statements against one graph. It is safe for concurrent use.
+//
+// Writers serialize on mu: an auto-commit statement executes, is applied to the
+// in-memory graph and handed to the commit pipeline while mu is held, then waits for its
+// batch to be synced with mu released, so many writers share one sync. Readers hold mu
+// shared, and every answer waits until the position it read is durable.
+type Engine struct {
+	cfg   Config
+	clock herald.Clock
+	log   *slog.Logger
+
+	mu        sync.RWMutex
+	g         *graph.Graph
+	seq, tick uint64
+
+	pipe *pipeline
+
+	extMu sync.Mutex
+	exts  []Extension
+
+	sessListeners sessionListeners
+
+	sessMu   sync.Mutex
+	sessions map[string]*Session
+
+	closing  atomic.Bool
+	inflight sync.WaitGroup
+	stopOnce sync.Once
+	stopTick chan struct{}
+	tickDone chan struct{}
+}
+
+// Open loads the graph from cfg.Backend and starts the engine's background work
+// (commit pipeline, tick timer).
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Backend == nil {
+		return nil, errors.New("engine: Config.Backend is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = 10 * time.Minute
+	}
+	if cfg.MaxGroup <= 0 {
+		cfg.MaxGroup = 1024
+	}
+	if cfg.TickMode == TickInterval && cfg.TickInterval <= 0 {
+		return nil, errors.New("engine: tick mode interval needs a positive TickInterval")
+	}
+	meta, err := cfg.Backend.Meta(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: read store position: %w", err)
+	}
+	g := graph.New()
+	err = cfg.Backend.Load(ctx, func(r store.Record) error {
+		switch {
+		case r.Type != nil:
+			g.PutType(r.Type.Name, r.Type)
+		case r.Node != nil:
+			g.PutNode(r.Node, meta.Seq)
+		case r.Edge != nil:
+			g.PutEdge(r.Edge, meta.Seq)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: load graph: %w", err)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		g:        g,
+		seq:      meta.Seq,
+		tick:     meta.Tick,
+		sessions: map[string]*Session{},
+	}
+	e.pipe = newPipeline(cfg.Backend, cfg.MaxGroup, cfg.Retention, meta, e.log)
+	e.pipe.start()
+	if cfg.TickMode == TickInterval {
+		e.stopTick = make(chan struct{})
+		e.tickDone = make(chan struct{})
+		go e.tickLoop()
+	}
+	e.log.Info("engine open", "seq", meta.Seq, "tick", meta.Tick, "nodes", g.NodeCount(), "edges", g.EdgeCount(), "types", len(g.Types()))
+	return e, nil
+}
+
+// Close stops accepting work, waits for in-flight calls and commits, stops background
+// work and closes the backend. It is idempotent.
+func (e *Engine) Close(ctx context.Context) error {
+	var err error
+	e.stopOnce.Do(func() {
+		e.closing.Store(true)
+		if e.stopTick != nil {
+			close(e.stopTick)
+			<-e.tickDone
+		}
+		done := make(chan struct{})
+		go func() { e.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		e.pipe.stop()
+		if cerr := e.cfg.Backend.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		e.log.Info("engine closed", "seq", e.pipe.durableSeq())
+	})
+	return err
+}
+
+// Position returns the committed position (seq, tick) visible to new reads.
+func (e *Engine) Position() (seq, tick uint64) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.seq, e.tick
+}
+
+// Err reports the storage error that stopped the engine, or nil. Readiness checks use it.
+func (e *Engine) Err() error {
+	if err := e.pipe.failure(); err != nil {
+		return storageError(err)
+	}
+	return nil
+}
+
+// Ready reports whether the engine accepts work: open, not closing, not failed.
+func (e *Engine) Ready() bool { return !e.closing.Load() && e.pipe.failure() == nil }
+
+// Changes reads the durable change log: up to limit change sets after position after.
+// A position older than the retention horizon answers CHANGES_COMPACTED.
+func (e *Engine) Changes(ctx context.Context, after uint64, limit int) ([]*herald.ChangeSet, error) {
+	cs, err := e.cfg.Backend.Changes(ctx, after, limit)
+	if errors.Is(err, store.ErrCompacted) {
+		meta, _ := e.cfg.Backend.Meta(ctx)
+		return nil, &herald.Error{Code: herald.CodeCompacted, Message: fmt.Sprintf("position %d is before the change-log horizon %d", after, meta.Horizon), Err: err}
+	}
+	return cs, err
+}
+
+// Syncs reports how many group commits the pipeline has made and how many transactions
+// they held, for the group-commit benchmark.
+func (e *Engine) Syncs() (groups, txns uint64) { return e.pipe.stats() }
+
+func (e *Engine) tickLoop() {
+	defer close(e.tickDone)
+	t := e.clock.NewTimer(e.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stopTick:
+			return
+		case <-t.C():
+			if err := e.advanceTick(context.Background(), 1); err != nil {
+				e.log.Error("interval tick failed", "err", err)
+			}
+			t.Reset(e.cfg.TickInterval)
+		}
+	}
+}
+
+// advanceTick commits an empty change set that moves tick forward by n and waits for it.
+func (e *Engine) advanceTick(ctx context.Context, n uint64) error {
+	p, _, _, err := e.queueTick(n)
+	if err != nil {
+		return err
+	}
+	return p.wait(ctx)
+}
+
+// queueTick applies a tick commit and queues it without waiting for the sync.
+func (e *Engine) queueTick(n uint64) (*pending, uint64, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, err := e.commitLocked(e.g.Begin(), n, "")
+	return p, e.seq, e.tick, err
+}
+
+// commitLocked assigns the next seq to tx's changes, applies them to the graph and hands
+// them to the pipeline. e.mu must be held for writing. It returns nil when there is
+// nothing to commit.
+func (e *Engine) commitLocked(tx *graph.Tx, tickBy uint64, actor herald.NodeID) (*pending, error) {
+	return e.commitLockedAnnounce(tx, tickBy, actor, nil)
+}
+
+// commitLockedAnnounce is commitLocked that calls announce with the commit's seq before
+// the change set goes to the pipeline, so nothing can see it durable before that.
+func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.NodeID, announce func(seq uint64)) (*pending, error) {
+	if err := e.pipe.failure(); err != nil {
+		return nil, storageError(err)
+	}
+	if what := tx.Validate(); what != "" {
+		return nil, herald.Errorf(herald.CodeTxConflict, "%s was changed by a concurrent commit; the transaction was rolled back", what)
+	}
+	changes := tx.Changes()
+	if len(changes) == 0 && tickBy == 0 {
+		return nil, nil
+	}
+	tick := e.tick + tickBy
+	if e.cfg.TickMode == TickCommit && tickBy == 0 {
+		tick = e.tick + 1
+	}
+	cs := &herald.ChangeSet{Seq: e.seq + 1, Tick: tick, Time: e.clock.Now().UTC(), Actor: actor, Changes: changes}
+	for i := range changes {
+		// After images are this transaction's own values: stamp their creation seq.
+		if c := &changes[i]; c.Kind == herald.NodeChange && c.NodeAfter != nil {
+			if c.NodeBefore == nil {
+				c.NodeAfter.Created = cs.Seq
+			} else {
+				c.NodeAfter.Created = c.NodeBefore.Created
+			}
+		}
+	}
+	e.g.Apply(cs)
+	e.seq, e.tick = cs.Seq, cs.Tick
+	if announce != nil {
+		announce(cs.Seq)
+	}
+	return e.pipe.submit(cs), nil
+}
+
+func storageError(err error) error {
+	return &herald.Error{Code: herald.CodeStorage, Message: "the store failed and the server refuses work until it is restarted: " + err.Error(), Err: err}
+}

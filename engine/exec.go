@@ -1,0 +1,559 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/parser"
+	"github.com/herald-mq/herald/lang/token"
+)
+
+// Exec parses and runs query in the session named by sessionID ("" runs it in a
+// throwaway session; a transaction left open at its end is rolled back and reported).
+// Every parameter in params must be used by the query and every used one supplied.
+//
+// Statements outside an explicit transaction commit one by one. When a statement fails,
+// Exec stops there and returns the error; statements before it keep their effect, and an
+// open explicit transaction is rolled back.
+func (e *Engine) Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*Response, error) {
+	if e.closing.Load() {
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
+	}
+	e.inflight.Add(1)
+	defer e.inflight.Done()
+
+	script, file, err := Parse(query)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkParams(script, params); err != nil {
+		return nil, err
+	}
+	var sess *Session
+	if sessionID == "" {
+		sess = newSession("")
+	} else if sess, err = e.session(sessionID); err != nil {
+		return nil, err
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+
+	resp := &Response{Results: make([]Result, 0, len(script.Stmts))}
+	// Commits of this call are acknowledged together: each statement's commit is applied
+	// in memory and queued at once, and the answer waits until all of them are durable.
+	var commits []*pending
+	var pos position
+	waitCommits := func() error {
+		for _, p := range commits {
+			if err := p.wait(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, st := range script.Stmts {
+		x := &execution{e: e, sess: sess, file: file, params: params, commits: &commits, pos: &pos}
+		inTx := sess.tx != nil
+		res, err := x.stmt(ctx, st)
+		if sessionID != "" {
+			e.reportTx(sess, inTx, st, err, &pos)
+		}
+		if err != nil {
+			if werr := waitCommits(); werr != nil {
+				return nil, werr
+			}
+			if sess.tx != nil {
+				sess.tx = nil
+				if he, ok := err.(*herald.Error); ok && he.Code != herald.CodeTxState {
+					c := *he
+					c.Message += " (the open transaction was rolled back)"
+					err = &c
+				}
+			}
+			return nil, err
+		}
+		resp.Results = append(resp.Results, res)
+	}
+	if sessionID == "" && sess.tx != nil {
+		return nil, herald.Errorf(herald.CodeTxState, "the transaction was not committed before the request ended and was rolled back; use COMMIT, or a session to span requests")
+	}
+	if err := waitCommits(); err != nil {
+		return nil, err
+	}
+	if !pos.set {
+		// Nothing was read or written: report the current position.
+		resp.Seq, resp.Tick = e.Position()
+		return resp, nil
+	}
+	// The answer may show only durable data: wait for the newest position it read (its
+	// own commits are durable already; others' may still be syncing).
+	resp.Seq, resp.Tick = pos.seq, pos.tick
+	if err := e.pipe.waitDurable(ctx, resp.Seq); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// position is the newest (seq, tick) one Exec call read or wrote.
+type position struct {
+	seq, tick uint64
+	set       bool
+}
+
+func (p *position) observe(seq, tick uint64) {
+	if !p.set || seq > p.seq {
+		p.seq, p.tick = seq, tick
+	}
+	p.set = true
+}
+
+// Parse parses query text into a script, turning syntax errors into a coded error that
+// carries the first error's line and column (and lists the others in the message).
+func Parse(query string) (*ast.Script, *token.File, error) {
+	if strings.TrimSpace(stripComments(query)) == "" {
+		return nil, nil, herald.Errorf(herald.CodeEmptyQuery, "the query holds no statement")
+	}
+	script, file, err := parser.ParseScript(query)
+	if err != nil {
+		var list parser.ErrorList
+		if errors.As(err, &list) && len(list) > 0 {
+			msgs := make([]string, len(list))
+			for i, e := range list {
+				msgs[i] = e.Error()
+			}
+			code := herald.CodeSyntax
+			if strings.Contains(list[0].Msg, "nesting") {
+				code = herald.CodeNestingTooDeep
+			}
+			msg := list[0].Msg
+			if len(list) > 1 {
+				msg += fmt.Sprintf(" (and %d more: %s)", len(list)-1, strings.Join(msgs[1:], "; "))
+			}
+			return nil, nil, (&herald.Error{Code: code, Message: msg, Err: err}).At(list[0].Pos.Line, list[0].Pos.Column)
+		}
+		return nil, nil, &herald.Error{Code: herald.CodeSyntax, Message: err.Error(), Err: err}
+	}
+	if len(script.Stmts) == 0 {
+		return nil, nil, herald.Errorf(herald.CodeEmptyQuery, "the query holds no statement")
+	}
+	return script, file, nil
+}
+
+func stripComments(q string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(q, "\n") {
+		if i := strings.Index(line, "--"); i >= 0 {
+			line = line[:i]
+		}
+		b.WriteString(strings.TrimSpace(strings.ReplaceAll(line, ";", "")))
+	}
+	return b.String()
+}
+
+func checkParams(script *ast.Script, params map[string]herald.Value) error {
+	return CheckParams(script, params)
+}
+
+// CheckParams reports a parameter the statements use but params lacks (E4004), or one
+// params supplies but the statements do not use (E4003).
+func CheckParams(n ast.Node, params map[string]herald.Value) error {
+	used := map[string]bool{}
+	var missing []string
+	{
+		for _, name := range ast.Params(n) {
+			if !used[name] {
+				used[name] = true
+				if _, ok := params[name]; !ok {
+					missing = append(missing, "$"+name)
+				}
+			}
+		}
+	}
+	var unknown []string
+	for name := range params {
+		if !used[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		return herald.Errorf(herald.CodeUnknownParameter, "parameter(s) %s supplied but not used by the query", strings.Join(unknown, ", "))
+	}
+	if len(missing) > 0 {
+		return herald.Errorf(herald.CodeMissingParameter, "the query uses %s but no value was supplied", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// execution runs the statements of one Exec call.
+type execution struct {
+	e      *Engine
+	sess   *Session
+	file   *token.File
+	params map[string]herald.Value
+	tx     *graph.Tx // the transaction the current statement writes to
+	stats  Stats
+	// commits collects the queued commits of the whole Exec call.
+	commits *[]*pending
+	// pos is the newest position the call read or wrote.
+	pos *position
+}
+
+func (x *execution) queued(p *pending) {
+	if p != nil {
+		*x.commits = append(*x.commits, p)
+	}
+}
+
+func (x *execution) errAt(code herald.Code, pos token.Pos, format string, args ...any) *herald.Error {
+	return eval.ErrorAt(x.file, code, pos, format, args...)
+}
+
+func (x *execution) evalCtx() *eval.Context {
+	ctx := &eval.Context{Params: x.params, Now: x.e.clock.Now().UTC(), Actor: x.sess.actor, Session: x.sess.id}
+	if x.tx != nil {
+		ctx.Node = x.tx.Node
+	}
+	return ctx
+}
+
+func (x *execution) stmt(ctx context.Context, st ast.Stmt) (Result, error) {
+	e, sess := x.e, x.sess
+	switch s := st.(type) {
+	case *ast.BeginStmt:
+		if sess.tx != nil {
+			return Result{}, x.errAt(herald.CodeTxState, s.Pos(), "BEGIN inside an open transaction")
+		}
+		e.mu.RLock()
+		sess.tx = e.g.Begin()
+		e.mu.RUnlock()
+		return Result{}, nil
+	case *ast.CommitStmt:
+		if sess.tx == nil {
+			return Result{}, x.errAt(herald.CodeTxState, s.Pos(), "COMMIT without an open transaction")
+		}
+		tx := sess.tx
+		sess.tx = nil
+		e.mu.Lock()
+		// A session watching its own transaction hears of the commit before the commit
+		// can reach anyone as durable.
+		var announce func(uint64)
+		if sess.id != "" && e.hasSessionListeners(sess.id) {
+			announce = func(seq uint64) { e.notifySession(sess.id, TxEvent{Ended: true, Committed: true, Seq: seq}) }
+		}
+		p, err := e.commitLockedAnnounce(tx, 0, sess.actor, announce)
+		x.pos.observe(e.seq, e.tick)
+		e.mu.Unlock()
+		if err != nil {
+			return Result{}, err
+		}
+		x.queued(p)
+		return Result{}, nil
+	case *ast.RollbackStmt:
+		if sess.tx == nil {
+			return Result{}, x.errAt(herald.CodeTxState, s.Pos(), "ROLLBACK without an open transaction")
+		}
+		sess.tx = nil
+		return Result{}, nil
+	case *ast.BeginSessionStmt:
+		if sess.actor != "" {
+			return Result{}, x.errAt(herald.CodeSession, s.Pos(), "a session is already active (as #%s); END SESSION first", sess.actor)
+		}
+		id, err := x.nodeIDOf(s.Actor, nil, nil)
+		if err != nil {
+			return Result{}, err
+		}
+		sess.actor = id
+		return Result{}, nil
+	case *ast.EndSessionStmt:
+		if sess.actor == "" {
+			return Result{}, x.errAt(herald.CodeSession, s.Pos(), "END SESSION without an active session")
+		}
+		sess.actor = ""
+		return Result{}, nil
+	case *ast.TickStmt:
+		return x.tick(ctx, s)
+	case *ast.WatchStmt, *ast.AckStmt, *ast.NackStmt, *ast.ExtendStmt, *ast.WatchControlStmt, *ast.AlterWatchStmt, *ast.RedriveStmt:
+		ext := e.extension(st)
+		if ext == nil {
+			return Result{}, x.errAt(herald.CodeNotImplemented, st.Pos(), "%s parses, but this server does not execute it yet", stmtName(st))
+		}
+		return ext.ExecStmt(ctx, StmtEnv{SessionID: sess.id, Actor: sess.actor, Params: x.params, File: x.file, InTx: sess.tx != nil, Observe: x.pos.observe}, st)
+	case *ast.BadStmt:
+		return Result{}, x.errAt(herald.CodeSyntax, s.Pos(), "invalid statement")
+	}
+
+	switch {
+	case sess.tx != nil:
+		return x.runRead(st, sess.tx)
+	case !ast.IsMutation(st):
+		return x.runRead(st, nil)
+	}
+	res, p, err := x.runWrite(st)
+	if err != nil {
+		return Result{}, err
+	}
+	x.queued(p)
+	return res, nil
+}
+
+// runRead runs st against tx (or a fresh read view) with the graph locked for reading.
+func (x *execution) runRead(st ast.Stmt, tx *graph.Tx) (Result, error) {
+	x.e.mu.RLock()
+	defer x.e.mu.RUnlock()
+	x.pos.observe(x.e.seq, x.e.tick)
+	if tx == nil {
+		tx = x.e.g.Begin()
+	}
+	x.tx = tx
+	return x.run(st)
+}
+
+// runWrite runs st as its own transaction with the graph locked for writing, and
+// applies and queues its commit.
+func (x *execution) runWrite(st ast.Stmt) (Result, *pending, error) {
+	x.e.mu.Lock()
+	defer x.e.mu.Unlock()
+	x.tx = x.e.g.Begin()
+	res, err := x.run(st)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	p, err := x.e.commitLocked(x.tx, 0, x.sess.actor)
+	x.pos.observe(x.e.seq, x.e.tick)
+	return res, p, err
+}
+
+func (x *execution) tick(ctx context.Context, s *ast.TickStmt) (Result, error) {
+	if x.sess.tx != nil {
+		return Result{}, x.errAt(herald.CodeTxState, s.Pos(), "TICK cannot run inside a transaction")
+	}
+	n := uint64(1)
+	if s.Count != nil {
+		v, err := x.constant(s.Count)
+		if err != nil {
+			return Result{}, err
+		}
+		if v.Kind() != herald.KindInt || v.AsInt() < 1 {
+			return Result{}, x.errAt(herald.CodeTypeMismatch, s.Count.Pos(), "TICK needs a positive Int, got %s", v)
+		}
+		n = uint64(v.AsInt())
+	}
+	p, seq, tick, err := x.e.queueTick(n)
+	x.pos.observe(seq, tick)
+	x.queued(p)
+	return Result{}, err
+}
+
+// constant evaluates an expression that may use parameters but no variables.
+func (x *execution) constant(ex ast.Expr) (herald.Value, error) {
+	c := &eval.Compiler{Scope: eval.NewScope(), File: x.file}
+	f, err := c.Compile(ex)
+	if err != nil {
+		return herald.Null, err
+	}
+	return f(x.evalCtx(), nil)
+}
+
+func stmtName(st ast.Stmt) string {
+	switch s := st.(type) {
+	case *ast.WatchStmt:
+		return "WATCH"
+	case *ast.AckStmt:
+		return "ACK"
+	case *ast.RedriveStmt:
+		return "REDRIVE"
+	case *ast.NackStmt:
+		return "NACK"
+	case *ast.ExtendStmt:
+		return "EXTEND"
+	case *ast.WatchControlStmt:
+		return s.Op.String() + " WATCH"
+	case *ast.AlterWatchStmt:
+		return "ALTER WATCH"
+	}
+	return fmt.Sprintf("%T", st)
+}
+
+// run executes a data statement against x.tx.
+func (x *execution) run(st ast.Stmt) (Result, error) {
+	switch s := st.(type) {
+	case *ast.NodeDeclStmt:
+		return x.declareNode(s)
+	case *ast.EdgeDeclStmt:
+		return x.declareEdge(s)
+	case *ast.MatchStmt:
+		return x.match(s)
+	}
+	// A standalone mutation sees the session's variables.
+	plan, err := graph.Compile(&ast.Pattern{}, nil, x.outer(), x.file)
+	if err != nil {
+		return Result{}, err
+	}
+	var row eval.Row
+	if _, err := plan.Run(x.tx, x.evalCtx(), func(r eval.Row) error { row = append(eval.Row(nil), r...); return nil }); err != nil {
+		return Result{}, err
+	}
+	if row, err = x.action(st, plan.Scope, row, false); err != nil {
+		return Result{}, err
+	}
+	res := Result{Stats: x.stats}
+	if ret := returningOf(st); ret != nil {
+		return x.project(res, ret, plan.Scope, []eval.Row{row})
+	}
+	return res, nil
+}
+
+// outer returns the session variables that still name live nodes.
+func (x *execution) outer() map[string]*herald.Node {
+	out := make(map[string]*herald.Node, len(x.sess.vars))
+	for name, id := range x.sess.vars {
+		if n := x.tx.Node(id); n != nil {
+			out[name] = n
+		}
+	}
+	return out
+}
+
+func returningOf(st ast.Stmt) *ast.ReturnClause {
+	switch s := st.(type) {
+	case *ast.SpawnStmt:
+		return s.Returning
+	case *ast.KillStmt:
+		return s.Returning
+	case *ast.LinkStmt:
+		return s.Returning
+	case *ast.UnlinkStmt:
+		return s.Returning
+	case *ast.SetStmt:
+		return s.Returning
+	}
+	return nil
+}
+
+func (x *execution) match(s *ast.MatchStmt) (Result, error) {
+	plan, err := graph.Compile(s.Pattern, s.Where, x.outer(), x.file)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx := x.evalCtx()
+	if len(s.Actions) == 0 {
+		proj, err := graph.CompileProjection(s.Return, s.OrderBy, s.Limit, s.Offset, plan.Scope, x.file)
+		if err != nil {
+			return Result{}, err
+		}
+		col := proj.NewCollector()
+		scanned, err := plan.Run(x.tx, ctx, func(r eval.Row) error { return col.Add(ctx, r) })
+		if err != nil {
+			return Result{}, err
+		}
+		rows, err := col.Rows(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if rows == nil {
+			rows = [][]herald.Value{}
+		}
+		return Result{Columns: proj.Columns, Rows: rows, Stats: Stats{RowsScanned: scanned, Plan: plan.Describe()}}, nil
+	}
+	// Compound: find every match first, then apply the actions to each.
+	var rows []eval.Row
+	scanned, err := plan.Run(x.tx, ctx, func(r eval.Row) error {
+		rows = append(rows, append(eval.Row(nil), r...))
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	for i := range rows {
+		for _, act := range s.Actions {
+			if rows[i], err = x.action(act, plan.Scope, rows[i], true); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	x.stats.RowsScanned, x.stats.Plan = scanned, plan.Describe()
+	res := Result{Stats: x.stats}
+	if s.Return != nil {
+		return x.project(res, s.Return, plan.Scope, rows)
+	}
+	return res, nil
+}
+
+func (x *execution) project(res Result, ret *ast.ReturnClause, scope *eval.Scope, rows []eval.Row) (Result, error) {
+	proj, err := graph.CompileProjection(ret, nil, nil, nil, scope, x.file)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx := x.evalCtx()
+	col := proj.NewCollector()
+	for _, r := range rows {
+		if err := col.Add(ctx, r); err != nil {
+			return Result{}, err
+		}
+	}
+	out, err := col.Rows(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Columns, res.Rows = proj.Columns, out
+	if res.Rows == nil {
+		res.Rows = [][]herald.Value{}
+	}
+	return res, nil
+}
+
+// ParseWatch parses query as exactly one WATCH statement, as the streaming endpoints
+// take it, and checks its parameters.
+func ParseWatch(query string, params map[string]herald.Value) (*ast.WatchStmt, *token.File, error) {
+	w, file, err := parseWatch(query)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := CheckParams(w, params); err != nil {
+		return nil, nil, err
+	}
+	return w, file, nil
+}
+
+func parseWatch(query string) (*ast.WatchStmt, *token.File, error) {
+	script, file, err := Parse(query)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(script.Stmts) != 1 {
+		return nil, nil, herald.Errorf(herald.CodeInvalidQuery, "a stream takes exactly one WATCH statement, got %d statements", len(script.Stmts))
+	}
+	w, ok := script.Stmts[0].(*ast.WatchStmt)
+	if !ok {
+		return nil, nil, herald.Errorf(herald.CodeInvalidQuery, "a stream takes a WATCH statement")
+	}
+	return w, file, nil
+}
+
+// ConsumeMode reports whether query is a WATCH in consume mode (`[mode: consume]`).
+// Text that is not one WATCH statement counts as consume mode, whose engine reports the
+// error.
+func ConsumeMode(query string) bool {
+	w, _, err := parseWatch(query)
+	if err != nil {
+		return true
+	}
+	for _, ol := range w.Options {
+		for _, o := range ol.Options {
+			if strings.EqualFold(o.Name.Name, "mode") {
+				if id, ok := o.Value.(*ast.Ident); ok {
+					return strings.EqualFold(id.Name, "consume")
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,252 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/token"
+)
+
+// This file is the engine's interface to the services built on it (consume mode, watch
+// mode): durable-commit notifications, read views, system transactions, and the
+// statements the engine hands over to them.
+
+// Listener receives change sets once they are durable, in seq order, on the pipeline's
+// goroutine. It must return quickly and never block: queue the work and return.
+type Listener func(sets []*herald.ChangeSet)
+
+type listeners struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]Listener
+}
+
+// Listen registers fn for every durable commit from now on. The returned function
+// unregisters it.
+func (e *Engine) Listen(fn Listener) (cancel func()) {
+	l := &e.pipe.listeners
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fns == nil {
+		l.fns = map[int]Listener{}
+	}
+	id := l.next
+	l.next++
+	l.fns[id] = fn
+	return func() {
+		l.mu.Lock()
+		delete(l.fns, id)
+		l.mu.Unlock()
+	}
+}
+
+func (l *listeners) notify(sets []*herald.ChangeSet) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, fn := range l.fns {
+		fn(sets)
+	}
+}
+
+// View runs fn with a read view of the committed graph and its position. Change sets
+// with a larger seq reach listeners afterwards; those up to seq may be delivered to
+// listeners too (they may still be syncing), and must be recognized by their seq.
+func (e *Engine) View(fn func(tx *graph.Tx, seq, tick uint64) error) error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return fn(e.g.Begin(), e.seq, e.tick)
+}
+
+// System runs fn as one transaction with system privileges (it may write `_` types),
+// commits it and waits until it is durable. fn returning an error aborts it. It returns
+// the commit's seq and tick, or the current position when fn changed nothing.
+func (e *Engine) System(ctx context.Context, fn func(tx *graph.Tx) error) (seq, tick uint64, err error) {
+	if e.closing.Load() {
+		return 0, 0, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
+	}
+	p, seq, tick, err := e.system(fn)
+	if err != nil {
+		return 0, 0, err
+	}
+	return seq, tick, p.wait(ctx)
+}
+
+func (e *Engine) system(fn func(tx *graph.Tx) error) (*pending, uint64, uint64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	tx := e.g.Begin()
+	if err := fn(tx); err != nil {
+		return nil, 0, 0, err
+	}
+	p, err := e.commitLocked(tx, 0, "")
+	return p, e.seq, e.tick, err
+}
+
+// WaitDurable blocks until the commit at seq is durable.
+func (e *Engine) WaitDurable(ctx context.Context, seq uint64) error {
+	return e.pipe.waitDurable(ctx, seq)
+}
+
+// Durable returns the newest durable position (seq, tick). Every change set up to it has
+// already been handed to the listeners.
+func (e *Engine) Durable() (seq, tick uint64) { return e.pipe.durablePosition() }
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() herald.Clock { return e.clock }
+
+// StmtEnv is what a statement handed to an Extension runs with.
+type StmtEnv struct {
+	SessionID string
+	Actor     herald.NodeID // the session actor, "" outside BEGIN SESSION
+	Params    map[string]herald.Value
+	File      *token.File // resolves positions for errors
+	InTx      bool        // an explicit transaction is open in the session
+	// Observe reports the position (seq, tick) the statement read or wrote; the answer
+	// carries the newest one observed.
+	Observe func(seq, tick uint64)
+}
+
+// Extension executes the statements the engine does not: the WATCH family (WATCH, ACK,
+// NACK, EXTEND, PAUSE/RESUME/CANCEL/ALTER WATCH, REDRIVE). Without one they answer
+// NOT_IMPLEMENTED.
+type Extension interface {
+	// Handles reports whether the extension executes st.
+	Handles(st ast.Stmt) bool
+	ExecStmt(ctx context.Context, env StmtEnv, st ast.Stmt) (Result, error)
+}
+
+// AddExtension installs x; a statement goes to the first extension that handles it. It
+// must be called before the engine serves requests.
+func (e *Engine) AddExtension(x Extension) {
+	e.extMu.Lock()
+	e.exts = append(e.exts, x)
+	e.extMu.Unlock()
+}
+
+func (e *Engine) extension(st ast.Stmt) Extension {
+	e.extMu.Lock()
+	defer e.extMu.Unlock()
+	for _, x := range e.exts {
+		if x.Handles(st) {
+			return x
+		}
+	}
+	return nil
+}
+
+// RunActions executes mutation statements (SET, KILL, LINK, UNLINK, SPAWN) as one
+// transaction of their own, with row bound in scope (the variables of a match), and
+// waits until it is durable. Watch-mode triggers (`ON MATCH DO`) use it. The actions
+// follow the same rules as a compound MATCH: user types only, schema checks, and a node
+// already gone is skipped.
+func (e *Engine) RunActions(ctx context.Context, actions []ast.Stmt, scope *eval.Scope, row eval.Row, file *token.File, actor herald.NodeID) (uint64, error) {
+	if e.closing.Load() {
+		return 0, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
+	}
+	sess := newSession("")
+	sess.actor = actor
+	var commits []*pending
+	var pos position
+	x := &execution{e: e, sess: sess, file: file, commits: &commits, pos: &pos}
+	p, seq, err := func() (*pending, uint64, error) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		x.tx = e.g.Begin()
+		r := append(eval.Row(nil), row...)
+		for _, st := range actions {
+			var err error
+			if r, err = x.action(st, scope, r, true); err != nil {
+				return nil, 0, err
+			}
+		}
+		p, err := e.commitLocked(x.tx, 0, actor)
+		return p, e.seq, err
+	}()
+	if err != nil {
+		return 0, err
+	}
+	return seq, p.wait(ctx)
+}
+
+// TxEvent tells a session's listeners about its explicit transaction: its net changes
+// so far (Changes, after each statement inside BEGIN … COMMIT), or its end (Ended, with
+// Committed and the commit's Seq). Watches with `visibility: immediate` use it.
+type TxEvent struct {
+	Changes   []herald.Change
+	Ended     bool
+	Committed bool
+	Seq       uint64
+}
+
+type sessionListeners struct {
+	mu   sync.Mutex
+	next int
+	fns  map[string]map[int]func(TxEvent)
+}
+
+// ListenSession registers fn for the transaction events of one session. fn runs on the
+// goroutine of the session's request and must not block.
+func (e *Engine) ListenSession(sessionID string, fn func(TxEvent)) (cancel func()) {
+	l := &e.sessListeners
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fns == nil {
+		l.fns = map[string]map[int]func(TxEvent){}
+	}
+	if l.fns[sessionID] == nil {
+		l.fns[sessionID] = map[int]func(TxEvent){}
+	}
+	id := l.next
+	l.next++
+	l.fns[sessionID][id] = fn
+	return func() {
+		l.mu.Lock()
+		delete(l.fns[sessionID], id)
+		if len(l.fns[sessionID]) == 0 {
+			delete(l.fns, sessionID)
+		}
+		l.mu.Unlock()
+	}
+}
+
+func (e *Engine) notifySession(sessionID string, ev TxEvent) {
+	l := &e.sessListeners
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, fn := range l.fns[sessionID] {
+		fn(ev)
+	}
+}
+
+func (e *Engine) hasSessionListeners(sessionID string) bool {
+	l := &e.sessListeners
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.fns[sessionID]) > 0
+}
+
+// reportTx tells the session's listeners what a statement did to its transaction.
+func (e *Engine) reportTx(sess *Session, wasInTx bool, st ast.Stmt, err error, pos *position) {
+	if !e.hasSessionListeners(sess.id) {
+		return
+	}
+	switch {
+	case err != nil && (wasInTx || sess.tx != nil):
+		e.notifySession(sess.id, TxEvent{Ended: true})
+	case sess.tx != nil && ast.IsMutation(st):
+		e.mu.RLock()
+		changes := sess.tx.Changes()
+		e.mu.RUnlock()
+		e.notifySession(sess.id, TxEvent{Changes: changes})
+	case wasInTx && sess.tx == nil:
+		if _, committed := st.(*ast.CommitStmt); !committed {
+			e.notifySession(sess.id, TxEvent{Ended: true})
+		}
+		// A commit was announced by the COMMIT itself, before its change set could be
+		// durable.
+	}
+}

@@ -1,0 +1,267 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/store"
+)
+
+// retentionSlack is how far the change log may grow past its retention before the
+// pipeline truncates it, so truncation runs in steps rather than after every commit.
+const retentionSlack = 256
+
+// pending is one transaction waiting for its group commit.
+type pending struct {
+	cs   *herald.ChangeSet
+	done chan error // receives exactly one value
+	err  error
+	got  bool
+}
+
+// wait blocks until the transaction is durable (nil) or failed.
+func (p *pending) wait(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	if p.got {
+		return p.err
+	}
+	select {
+	case err := <-p.done:
+		p.got, p.err = true, err
+		return err
+	case <-ctx.Done():
+		// The commit still completes; the caller just stops waiting for it.
+		return ctx.Err()
+	}
+}
+
+// pipeline is the single writer to the backend. Transactions queue in seq order; the
+// writer takes everything queued (up to maxGroup) and commits it with one sync.
+type pipeline struct {
+	backend   store.Backend
+	maxGroup  int
+	retention uint64
+	log       *slog.Logger
+
+	mu          sync.Mutex
+	queue       []*pending
+	wake        chan struct{}
+	durable     uint64
+	durableTick uint64
+	horizon     uint64
+	err         error
+	stopped     bool
+	groups      uint64
+	txns        uint64
+	// advanced is closed and replaced each time durable moves or the pipeline fails.
+	advanced chan struct{}
+
+	listeners listeners
+
+	quit chan struct{}
+	done chan struct{}
+}
+
+func newPipeline(b store.Backend, maxGroup int, retention uint64, meta store.Meta, log *slog.Logger) *pipeline {
+	return &pipeline{
+		backend:     b,
+		maxGroup:    maxGroup,
+		retention:   retention,
+		log:         log,
+		wake:        make(chan struct{}, 1),
+		durable:     meta.Seq,
+		durableTick: meta.Tick,
+		horizon:     meta.Horizon,
+		advanced:    make(chan struct{}),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+}
+
+func (p *pipeline) start() { go p.loop() }
+
+// stop lets the writer drain what is queued, then ends it.
+func (p *pipeline) stop() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.stopped = true
+	p.mu.Unlock()
+	close(p.quit)
+	<-p.done
+}
+
+func (p *pipeline) submit(cs *herald.ChangeSet) *pending {
+	pd := &pending{cs: cs, done: make(chan error, 1)}
+	p.mu.Lock()
+	if p.err != nil || p.stopped {
+		err := p.err
+		if err == nil {
+			err = herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
+		} else {
+			err = storageError(err)
+		}
+		p.mu.Unlock()
+		pd.done <- err
+		return pd
+	}
+	p.queue = append(p.queue, pd)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return pd
+}
+
+func (p *pipeline) loop() {
+	defer close(p.done)
+	for {
+		select {
+		case <-p.wake:
+			p.runOnce()
+		case <-p.quit:
+			for p.runOnce() {
+			}
+			return
+		}
+	}
+}
+
+// runOnce commits one group. It reports whether there was anything to commit.
+func (p *pipeline) runOnce() bool {
+	p.mu.Lock()
+	n := len(p.queue)
+	if n == 0 {
+		p.mu.Unlock()
+		return false
+	}
+	if n > p.maxGroup {
+		n = p.maxGroup
+	}
+	group := p.queue[:n:n]
+	p.queue = p.queue[n:]
+	failed := p.err
+	more := len(p.queue) > 0
+	p.mu.Unlock()
+	if more {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+
+	if failed != nil {
+		for _, pd := range group {
+			pd.done <- storageError(failed)
+		}
+		return true
+	}
+	batches := make([]*store.Batch, len(group))
+	for i, pd := range group {
+		batches[i] = &store.Batch{Changes: pd.cs}
+	}
+	errs, err := p.backend.Commit(context.Background(), batches)
+	if err == nil {
+		for i, e := range errs {
+			if e != nil {
+				err = fmt.Errorf("batch seq %d: %w", group[i].cs.Seq, e)
+				break
+			}
+		}
+	}
+	if err != nil {
+		// The in-memory graph is ahead of the store now; refuse all further work.
+		p.log.Error("group commit failed; the engine stops accepting work", "err", err)
+		p.mu.Lock()
+		p.err = err
+		close(p.advanced)
+		p.advanced = make(chan struct{})
+		p.mu.Unlock()
+		for _, pd := range group {
+			pd.done <- storageError(err)
+		}
+		return true
+	}
+	last := group[len(group)-1].cs
+	// Listeners hear of the group before the durable position moves past it, so anyone
+	// who reads the durable position knows every change set up to it was handed out.
+	sets := make([]*herald.ChangeSet, len(group))
+	for i, pd := range group {
+		sets[i] = pd.cs
+	}
+	p.listeners.notify(sets)
+	p.mu.Lock()
+	p.durable, p.durableTick = last.Seq, last.Tick
+	p.groups++
+	p.txns += uint64(len(group))
+	close(p.advanced)
+	p.advanced = make(chan struct{})
+	horizon := p.horizon
+	p.mu.Unlock()
+	for _, pd := range group {
+		pd.done <- nil
+	}
+	if p.retention > 0 && last.Seq > horizon+p.retention+retentionSlack {
+		upTo := last.Seq - p.retention
+		if err := p.backend.Truncate(context.Background(), upTo); err != nil {
+			p.log.Warn("change-log truncation failed", "err", err)
+		} else {
+			p.mu.Lock()
+			p.horizon = upTo
+			p.mu.Unlock()
+		}
+	}
+	return true
+}
+
+// waitDurable blocks until seq is durable.
+func (p *pipeline) waitDurable(ctx context.Context, seq uint64) error {
+	for {
+		p.mu.Lock()
+		d, err, ch := p.durable, p.err, p.advanced
+		p.mu.Unlock()
+		if d >= seq {
+			return nil
+		}
+		if err != nil {
+			return storageError(err)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (p *pipeline) durablePosition() (seq, tick uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.durable, p.durableTick
+}
+
+func (p *pipeline) durableSeq() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.durable
+}
+
+func (p *pipeline) failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+func (p *pipeline) stats() (groups, txns uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.groups, p.txns
+}

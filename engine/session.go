@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/base64"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+)
+
+// Session is the state that outlives one statement: the open transaction, the session
+// actor (`BEGIN SESSION AS #actor`) and variables bound by SPAWN.
+type Session struct {
+	id       string
+	mu       sync.Mutex // serializes Exec calls on the session
+	tx       *graph.Tx
+	actor    herald.NodeID
+	vars     map[string]herald.NodeID
+	lastUsed time.Time
+}
+
+func newSession(id string) *Session {
+	return &Session{id: id, vars: map[string]herald.NodeID{}}
+}
+
+// OpenSession creates a server-side session that keeps an open transaction, bound
+// variables and the session actor across Exec calls. It returns the session id.
+func (e *Engine) OpenSession() (string, error) {
+	if e.closing.Load() {
+		return "", herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
+	}
+	id := randomToken(16)
+	s := newSession(id)
+	s.lastUsed = e.clock.Now()
+	e.sessMu.Lock()
+	e.sweepSessionsLocked()
+	e.sessions[id] = s
+	e.sessMu.Unlock()
+	return id, nil
+}
+
+// CloseSession ends a session, rolling back its open transaction.
+func (e *Engine) CloseSession(id string) error {
+	e.sessMu.Lock()
+	s, ok := e.sessions[id]
+	delete(e.sessions, id)
+	e.sessMu.Unlock()
+	if !ok {
+		return herald.Errorf(herald.CodeSession, "unknown session %q", id)
+	}
+	s.mu.Lock()
+	open := s.tx != nil
+	s.tx = nil
+	s.mu.Unlock()
+	if open {
+		e.notifySession(id, TxEvent{Ended: true})
+	}
+	return nil
+}
+
+// session finds a session by id and marks it used.
+func (e *Engine) session(id string) (*Session, error) {
+	e.sessMu.Lock()
+	defer e.sessMu.Unlock()
+	e.sweepSessionsLocked()
+	s, ok := e.sessions[id]
+	if !ok {
+		return nil, herald.Errorf(herald.CodeSession, "unknown or expired session %q", id)
+	}
+	s.lastUsed = e.clock.Now()
+	return s, nil
+}
+
+// sweepSessionsLocked drops sessions idle for longer than Config.SessionIdle; their open
+// transactions are discarded with them.
+func (e *Engine) sweepSessionsLocked() {
+	now := e.clock.Now()
+	for id, s := range e.sessions {
+		if now.Sub(s.lastUsed) > e.cfg.SessionIdle {
+			delete(e.sessions, id)
+		}
+	}
+}
+
+// randomToken returns n random bytes as URL-safe base64 without padding.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newNodeID returns a random node id (80 random bits) usable as `#id` in queries.
+func newNodeID() herald.NodeID {
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	return herald.NodeID("n" + strings.ToLower(idEncoding.EncodeToString(b)))
+}
+
+// SessionActor returns the actor of a session's `BEGIN SESSION AS #actor` ("" when none);
+// services use it to resolve `#self` and `current_actor()` for statements tied to a
+// session, such as a consume watch opened with a session id.
+func (e *Engine) SessionActor(id string) (herald.NodeID, error) {
+	s, err := e.session(id)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.actor, nil
+}

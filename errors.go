@@ -1,0 +1,195 @@
+package herald
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Code is a stable error code such as "E8004". Codes never change meaning once released.
+type Code string
+
+// Error codes. E8001–E8007 belong to the WATCH family; the others follow the same style:
+// E1xxx language, E2xxx data and schema, E3xxx transactions and sessions, E4xxx requests,
+// E5xxx server, E6xxx change log.
+const (
+	CodeWatchPatternDenied  Code = "E8001"
+	CodeWatchNotFound       Code = "E8002"
+	CodeAckTimeout          Code = "E8003"
+	CodeInvalidDeliveryID   Code = "E8004"
+	CodeWatchBufferOverflow Code = "E8005"
+	CodeWatchLimitExceeded  Code = "E8006"
+	CodeDeadLetterFailed    Code = "E8007"
+
+	CodeSyntax          Code = "E1001"
+	CodeNestingTooDeep  Code = "E1002"
+	CodeUnknownVariable Code = "E1003"
+	CodeInvalidQuery    Code = "E1004"
+
+	CodeTypeMismatch      Code = "E2001"
+	CodeRequiredAttribute Code = "E2002"
+	CodeSealedType        Code = "E2003"
+	CodeDuplicateID       Code = "E2004"
+	CodeNodeNotFound      Code = "E2005"
+	CodeTypeConflict      Code = "E2006"
+	CodeEndpointMismatch  Code = "E2007"
+	CodeEvaluation        Code = "E2008"
+	CodeUnknownAttribute  Code = "E2009"
+
+	CodeTxState    Code = "E3001"
+	CodeTxConflict Code = "E3002"
+	CodeSession    Code = "E3003"
+
+	CodeMalformedRequest Code = "E4001"
+	CodeEmptyQuery       Code = "E4002"
+	CodeUnknownParameter Code = "E4003"
+	CodeMissingParameter Code = "E4004"
+	CodeBodyTooLarge     Code = "E4005"
+	CodeNotImplemented   Code = "E4006"
+	CodeNotFound         Code = "E4007"
+	CodeMethodNotAllowed Code = "E4008"
+	CodeStreamRequired   Code = "E4009"
+
+	CodeInternal     Code = "E5001"
+	CodeStorage      Code = "E5002"
+	CodeShuttingDown Code = "E5003"
+
+	CodeCompacted Code = "E6001"
+)
+
+// CodeInfo is one row of the error table: a code's name, HTTP status and RPC code.
+type CodeInfo struct {
+	Code    Code
+	Name    string
+	HTTP    int
+	RPC     string // Connect/gRPC code name, e.g. "invalid_argument"
+	Summary string
+}
+
+// codeTable is the one table that maps codes to transports. docs/errors.md is checked
+// against it by a test.
+var codeTable = []CodeInfo{
+	{CodeWatchPatternDenied, "WATCH_PATTERN_DENIED", 403, "permission_denied", "a policy forbids the watch pattern"},
+	{CodeWatchNotFound, "WATCH_NOT_FOUND", 404, "not_found", "the watch handle is unknown or cancelled"},
+	{CodeAckTimeout, "ACK_TIMEOUT", 408, "deadline_exceeded", "the lease expired before it was settled"},
+	{CodeInvalidDeliveryID, "INVALID_DELIVERY_ID", 404, "not_found", "the delivery id is unknown, settled or expired"},
+	{CodeWatchBufferOverflow, "WATCH_BUFFER_OVERFLOW", 429, "resource_exhausted", "the watch buffer is full and on_full is error"},
+	{CodeWatchLimitExceeded, "WATCH_LIMIT_EXCEEDED", 429, "resource_exhausted", "too many watches for the session or the server"},
+	{CodeDeadLetterFailed, "DEAD_LETTER_FAILED", 409, "failed_precondition", "the dead-letter destination is missing or rejected the letter"},
+
+	{CodeSyntax, "SYNTAX_ERROR", 400, "invalid_argument", "the query does not parse"},
+	{CodeNestingTooDeep, "NESTING_TOO_DEEP", 400, "invalid_argument", "expressions are nested deeper than the parser allows"},
+	{CodeUnknownVariable, "UNKNOWN_VARIABLE", 400, "invalid_argument", "a variable is used that the pattern does not bind"},
+	{CodeInvalidQuery, "INVALID_QUERY", 400, "invalid_argument", "the statement parses but cannot be executed as written"},
+
+	{CodeTypeMismatch, "TYPE_MISMATCH", 400, "invalid_argument", "a value does not have the declared or expected type"},
+	{CodeRequiredAttribute, "REQUIRED_ATTRIBUTE", 400, "invalid_argument", "a [required] attribute is missing or null"},
+	{CodeSealedType, "SEALED_TYPE", 403, "permission_denied", "system (`_`) and [sealed] types cannot be written by users"},
+	{CodeDuplicateID, "DUPLICATE_ID", 409, "already_exists", "a node with that id already exists"},
+	{CodeNodeNotFound, "NODE_NOT_FOUND", 404, "not_found", "a referenced node does not exist"},
+	{CodeTypeConflict, "TYPE_CONFLICT", 409, "already_exists", "a type is declared twice with different definitions, or as node and edge"},
+	{CodeEndpointMismatch, "ENDPOINT_MISMATCH", 400, "invalid_argument", "an edge endpoint has the wrong type or the edge the wrong arity"},
+	{CodeEvaluation, "EVALUATION_ERROR", 400, "invalid_argument", "an expression cannot be evaluated (bad operands, division by zero, unknown function)"},
+	{CodeUnknownAttribute, "UNKNOWN_ATTRIBUTE", 400, "invalid_argument", "an attribute is not declared on its type"},
+
+	{CodeTxState, "TRANSACTION_STATE", 409, "failed_precondition", "BEGIN inside a transaction, COMMIT or ROLLBACK outside one, and similar"},
+	{CodeTxConflict, "TRANSACTION_CONFLICT", 409, "aborted", "a concurrent transaction changed what this one wrote; retry"},
+	{CodeSession, "SESSION_ERROR", 400, "failed_precondition", "session misuse: nested sessions, END SESSION without one, unknown session"},
+
+	{CodeMalformedRequest, "MALFORMED_REQUEST", 400, "invalid_argument", "the request body is not the expected JSON"},
+	{CodeEmptyQuery, "EMPTY_QUERY", 400, "invalid_argument", "the request holds no statement"},
+	{CodeUnknownParameter, "UNKNOWN_PARAMETER", 400, "invalid_argument", "a parameter was supplied that the query does not use"},
+	{CodeMissingParameter, "MISSING_PARAMETER", 400, "invalid_argument", "the query uses a parameter that was not supplied"},
+	{CodeBodyTooLarge, "BODY_TOO_LARGE", 413, "resource_exhausted", "the request body exceeds the configured limit"},
+	{CodeNotImplemented, "NOT_IMPLEMENTED", 501, "unimplemented", "the statement parses but this server does not execute it yet"},
+	{CodeNotFound, "NOT_FOUND", 404, "not_found", "no such endpoint"},
+	{CodeMethodNotAllowed, "METHOD_NOT_ALLOWED", 405, "unimplemented", "the endpoint does not accept this HTTP method"},
+	{CodeStreamRequired, "STREAM_REQUIRED", 400, "invalid_argument", "WATCH needs a streaming endpoint (GET /v1/watch or the Consume RPC), not POST /v1/query"},
+
+	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
+	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},
+	{CodeShuttingDown, "SHUTTING_DOWN", 503, "unavailable", "the server is stopping"},
+
+	{CodeCompacted, "CHANGES_COMPACTED", 410, "out_of_range", "the requested change-log position is older than the retention horizon"},
+}
+
+var codeIndex = func() map[Code]CodeInfo {
+	m := make(map[Code]CodeInfo, len(codeTable))
+	for _, c := range codeTable {
+		m[c.Code] = c
+	}
+	return m
+}()
+
+// Codes returns the error table sorted by code.
+func Codes() []CodeInfo {
+	out := append([]CodeInfo(nil), codeTable...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Code < out[j].Code })
+	return out
+}
+
+// Info returns the table row of c; unknown codes map to INTERNAL.
+func (c Code) Info() CodeInfo {
+	if i, ok := codeIndex[c]; ok {
+		return i
+	}
+	return codeIndex[CodeInternal]
+}
+
+// Name returns the symbolic name of c, e.g. "INVALID_DELIVERY_ID".
+func (c Code) Name() string { return c.Info().Name }
+
+// Error is Herald's error: a stable code, a message, an optional source position (for
+// errors tied to query text), and an optional wrapped cause.
+type Error struct {
+	Code    Code
+	Message string
+	Line    int // 1-based; 0 when the error has no position
+	Column  int // 1-based, in bytes
+	Err     error
+}
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// At returns a copy of e positioned at line:col.
+func (e *Error) At(line, col int) *Error {
+	c := *e
+	c.Line, c.Column = line, col
+	return &c
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s %s: %d:%d: %s", e.Code, e.Code.Name(), e.Line, e.Column, e.Message)
+	}
+	return fmt.Sprintf("%s %s: %s", e.Code, e.Code.Name(), e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is lets errors.Is match two *Error values by code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && t.Message == ""
+}
+
+// CodeOf returns the code of the first *Error in err's chain, or CodeInternal.
+func CodeOf(err error) Code {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Code
+	}
+	return CodeInternal
+}
+
+// AsError returns err as an *Error, wrapping foreign errors as INTERNAL.
+func AsError(err error) *Error {
+	var he *Error
+	if errors.As(err, &he) {
+		return he
+	}
+	return &Error{Code: CodeInternal, Message: err.Error(), Err: err}
+}

@@ -1,0 +1,295 @@
+package graph
+
+import (
+	"sort"
+
+	"github.com/herald-mq/herald"
+)
+
+type touchKind uint8
+
+const (
+	touchNode touchKind = iota + 1
+	touchEdge
+	touchType
+)
+
+type touch struct {
+	kind touchKind
+	node herald.NodeID
+	edge herald.EdgeKey
+	typ  string
+}
+
+// Tx is a transaction: a private overlay of writes over a Graph. Reads through a Tx see
+// the committed graph with the transaction's own writes on top. A Tx with no writes is a
+// plain read view. A Tx is used by one goroutine at a time.
+type Tx struct {
+	g     *Graph
+	nodes map[herald.NodeID]*herald.Node // nil value: deleted in this tx
+	edges map[herald.EdgeKey]*herald.Edge
+	types map[string]*herald.TypeDecl
+	nseen map[herald.NodeID]uint64 // committed version at first write (0: absent)
+	eseen map[herald.EdgeKey]uint64
+	tseen map[string]*herald.TypeDecl
+	order []touch
+}
+
+// Begin starts a transaction over g.
+func (g *Graph) Begin() *Tx {
+	return &Tx{
+		g:     g,
+		nodes: map[herald.NodeID]*herald.Node{},
+		edges: map[herald.EdgeKey]*herald.Edge{},
+		types: map[string]*herald.TypeDecl{},
+		nseen: map[herald.NodeID]uint64{},
+		eseen: map[herald.EdgeKey]uint64{},
+		tseen: map[string]*herald.TypeDecl{},
+	}
+}
+
+// Graph returns the graph under the transaction.
+func (tx *Tx) Graph() *Graph { return tx.g }
+
+// Dirty reports whether the transaction has written anything.
+func (tx *Tx) Dirty() bool { return len(tx.order) > 0 }
+
+// Type returns a type declaration as the transaction sees it.
+func (tx *Tx) Type(name string) *herald.TypeDecl {
+	if t, ok := tx.types[name]; ok {
+		return t
+	}
+	return tx.g.types[name]
+}
+
+// Node returns a node as the transaction sees it, or nil.
+func (tx *Tx) Node(id herald.NodeID) *herald.Node {
+	if n, ok := tx.nodes[id]; ok {
+		return n
+	}
+	return tx.g.nodes[id]
+}
+
+// Edge returns an edge as the transaction sees it, or nil.
+func (tx *Tx) Edge(k herald.EdgeKey) *herald.Edge {
+	if e, ok := tx.edges[k]; ok {
+		return e
+	}
+	return tx.g.edges[k]
+}
+
+// NodesOfType returns the ids of every node of type t, sorted.
+func (tx *Tx) NodesOfType(t string) []herald.NodeID {
+	return tx.mergeNodes(tx.g.byType[t], func(n *herald.Node) bool { return n.Type == t })
+}
+
+// NodesByAttr returns the ids of nodes of type t whose attribute attr equals v, sorted,
+// using the equality index. For a value too large to be indexed it returns every node of
+// type t: a superset the caller filters.
+func (tx *Tx) NodesByAttr(t, attr string, v herald.Value) []herald.NodeID {
+	if v.IsNull() || v.Kind() == herald.KindMap {
+		return nil
+	}
+	vk := ValueKey(v)
+	if vk == "" {
+		return tx.NodesOfType(t)
+	}
+	return tx.mergeNodes(tx.g.byAttr[idxKey{t, attr, vk}], func(n *herald.Node) bool {
+		return n.Type == t && ValueKey(n.Attrs[attr]) == vk
+	})
+}
+
+func (tx *Tx) mergeNodes(base set[herald.NodeID], keep func(*herald.Node) bool) []herald.NodeID {
+	if len(tx.nodes) == 0 {
+		return sortedIDs(base)
+	}
+	out := make([]herald.NodeID, 0, len(base))
+	for id := range base {
+		if _, touched := tx.nodes[id]; !touched {
+			out = append(out, id)
+		}
+	}
+	for id, n := range tx.nodes {
+		if n != nil && keep(n) {
+			out = append(out, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// EdgesOfType returns the keys of every edge of type t, sorted.
+func (tx *Tx) EdgesOfType(t string) []herald.EdgeKey {
+	return tx.mergeEdges(tx.g.edgesByType[t], func(e *herald.Edge) bool { return e.Type == t })
+}
+
+// Incident returns the keys of the edges touching node id, sorted.
+func (tx *Tx) Incident(id herald.NodeID) []herald.EdgeKey {
+	return tx.mergeEdges(tx.g.adj[id], func(e *herald.Edge) bool {
+		for _, x := range e.Endpoints {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (tx *Tx) mergeEdges(base set[herald.EdgeKey], keep func(*herald.Edge) bool) []herald.EdgeKey {
+	if len(tx.edges) == 0 {
+		return sortedEdgeKeys(base)
+	}
+	out := make([]herald.EdgeKey, 0, len(base))
+	for k := range base {
+		if _, touched := tx.edges[k]; !touched {
+			out = append(out, k)
+		}
+	}
+	for k, e := range tx.edges {
+		if e != nil && keep(e) {
+			out = append(out, k)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (tx *Tx) touchNode(id herald.NodeID) {
+	if _, ok := tx.nseen[id]; !ok {
+		tx.nseen[id] = tx.g.nver[id]
+		tx.order = append(tx.order, touch{kind: touchNode, node: id})
+	}
+}
+
+func (tx *Tx) touchEdge(k herald.EdgeKey) {
+	if _, ok := tx.eseen[k]; !ok {
+		tx.eseen[k] = tx.g.ever[k]
+		tx.order = append(tx.order, touch{kind: touchEdge, edge: k})
+	}
+}
+
+// PutType declares (or replaces) a type in the transaction.
+func (tx *Tx) PutType(t *herald.TypeDecl) {
+	if _, ok := tx.tseen[t.Name]; !ok {
+		tx.tseen[t.Name] = tx.g.types[t.Name]
+		tx.order = append(tx.order, touch{kind: touchType, typ: t.Name})
+	}
+	tx.types[t.Name] = t
+}
+
+// PutNode writes n (create or replace). n must not be modified afterwards.
+func (tx *Tx) PutNode(n *herald.Node) {
+	tx.touchNode(n.ID)
+	tx.nodes[n.ID] = n
+}
+
+// DeleteNode deletes a node and every edge touching it. It returns the number of edges
+// deleted with it.
+func (tx *Tx) DeleteNode(id herald.NodeID) int {
+	edges := tx.Incident(id)
+	for _, k := range edges {
+		tx.DeleteEdge(k)
+	}
+	tx.touchNode(id)
+	tx.nodes[id] = nil
+	return len(edges)
+}
+
+// PutEdge writes e (create or replace).
+func (tx *Tx) PutEdge(e *herald.Edge) {
+	k := e.Key()
+	tx.touchEdge(k)
+	tx.edges[k] = e
+}
+
+// DeleteEdge deletes an edge.
+func (tx *Tx) DeleteEdge(k herald.EdgeKey) {
+	tx.touchEdge(k)
+	tx.edges[k] = nil
+}
+
+// Validate checks that nothing this transaction wrote was changed by another commit since
+// the transaction first touched it, and that every edge it writes still has its endpoints.
+// It returns the first conflicting entity's description, or "".
+func (tx *Tx) Validate() string {
+	for id, ver := range tx.nseen {
+		if tx.g.nver[id] != ver {
+			return "node #" + string(id)
+		}
+	}
+	for k, ver := range tx.eseen {
+		if tx.g.ever[k] != ver {
+			return "edge " + string(tx.edgeName(k))
+		}
+	}
+	for name, before := range tx.tseen {
+		if tx.g.types[name] != before {
+			return "type " + name
+		}
+	}
+	for _, e := range tx.edges {
+		if e == nil {
+			continue
+		}
+		for _, id := range e.Endpoints {
+			if tx.Node(id) == nil {
+				return "node #" + string(id) + " (edge endpoint)"
+			}
+		}
+	}
+	return ""
+}
+
+func (tx *Tx) edgeName(k herald.EdgeKey) string {
+	if e := tx.Edge(k); e != nil {
+		return e.Type
+	}
+	if e := tx.g.edges[k]; e != nil {
+		return e.Type
+	}
+	return "?"
+}
+
+// Changes computes the transaction's net effect in first-write order: one Change per
+// entity whose committed image differs from its final image. Deleting a node also deletes
+// committed edges that touch it even if they were linked after this transaction read them.
+func (tx *Tx) Changes() []herald.Change {
+	var out []herald.Change
+	deletedEdges := map[herald.EdgeKey]bool{}
+	for _, t := range tx.order {
+		switch t.kind {
+		case touchType:
+			before, after := tx.g.types[t.typ], tx.types[t.typ]
+			if before != after {
+				out = append(out, herald.Change{Kind: herald.TypeChange, TypeBefore: before, TypeAfter: after})
+			}
+		case touchNode:
+			before, after := tx.g.nodes[t.node], tx.nodes[t.node]
+			if before == nil && after == nil {
+				continue
+			}
+			if after == nil {
+				for k := range tx.g.adj[t.node] {
+					if _, touched := tx.edges[k]; !touched && !deletedEdges[k] {
+						deletedEdges[k] = true
+						out = append(out, herald.Change{Kind: herald.EdgeChange, EdgeBefore: tx.g.edges[k]})
+					}
+				}
+			}
+			if before != nil && after != nil && before.Type == after.Type && before.Attrs.Equal(after.Attrs) {
+				continue
+			}
+			out = append(out, herald.Change{Kind: herald.NodeChange, NodeBefore: before, NodeAfter: after})
+		case touchEdge:
+			before, after := tx.g.edges[t.edge], tx.edges[t.edge]
+			if before == nil && after == nil {
+				continue
+			}
+			if before != nil && after != nil && before.Attrs.Equal(after.Attrs) {
+				continue
+			}
+			out = append(out, herald.Change{Kind: herald.EdgeChange, EdgeBefore: before, EdgeAfter: after})
+		}
+	}
+	return out
+}

@@ -1,0 +1,45 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/herald-mq/herald"
+)
+
+// ErrorBody is the JSON shape of every error answer: {"error": {...}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail describes one error. Line and Column are set only for errors tied to a
+// position in the query text.
+type ErrorDetail struct {
+	Code    herald.Code `json:"code"`
+	Name    string      `json:"name"`
+	Message string      `json:"message"`
+	Line    int         `json:"line,omitempty"`
+	Column  int         `json:"column,omitempty"`
+}
+
+// Status returns the HTTP status of err according to the error table.
+func Status(err error) int { return herald.CodeOf(err).Info().HTTP }
+
+// Detail converts err to its JSON description; foreign errors become INTERNAL.
+func Detail(err error) ErrorDetail {
+	he := herald.AsError(err)
+	info := he.Code.Info()
+	return ErrorDetail{Code: info.Code, Name: info.Name, Message: he.Message, Line: he.Line, Column: he.Column}
+}
+
+// writeError answers with err's status and JSON body and records its code for the
+// request log and metrics.
+func writeError(w http.ResponseWriter, err error) {
+	d := Detail(err)
+	if rec, ok := w.(*recorder); ok {
+		rec.code = d.Code
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(d.Code.Info().HTTP)
+	_ = json.NewEncoder(w).Encode(ErrorBody{Error: d})
+}

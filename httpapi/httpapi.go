@@ -1,0 +1,253 @@
+// Package httpapi serves Herald's query API as JSON over HTTP, consume-mode watch streams
+// as server-sent events, and the health, readiness and Prometheus metrics endpoints.
+// It translates requests onto an Engine and maps every error to one status and body through the root error table.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/internal/clock"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Engine is what the HTTP API needs from the engine. *engine.Engine implements it; tests
+// use a fake.
+type Engine interface {
+	Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error)
+	OpenSession() (string, error)
+	CloseSession(id string) error
+	Position() (seq, tick uint64)
+}
+
+var _ Engine = (*engine.Engine)(nil)
+
+// Options configures a Handler.
+type Options struct {
+	// MaxBodyBytes caps request bodies; larger ones get E4005. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives one record per request. nil means slog.Default().
+	Logger *slog.Logger
+	// Ready reports whether the server can take queries; /readyz answers 503 with its
+	// error while it returns one. nil means always ready.
+	Ready func() error
+	// Registry receives the HTTP metrics and is served on /metrics. nil means a new
+	// registry private to the handler.
+	Registry *prometheus.Registry
+	// Delivery serves GET /v1/watch for consume-mode statements. nil answers them with E4006.
+	Delivery Delivery
+	// Watch serves GET /v1/watch for watch-mode statements. nil answers them with E4006.
+	Watch Watcher
+	// Clock times the watch streams' pings. nil means the real clock.
+	Clock herald.Clock
+	// PingInterval is the period of the ": ping" comment on watch streams; 0 means
+	// DefaultPingInterval.
+	PingInterval time.Duration
+	// Queue serves the queue REST API under /queue/. nil answers it with E4006.
+	Queue Queue
+}
+
+// Handler is the HTTP API. Create it with New.
+type Handler struct {
+	eng     Engine
+	maxBody int64
+	log     *slog.Logger
+	ready   func() error
+	mux     *http.ServeMux
+	metrics *metrics
+
+	del         Delivery
+	wat         Watcher
+	clock       herald.Clock
+	ping        time.Duration
+	streams     context.Context // done once CloseStreams is called
+	stopStreams context.CancelFunc
+}
+
+// New returns the HTTP API over eng.
+func New(eng Engine, opts Options) *Handler {
+	h := &Handler{
+		eng:     eng,
+		maxBody: opts.MaxBodyBytes,
+		log:     opts.Logger,
+		ready:   opts.Ready,
+		mux:     http.NewServeMux(),
+		del:     opts.Delivery,
+		wat:     opts.Watch,
+		clock:   opts.Clock,
+		ping:    opts.PingInterval,
+	}
+	h.streams, h.stopStreams = context.WithCancel(context.Background())
+	if h.clock == nil {
+		h.clock = clock.Real()
+	}
+	if h.ping <= 0 {
+		h.ping = DefaultPingInterval
+	}
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.ready == nil {
+		h.ready = func() error { return nil }
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	h.metrics = newMetrics(reg, eng)
+
+	h.handle("/v1/query", "query", h.query, http.MethodPost)
+	h.handle("/v1/watch", "watch", h.watch, http.MethodGet)
+	h.handle("/v1/sessions", "sessions", h.openSession, http.MethodPost)
+	h.handle("/v1/sessions/{id}", "session", h.closeSession, http.MethodDelete)
+	h.queueRoutes(opts.Queue)
+	h.handle("/healthz", "healthz", h.healthz, http.MethodGet, http.MethodHead)
+	h.handle("/readyz", "readyz", h.readyz, http.MethodGet, http.MethodHead)
+	h.handle("/metrics", "metrics", h.metrics.serve, http.MethodGet)
+	h.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, herald.Errorf(herald.CodeNotFound, "no endpoint %s", r.URL.Path))
+	})
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// request is the body of POST /v1/query.
+type request struct {
+	Query   string         `json:"query"`
+	Params  map[string]any `json:"params"`
+	Session string         `json:"session"`
+}
+
+func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
+	var req request
+	if err := h.decode(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Query) == "" {
+		writeError(w, herald.Errorf(herald.CodeEmptyQuery, "the query is empty"))
+		return
+	}
+	var params map[string]herald.Value
+	if len(req.Params) > 0 {
+		params = make(map[string]herald.Value, len(req.Params))
+		for name, raw := range req.Params {
+			v, err := herald.FromJSON(raw)
+			if err != nil {
+				writeError(w, herald.Errorf(herald.CodeMalformedRequest, "parameter $%s: %v", name, err))
+				return
+			}
+			params[name] = v
+		}
+	}
+	resp, err := h.eng.Exec(r.Context(), req.Session, req.Query, params)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, normalize(resp))
+}
+
+// normalize returns resp with empty lists instead of nulls, so clients always see arrays.
+func normalize(resp *engine.Response) *engine.Response {
+	out := &engine.Response{Seq: resp.Seq, Tick: resp.Tick, Results: make([]engine.Result, len(resp.Results))}
+	for i, res := range resp.Results {
+		if res.Columns == nil {
+			res.Columns = []string{}
+		}
+		if res.Rows == nil {
+			res.Rows = [][]herald.Value{}
+		}
+		out.Results[i] = res
+	}
+	return out
+}
+
+// decode reads one JSON object from the body into v: numbers stay exact, unknown
+// fields and trailing data are errors, and the body is capped at the configured size.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, h.maxBody)
+	dec := json.NewDecoder(body)
+	dec.UseNumber()
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = errors.New("unexpected data after the JSON object")
+			var tooLarge *http.MaxBytesError
+			if errors.As(extra, &tooLarge) {
+				err = extra
+			}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return herald.Errorf(herald.CodeBodyTooLarge, "request body exceeds %d bytes", tooLarge.Limit)
+	}
+	if errors.Is(err, io.EOF) {
+		return herald.Errorf(herald.CodeMalformedRequest, "request body is empty; expected a JSON object")
+	}
+	return &herald.Error{Code: herald.CodeMalformedRequest, Message: "invalid JSON body: " + err.Error(), Err: err}
+}
+
+func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) {
+	id, err := h.eng.OpenSession()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"session": id})
+}
+
+func (h *Handler) closeSession(w http.ResponseWriter, r *http.Request) {
+	if err := h.eng.CloseSession(r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := h.ready(); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		writeError(w, &herald.Error{Code: herald.CodeInternal, Message: "encoding the response: " + err.Error(), Err: err})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

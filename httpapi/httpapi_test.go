@@ -1,0 +1,324 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+)
+
+// fakeEngine records calls and answers with canned results or errors.
+type fakeEngine struct {
+	mu       sync.Mutex
+	query    string
+	session  string
+	params   map[string]herald.Value
+	resp     *engine.Response
+	err      error
+	panicMsg string
+	sessions map[string]bool
+}
+
+func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.panicMsg != "" {
+		panic(f.panicMsg)
+	}
+	f.query, f.session, f.params = query, sessionID, params
+	if f.err != nil {
+		return nil, f.err
+	}
+	if f.resp != nil {
+		return f.resp, nil
+	}
+	return &engine.Response{Results: []engine.Result{{}}, Seq: 7, Tick: 7}, nil
+}
+
+func (f *fakeEngine) OpenSession() (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessions == nil {
+		f.sessions = map[string]bool{}
+	}
+	f.sessions["s1"] = true
+	return "s1", nil
+}
+
+func (f *fakeEngine) CloseSession(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.sessions[id] {
+		return herald.Errorf(herald.CodeSession, "unknown session %q", id)
+	}
+	delete(f.sessions, id)
+	return nil
+}
+
+func (f *fakeEngine) Position() (uint64, uint64) { return 7, 7 }
+
+func newTestHandler(t *testing.T, eng Engine, opts Options) *Handler {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return New(eng, opts)
+}
+
+func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+func decodeError(t *testing.T, w *httptest.ResponseRecorder) ErrorDetail {
+	t.Helper()
+	var body ErrorBody
+	dec := json.NewDecoder(w.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		t.Fatalf("error body does not decode: %v", err)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	return body.Error
+}
+
+func TestQueryOK(t *testing.T) {
+	f := &fakeEngine{resp: &engine.Response{
+		Results: []engine.Result{
+			{Stats: engine.Stats{TypesDeclared: 1}},
+			{Columns: []string{"j.status", "j.priority"}, Rows: [][]herald.Value{{herald.String("pending"), herald.Int(5)}}, Stats: engine.Stats{RowsScanned: 1}},
+		},
+		Seq: 3, Tick: 2,
+	}}
+	h := newTestHandler(t, f, Options{})
+	w := do(t, h, "POST", "/v1/query", `{"query":"MATCH j: Job WHERE j.priority > $p RETURN j.status, j.priority","params":{"p":3,"f":1.5,"s":"x","l":[1,"a",null],"b":true},"session":"abc"}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	want := `{"results":[{"columns":[],"rows":[],"stats":{"types_declared":1,"rows_scanned":0}},{"columns":["j.status","j.priority"],"rows":[["pending",5]],"stats":{"rows_scanned":1}}],"seq":3,"tick":2}` + "\n"
+	if got := w.Body.String(); got != want {
+		t.Errorf("body\n got %s\nwant %s", got, want)
+	}
+	if f.session != "abc" || !strings.HasPrefix(f.query, "MATCH") {
+		t.Errorf("engine saw session %q query %q", f.session, f.query)
+	}
+	wantParams := map[string]herald.Value{
+		"p": herald.Int(3), "f": herald.Float(1.5), "s": herald.String("x"),
+		"l": herald.List(herald.Int(1), herald.String("a"), herald.Null), "b": herald.Bool(true),
+	}
+	for k, v := range wantParams {
+		got, ok := f.params[k]
+		if !ok || got.Kind() != v.Kind() || !got.Equal(v) {
+			t.Errorf("param %s = %v (%v), want %v (%v)", k, got, got.Kind(), v, v.Kind())
+		}
+	}
+}
+
+func TestQueryBigIntegerStaysExact(t *testing.T) {
+	f := &fakeEngine{}
+	h := newTestHandler(t, f, Options{})
+	w := do(t, h, "POST", "/v1/query", `{"query":"RETURN $n","params":{"n":9007199254740993}}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d", w.Code)
+	}
+	if got := f.params["n"]; got.Kind() != herald.KindInt || got.AsInt() != 9007199254740993 {
+		t.Fatalf("param n = %v", got)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	cases := []struct {
+		name         string
+		method, path string
+		body         string
+		engErr       error
+		maxBody      int64
+		status       int
+		code         herald.Code
+		line, col    int
+	}{
+		{name: "malformed JSON", method: "POST", path: "/v1/query", body: `{"query": `, status: 400, code: herald.CodeMalformedRequest},
+		{name: "not an object", method: "POST", path: "/v1/query", body: `[1,2]`, status: 400, code: herald.CodeMalformedRequest},
+		{name: "empty body", method: "POST", path: "/v1/query", body: ``, status: 400, code: herald.CodeMalformedRequest},
+		{name: "unknown field", method: "POST", path: "/v1/query", body: `{"query":"x","bogus":1}`, status: 400, code: herald.CodeMalformedRequest},
+		{name: "trailing data", method: "POST", path: "/v1/query", body: `{"query":"x"} {"query":"y"}`, status: 400, code: herald.CodeMalformedRequest},
+		{name: "object parameter", method: "POST", path: "/v1/query", body: `{"query":"x","params":{"o":{"a":1}}}`, status: 400, code: herald.CodeMalformedRequest},
+		{name: "empty query", method: "POST", path: "/v1/query", body: `{"query":""}`, status: 400, code: herald.CodeEmptyQuery},
+		{name: "whitespace query", method: "POST", path: "/v1/query", body: `{"query":" \n\t "}`, status: 400, code: herald.CodeEmptyQuery},
+		{name: "missing query", method: "POST", path: "/v1/query", body: `{}`, status: 400, code: herald.CodeEmptyQuery},
+		{name: "body too large", method: "POST", path: "/v1/query", body: `{"query":"` + strings.Repeat("x", 200) + `"}`, maxBody: 64, status: 413, code: herald.CodeBodyTooLarge},
+		{name: "wrong method", method: "GET", path: "/v1/query", status: 405, code: herald.CodeMethodNotAllowed},
+		{name: "wrong method sessions", method: "GET", path: "/v1/sessions", status: 405, code: herald.CodeMethodNotAllowed},
+		{name: "unknown path", method: "GET", path: "/v2/nothing", status: 404, code: herald.CodeNotFound},
+		{name: "syntax error", method: "POST", path: "/v1/query", body: `{"query":"MATCH ["}`,
+			engErr: herald.Errorf(herald.CodeSyntax, "expected identifier, found '['").At(1, 7), status: 400, code: herald.CodeSyntax, line: 1, col: 7},
+		{name: "unknown parameter", method: "POST", path: "/v1/query", body: `{"query":"RETURN 1","params":{"x":1}}`,
+			engErr: herald.Errorf(herald.CodeUnknownParameter, "$x is not used"), status: 400, code: herald.CodeUnknownParameter},
+		{name: "missing parameter", method: "POST", path: "/v1/query", body: `{"query":"RETURN $x"}`,
+			engErr: herald.Errorf(herald.CodeMissingParameter, "$x is not supplied"), status: 400, code: herald.CodeMissingParameter},
+		{name: "wrapped coded error", method: "POST", path: "/v1/query", body: `{"query":"KILL #x"}`,
+			engErr: fmtWrap(herald.Errorf(herald.CodeNodeNotFound, "no node #x")), status: 404, code: herald.CodeNodeNotFound},
+		{name: "foreign error", method: "POST", path: "/v1/query", body: `{"query":"RETURN 1"}`,
+			engErr: errors.New("disk on fire"), status: 500, code: herald.CodeInternal},
+		{name: "not implemented", method: "POST", path: "/v1/query", body: `{"query":"WATCH x: Job"}`,
+			engErr: herald.Errorf(herald.CodeNotImplemented, "WATCH"), status: 501, code: herald.CodeNotImplemented},
+		{name: "close unknown session", method: "DELETE", path: "/v1/sessions/nope", status: 400, code: herald.CodeSession},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newTestHandler(t, &fakeEngine{err: c.engErr}, Options{MaxBodyBytes: c.maxBody})
+			w := do(t, h, c.method, c.path, c.body)
+			if w.Code != c.status {
+				t.Errorf("status %d, want %d (%s)", w.Code, c.status, w.Body)
+			}
+			d := decodeError(t, w)
+			if d.Code != c.code || d.Name != c.code.Name() || d.Message == "" {
+				t.Errorf("error %+v, want code %s", d, c.code)
+			}
+			if d.Line != c.line || d.Column != c.col {
+				t.Errorf("position %d:%d, want %d:%d", d.Line, d.Column, c.line, c.col)
+			}
+		})
+	}
+}
+
+func fmtWrap(err error) error { return errors.Join(errors.New("while executing"), err) }
+
+func TestPositionOmittedWhenUnset(t *testing.T) {
+	h := newTestHandler(t, &fakeEngine{}, Options{})
+	w := do(t, h, "POST", "/v1/query", `{"query":""}`)
+	if strings.Contains(w.Body.String(), "line") || strings.Contains(w.Body.String(), "column") {
+		t.Fatalf("position fields in %s", w.Body)
+	}
+}
+
+func TestMethodNotAllowedSetsAllow(t *testing.T) {
+	h := newTestHandler(t, &fakeEngine{}, Options{})
+	w := do(t, h, "PUT", "/v1/sessions/s1", "")
+	if w.Code != 405 || w.Header().Get("Allow") != "DELETE" {
+		t.Fatalf("status %d Allow %q", w.Code, w.Header().Get("Allow"))
+	}
+}
+
+func TestPanicRecovered(t *testing.T) {
+	f := &fakeEngine{panicMsg: "boom"}
+	var logs bytes.Buffer
+	h := New(f, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	w := do(t, h, "POST", "/v1/query", `{"query":"RETURN 1"}`)
+	if w.Code != 500 {
+		t.Fatalf("status %d", w.Code)
+	}
+	if d := decodeError(t, w); d.Code != herald.CodeInternal {
+		t.Fatalf("code %s", d.Code)
+	}
+	if !strings.Contains(logs.String(), "boom") {
+		t.Errorf("panic not logged: %s", logs.String())
+	}
+	// The handler keeps serving.
+	f.mu.Lock()
+	f.panicMsg = ""
+	f.mu.Unlock()
+	if w := do(t, h, "POST", "/v1/query", `{"query":"RETURN 1"}`); w.Code != 200 {
+		t.Fatalf("after panic: status %d", w.Code)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	f := &fakeEngine{}
+	h := newTestHandler(t, f, Options{})
+	w := do(t, h, "POST", "/v1/sessions", "")
+	if w.Code != 200 {
+		t.Fatalf("open: %d %s", w.Code, w.Body)
+	}
+	var got struct{ Session string }
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.Session != "s1" {
+		t.Fatalf("open body %s (%v)", w.Body, err)
+	}
+	if w := do(t, h, "DELETE", "/v1/sessions/s1", ""); w.Code != 204 {
+		t.Fatalf("close: %d %s", w.Code, w.Body)
+	}
+	if w := do(t, h, "DELETE", "/v1/sessions/s1", ""); w.Code != 400 {
+		t.Fatalf("second close: %d", w.Code)
+	}
+}
+
+func TestHealthAndReadiness(t *testing.T) {
+	var mu sync.Mutex
+	var readyErr error
+	h := newTestHandler(t, &fakeEngine{}, Options{Ready: func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return readyErr
+	}})
+	if w := do(t, h, "GET", "/healthz", ""); w.Code != 200 {
+		t.Fatalf("healthz %d", w.Code)
+	}
+	if w := do(t, h, "GET", "/readyz", ""); w.Code != 200 {
+		t.Fatalf("readyz %d", w.Code)
+	}
+	mu.Lock()
+	readyErr = herald.Errorf(herald.CodeShuttingDown, "stopping")
+	mu.Unlock()
+	w := do(t, h, "GET", "/readyz", "")
+	if w.Code != 503 {
+		t.Fatalf("readyz while stopping: %d", w.Code)
+	}
+	if d := decodeError(t, w); d.Code != herald.CodeShuttingDown {
+		t.Fatalf("code %s", d.Code)
+	}
+	if w := do(t, h, "GET", "/healthz", ""); w.Code != 200 {
+		t.Fatalf("healthz while stopping %d", w.Code)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	h := newTestHandler(t, &fakeEngine{}, Options{})
+	do(t, h, "POST", "/v1/query", `{"query":"RETURN 1"}`)
+	do(t, h, "POST", "/v1/query", `{"query":""}`)
+	do(t, h, "GET", "/nowhere", "")
+	w := do(t, h, "GET", "/metrics", "")
+	if w.Code != 200 {
+		t.Fatalf("metrics %d", w.Code)
+	}
+	body := w.Body.String()
+	for _, want := range []string{
+		`herald_http_requests_total{code="200",route="query"} 1`,
+		`herald_http_requests_total{code="400",route="query"} 1`,
+		`herald_http_requests_total{code="404",route="other"} 1`,
+		`herald_http_request_duration_seconds_count{code="200",route="query"} 1`,
+		`herald_commit_seq 7`,
+		`herald_tick 7`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestRequestLog(t *testing.T) {
+	var logs bytes.Buffer
+	h := New(&fakeEngine{}, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	do(t, h, "POST", "/v1/query", `{"query":""}`)
+	var rec map[string]any
+	if err := json.Unmarshal(logs.Bytes(), &rec); err != nil {
+		t.Fatalf("log line %q: %v", logs.String(), err)
+	}
+	if rec["msg"] != "http request" || rec["route"] != "query" || rec["status"] != float64(400) || rec["code"] != "E4002" {
+		t.Fatalf("log record %v", rec)
+	}
+}

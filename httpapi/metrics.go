@@ -1,0 +1,53 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics holds the Prometheus collectors of one Handler.
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	handler  http.Handler
+}
+
+func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "herald_http_requests_total",
+			Help: "HTTP requests served, by route and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "herald_http_request_duration_seconds",
+			Help:    "HTTP request latency, by route and status code.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"route", "code"}),
+	}
+	reg.MustRegister(m.requests, m.latency,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "herald_commit_seq",
+			Help: "Sequence number of the last committed transaction.",
+		}, func() float64 { seq, _ := eng.Position(); return float64(seq) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "herald_tick",
+			Help: "Current logical tick.",
+		}, func() float64 { _, tick := eng.Position(); return float64(tick) }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	return m
+}
+
+func (m *metrics) observe(route string, status int, elapsed time.Duration) {
+	code := statusLabel(status)
+	m.requests.WithLabelValues(route, code).Inc()
+	m.latency.WithLabelValues(route, code).Observe(elapsed.Seconds())
+}
+
+func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }

@@ -1,0 +1,269 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+)
+
+// DefaultPingInterval is how often a watch stream sends a ": ping" comment line when
+// Options.PingInterval is zero; it keeps proxies from closing a quiet connection.
+const DefaultPingInterval = 15 * time.Second
+
+// Delivery is what the watch stream needs from the consume engine. *delivery.Service
+// implements it; tests use a fake. Settlement goes through POST /v1/query (ACK "…"), so
+// only Consume is called here; the other methods keep the set identical to rpcapi's.
+type Delivery interface {
+	Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error)
+	Ack(ctx context.Context, deliveryID string) error
+	Nack(ctx context.Context, deliveryID string, o delivery.NackOptions) error
+	Extend(ctx context.Context, deliveryID string, by time.Duration) (deadline time.Time, err error)
+}
+
+// Watcher is what the watch stream needs from the watch-mode engine; *watch.Service
+// implements it. after > 0 resumes a stream after that position.
+type Watcher interface {
+	Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error)
+}
+
+// resumeAfter reads the position a client resumes after: the Last-Event-ID header that
+// SSE clients send on reconnect, or the after query parameter.
+func resumeAfter(r *http.Request) (uint64, error) {
+	raw := r.Header.Get("Last-Event-ID")
+	if v := r.URL.Query().Get("after"); v != "" {
+		raw = v
+	}
+	if raw == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(raw), 10, 64)
+	if err != nil {
+		return 0, herald.Errorf(herald.CodeMalformedRequest, "the resume position must be a seq (a non-negative integer), got %q", raw)
+	}
+	return n, nil
+}
+
+// wireEvent is the JSON form of one stream event:
+// {"type":"consumed","match":{...},"delivery_id":"...","attempt":n,"seq":N,"tick":N}.
+// Timeout and error events carry code and message instead of (or besides) a match.
+type wireEvent struct {
+	Type  string        `json:"type"`
+	Match *herald.Value `json:"match,omitempty"`
+	Prev  *herald.Value `json:"prev,omitempty"`
+	Count int           `json:"count,omitempty"`
+	// Uncommitted marks a visibility: immediate event from the watcher's own open
+	// transaction.
+	Uncommitted bool        `json:"uncommitted,omitempty"`
+	DeliveryID  string      `json:"delivery_id,omitempty"`
+	Attempt     int         `json:"attempt,omitempty"`
+	Seq         uint64      `json:"seq"`
+	Tick        uint64      `json:"tick"`
+	Deadline    *time.Time  `json:"deadline,omitempty"`
+	Code        herald.Code `json:"code,omitempty"`
+	Message     string      `json:"message,omitempty"`
+}
+
+func toWire(ev delivery.Event) wireEvent {
+	out := wireEvent{
+		Type:        ev.Type,
+		DeliveryID:  ev.DeliveryID,
+		Attempt:     ev.Attempt,
+		Seq:         ev.Seq,
+		Tick:        ev.Tick,
+		Code:        ev.Code,
+		Message:     ev.Message,
+		Count:       ev.Count,
+		Uncommitted: ev.Uncommitted,
+	}
+	if !ev.Prev.IsNull() {
+		p := ev.Prev
+		out.Prev = &p
+	}
+	if ev.Type == delivery.EventConsumed || !ev.Match.IsNull() {
+		m := ev.Match
+		out.Match = &m
+	}
+	if !ev.Deadline.IsZero() {
+		d := ev.Deadline.UTC()
+		out.Deadline = &d
+	}
+	if ev.Error != nil {
+		if out.Code == "" {
+			out.Code = ev.Error.Code
+		}
+		if out.Message == "" {
+			out.Message = ev.Error.Message
+		}
+	}
+	return out
+}
+
+// appendSSE appends ev in the server-sent events format: an event line naming the type
+// and one data line holding the JSON (which never contains a raw newline).
+func appendSSE(buf *bytes.Buffer, ev delivery.Event) error {
+	if ev.Last && ev.Seq > 0 {
+		// The last watch-mode event of a position carries it as the SSE id, so a client
+		// reconnecting with Last-Event-ID resumes after whole positions only.
+		buf.WriteString("id: ")
+		buf.WriteString(strconv.FormatUint(ev.Seq, 10))
+		buf.WriteString("\n")
+	}
+	buf.WriteString("event: ")
+	buf.WriteString(ev.Type)
+	buf.WriteString("\ndata: ")
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(toWire(ev)); err != nil { // Encode ends the line
+		return err
+	}
+	buf.WriteString("\n")
+	return nil
+}
+
+// parseParams decodes the params query parameter: a JSON object of parameter values.
+func parseParams(raw string) (map[string]herald.Value, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, herald.Errorf(herald.CodeMalformedRequest, "params must be a JSON object: %v", err)
+	}
+	if dec.More() {
+		return nil, herald.Errorf(herald.CodeMalformedRequest, "params: unexpected data after the JSON object")
+	}
+	params := make(map[string]herald.Value, len(obj))
+	for name, x := range obj {
+		v, err := herald.FromJSON(x)
+		if err != nil {
+			return nil, herald.Errorf(herald.CodeMalformedRequest, "parameter $%s: %v", name, err)
+		}
+		params[name] = v
+	}
+	return params, nil
+}
+
+// CloseStreams ends every open watch stream (each releases its leases) and makes new
+// ones end at once. The server calls it when it starts shutting down, so long-lived
+// streams do not hold up the drain.
+func (h *Handler) CloseStreams() { h.stopStreams() }
+
+// watch serves GET /v1/watch: one consume-mode WATCH statement streamed as server-sent
+// events for as long as the connection lives.
+func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	query := q.Get("query")
+	if strings.TrimSpace(query) == "" {
+		writeError(w, herald.Errorf(herald.CodeEmptyQuery, "the query parameter is empty; expected a WATCH … [mode: consume] statement"))
+		return
+	}
+	params, err := parseParams(q.Get("params"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	consume := engine.ConsumeMode(query)
+	switch {
+	case consume && h.del == nil:
+		writeError(w, herald.Errorf(herald.CodeNotImplemented, "this server does not serve consume streams"))
+		return
+	case !consume && h.wat == nil:
+		writeError(w, herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
+		return
+	}
+	after, err := resumeAfter(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stopAfter := context.AfterFunc(h.streams, cancel)
+	defer stopAfter()
+
+	var st herald.Stream
+	if consume {
+		st, err = h.del.Consume(ctx, q.Get("session"), query, params)
+	} else {
+		st, err = h.wat.Open(ctx, q.Get("session"), query, params, after)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// Closing releases the stream's unsettled leases at once.
+	defer st.Close()
+
+	// The timer exists before the headers go out, so a client that has the headers
+	// knows the ping schedule has started.
+	ping := h.clock.NewTimer(h.ping)
+	defer ping.Stop()
+
+	rc := http.NewResponseController(w)
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+
+	var buf bytes.Buffer
+	send := func(ev delivery.Event) bool {
+		buf.Reset()
+		if err := appendSSE(&buf, ev); err != nil {
+			h.log.Error("encoding a watch event", "err", err)
+			return false
+		}
+		if ev.Type == delivery.EventError {
+			if rec, ok := w.(*recorder); ok {
+				rec.code = toWire(ev).Code
+			}
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return false
+		}
+		return rc.Flush() == nil && ev.Type != delivery.EventError
+	}
+
+	events := st.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok || !send(ev) {
+				return
+			}
+		case <-st.Done():
+			// Pass on what the stream buffered before it ended, then end too.
+			for {
+				select {
+				case ev, ok := <-events:
+					if !ok || !send(ev) {
+						return
+					}
+				default:
+					return
+				}
+			}
+		case <-ping.C():
+			ping.Reset(h.ping)
+			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}

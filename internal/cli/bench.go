@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/herald-mq/herald/bench"
+	heraldbench "github.com/herald-mq/herald/bench/herald"
+	natsbench "github.com/herald-mq/herald/bench/nats"
+	rabbitbench "github.com/herald-mq/herald/bench/rabbit"
+	redisbench "github.com/herald-mq/herald/bench/redis"
+	"github.com/herald-mq/herald/server"
+)
+
+// Systems herald bench knows, in report order.
+var benchSystems = []string{"herald", "nats", "rabbitmq", "redis"}
+
+type benchFlags struct {
+	scenarios, peers            string
+	messages, rate              int
+	duration, timeout           time.Duration
+	heraldURL, natsURL          string
+	amqpURL, redisAddr          string
+	json, noProgress            bool
+	publishers, consumers, size int
+}
+
+func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure Herald against NATS JetStream, RabbitMQ and Redis Streams",
+		Long: `Run the same workload against Herald and its peers and print the figures side by
+side, with each system's durability setting.
+
+  S1  publish --messages messages of 256 B with broker confirmation from 4
+      publishers, then consume them with 4 consumers and explicit acks:
+      publish msg/s and consume+ack msg/s.
+  S2  one producer offers --rate msg/s for --duration to 4 consumers:
+      end-to-end latency p50, p99 and max (the send time travels in the payload).
+  S3  NACK every message once and ACK its redelivery: the time it takes, and
+      a check that every message was acked exactly once after one redelivery.
+
+Without --herald-url an in-process Herald server runs on 127.0.0.1 with a
+temporary data directory; it fsyncs each commit before answering. A peer that
+cannot be reached is reported as unavailable. A progress bar runs on stderr;
+the report goes to stdout, as markdown or, with --json, as JSON.`,
+		Example: `  herald bench
+  herald bench --peers nats,rabbitmq,redis --messages 20000
+  herald bench --scenarios s2 --rate 1000 --duration 10s --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBench(cmd.Context(), f, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.scenarios, "scenarios", "s1,s2,s3", "comma-separated scenarios to run: s1, s2, s3")
+	fl.StringVar(&f.peers, "peers", strings.Join(benchSystems, ","), "comma-separated systems to measure: herald, nats, rabbitmq, redis")
+	fl.IntVar(&f.messages, "messages", 10000, "messages published in S1 and S3")
+	fl.IntVar(&f.rate, "rate", 500, "messages per second offered in S2")
+	fl.DurationVar(&f.duration, "duration", 5*time.Second, "how long S2 offers load")
+	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound on each scenario of each system")
+	fl.IntVar(&f.publishers, "publishers", 4, "parallel publishers in S1 and S3")
+	fl.IntVar(&f.consumers, "consumers", 4, "competing consumers in every scenario")
+	fl.IntVar(&f.size, "size", 256, "payload bytes per message")
+	fl.StringVar(&f.heraldURL, "herald-url", "", "Herald server to measure; empty starts one in-process on 127.0.0.1")
+	fl.StringVar(&f.natsURL, "nats-url", natsbench.DefaultURL, "NATS server with JetStream")
+	fl.StringVar(&f.amqpURL, "amqp-url", rabbitbench.DefaultURL, "RabbitMQ server")
+	fl.StringVar(&f.redisAddr, "redis-addr", redisbench.DefaultAddr, "Redis server")
+	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
+	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
+	return cmd
+}
+
+// splitList parses a comma-separated flag against the allowed values, keeping the
+// order of allowed and dropping duplicates.
+func splitList(flag, v string, allowed []string) ([]string, error) {
+	want := map[string]bool{}
+	for s := range strings.SplitSeq(v, ",") {
+		s = strings.ToLower(strings.TrimSpace(s))
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(allowed, s) {
+			return nil, fmt.Errorf("--%s: unknown %q; want some of %s", flag, s, strings.Join(allowed, ", "))
+		}
+		want[s] = true
+	}
+	var out []string
+	for _, s := range allowed {
+		if want[s] {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--%s: empty", flag)
+	}
+	return out, nil
+}
+
+func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error {
+	scenarios, err := splitList("scenarios", f.scenarios, bench.Scenarios)
+	if err != nil {
+		return usageError(err)
+	}
+	systems, err := splitList("peers", f.peers, benchSystems)
+	if err != nil {
+		return usageError(err)
+	}
+	cfg := bench.DefaultConfig()
+	cfg.Messages, cfg.Rate, cfg.Duration, cfg.Timeout = f.messages, f.rate, f.duration, f.timeout
+	cfg.Publishers, cfg.Consumers, cfg.PayloadSize = f.publishers, f.consumers, f.size
+	switch {
+	case f.messages <= 0 || f.rate <= 0 || f.publishers <= 0 || f.consumers <= 0:
+		return usageError(fmt.Errorf("--messages, --rate, --publishers and --consumers must be positive"))
+	case f.duration <= 0 || f.timeout <= 0:
+		return usageError(fmt.Errorf("--duration and --timeout must be positive"))
+	case f.size < bench.MinPayloadSize:
+		return usageError(fmt.Errorf("--size must be at least %d", bench.MinPayloadSize))
+	}
+	var bar *progressBar
+	if !f.noProgress {
+		bar = &progressBar{w: stderr}
+		cfg.Progress = bar.update
+	}
+
+	report := &bench.Report{Started: time.Now().UTC(), Config: cfg, Scenarios: scenarios}
+	for _, name := range systems {
+		if ctx.Err() != nil {
+			break
+		}
+		sys := measure(ctx, name, f, scenarios, cfg, stderr)
+		if bar != nil {
+			bar.clear()
+		}
+		report.Systems = append(report.Systems, sys)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if f.json {
+		return report.WriteJSON(stdout)
+	}
+	return report.WriteMarkdown(stdout)
+}
+
+// measure opens one system, runs the scenarios on it and closes it; a system that
+// cannot be opened comes back as unavailable.
+func measure(ctx context.Context, name string, f benchFlags, scenarios []string, cfg bench.Config, stderr io.Writer) bench.System {
+	b, stop, err := openSystem(ctx, name, f)
+	if err != nil {
+		return bench.System{Name: name, Unavailable: oneLine(err.Error())}
+	}
+	defer func() {
+		_ = b.Close()
+		if stop != nil {
+			stop()
+		}
+	}()
+	return bench.RunSystem(ctx, b, scenarios, cfg)
+}
+
+// openSystem connects to one system, starting the in-process Herald server when no
+// URL was given; stop, when not nil, stops that server.
+func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker, stop func(), err error) {
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	switch name {
+	case "nats":
+		b, err = natsbench.Open(octx, f.natsURL)
+	case "rabbitmq":
+		b, err = rabbitbench.Open(octx, f.amqpURL)
+	case "redis":
+		b, err = redisbench.Open(octx, f.redisAddr)
+	case "herald":
+		return openHerald(ctx, f.heraldURL)
+	default:
+		err = fmt.Errorf("unknown system %q", name)
+	}
+	return b, nil, err
+}
+
+// openHerald connects to url, or starts a server in-process with a temporary data
+// directory and connects to it.
+func openHerald(ctx context.Context, url string) (bench.Broker, func(), error) {
+	durability := ""
+	var stop func()
+	if url == "" {
+		dir, err := os.MkdirTemp("", "herald-bench-")
+		if err != nil {
+			return nil, nil, err
+		}
+		srv := server.New(server.Config{
+			DataDir: dir,
+			Listen:  "127.0.0.1:0",
+			Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err := srv.Start(ctx); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, err
+		}
+		stop = func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.Stop(sctx)
+			os.RemoveAll(dir)
+		}
+		url = "http://" + srv.Addr()
+		durability = "in-process server, Pebble store on local disk: every commit (SPAWN, ACK, NACK) is fsynced before the answer"
+	}
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	b, err := heraldbench.Open(octx, url, durability)
+	if err == nil {
+		if cerr := b.Check(octx); cerr != nil {
+			b.Close()
+			b, err = nil, fmt.Errorf("consume-mode watches not served: %w", cerr)
+		}
+	}
+	if err != nil {
+		if stop != nil {
+			stop()
+		}
+		return nil, nil, err
+	}
+	return b, stop, nil
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// progressBar draws one line on a terminal, rewritten in place with a carriage return.
+type progressBar struct {
+	mu   sync.Mutex
+	w    io.Writer
+	last string
+}
+
+const barWidth = 30
+
+func (p *progressBar) update(pr bench.Progress) {
+	frac := 0.0
+	if pr.Total > 0 {
+		frac = min(float64(pr.Done)/float64(pr.Total), 1)
+	}
+	fill := int(frac * barWidth)
+	line := fmt.Sprintf("%-8s %s %-7s [%s%s] %3.0f%% %d/%d", pr.Broker, strings.ToUpper(pr.Scenario), pr.Phase,
+		strings.Repeat("#", fill), strings.Repeat(".", barWidth-fill), frac*100, pr.Done, pr.Total)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if line != p.last {
+		pad := ""
+		if n := len(p.last) - len(line); n > 0 {
+			pad = strings.Repeat(" ", n)
+		}
+		fmt.Fprintf(p.w, "\r%s%s", line, pad)
+		p.last = line
+	}
+	if pr.Final {
+		fmt.Fprintln(p.w)
+		p.last = ""
+	}
+}
+
+// clear ends a line left open.
+func (p *progressBar) clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last != "" {
+		fmt.Fprintln(p.w)
+		p.last = ""
+	}
+}

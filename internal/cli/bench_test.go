@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald/bench"
+)
+
+func runBenchArgs(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	err = Run(ctx, append([]string{"bench"}, args...), strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenarios", "s1,s9"},
+		{"--scenarios", ""},
+		{"--peers", "kafka"},
+		{"--messages", "0"},
+		{"--duration", "0s"},
+		{"--size", "8"},
+	} {
+		_, stderr, err := runBenchArgs(t, args...)
+		if code := ExitCode(err); code != 2 {
+			t.Errorf("bench %q: exit %d (%v), want 2; stderr %q", args, code, err, stderr)
+		}
+	}
+}
+
+// TestBenchUnavailable measures only peers that cannot be reached: each is reported,
+// and the command still succeeds.
+func TestBenchUnavailable(t *testing.T) {
+	stdout, _, err := runBenchArgs(t, "--peers", "nats,rabbitmq,redis", "--no-progress", "--json",
+		"--nats-url", "nats://127.0.0.1:1", "--amqp-url", "amqp://guest:guest@127.0.0.1:1/", "--redis-addr", "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct{ Systems []bench.System }
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v in %s", err, stdout)
+	}
+	if len(rep.Systems) != 3 {
+		t.Fatalf("systems %+v", rep.Systems)
+	}
+	for i, name := range []string{"nats", "rabbitmq", "redis"} {
+		if s := rep.Systems[i]; s.Name != name || s.Unavailable == "" || len(s.Results) != 0 {
+			t.Errorf("system %d = %+v, want %s unavailable", i, s, name)
+		}
+	}
+}
+
+// TestBenchHerald runs a tiny workload against the in-process server.
+func TestBenchHerald(t *testing.T) {
+	stdout, stderr, err := runBenchArgs(t, "--peers", "herald", "--messages", "100",
+		"--rate", "100", "--duration", "300ms", "--timeout", "20s")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	if strings.Contains(stdout, "herald (unavailable)") {
+		t.Skipf("the server does not serve consume-mode watches yet: %s", stdout)
+	}
+	for _, want := range []string{
+		"| system | S1 publish msg/s |",
+		"| herald | in-process server, Pebble store on local disk: every commit (SPAWN, ACK, NACK) is fsynced before the answer |",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "error") || strings.Contains(stdout, "**no**") {
+		t.Errorf("a scenario failed:\n%s", stdout)
+	}
+	if !strings.Contains(stderr, "herald   S1 publish [##############################] 100% 100/100\n") {
+		t.Errorf("no progress bar on stderr:\n%q", stderr)
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	var buf bytes.Buffer
+	p := &progressBar{w: &buf}
+	p.update(bench.Progress{Broker: "nats", Scenario: "s1", Phase: "publish", Done: 5, Total: 10})
+	p.update(bench.Progress{Broker: "nats", Scenario: "s1", Phase: "publish", Done: 5, Total: 10})
+	p.update(bench.Progress{Broker: "nats", Scenario: "s1", Phase: "publish", Done: 10, Total: 10, Final: true})
+	p.clear()
+	want := "\rnats     S1 publish [###############...............]  50% 5/10" +
+		"\rnats     S1 publish [##############################] 100% 10/10\n"
+	if buf.String() != want {
+		t.Errorf("got %q\nwant %q", buf.String(), want)
+	}
+}
+
+func TestSplitList(t *testing.T) {
+	got, err := splitList("peers", " Redis,herald,redis ", benchSystems)
+	if err != nil || strings.Join(got, ",") != "herald,redis" {
+		t.Errorf("splitList = %v, %v; want herald,redis in report order", got, err)
+	}
+}

@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func decodeResponse(t *testing.T, s string) *queryResponse {
+	t.Helper()
+	var r queryResponse
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+func TestFormatResponse(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+	}{
+		{
+			name: "acceptance row",
+			body: `{"results":[{"columns":["j.status","j.priority"],"rows":[["pending",5]],"stats":{"rows_scanned":1,"plan":"index Job.priority"}}],"seq":2,"tick":2}`,
+			want: "" +
+				" j.status | j.priority\n" +
+				"----------+------------\n" +
+				" pending  |          5\n" +
+				"(1 row; rows scanned: 1, plan: index Job.priority)\n" +
+				"seq 2, tick 2\n",
+		},
+		{
+			name: "writes and a table",
+			body: `{"results":[` +
+				`{"columns":[],"rows":[],"stats":{"types_declared":1,"rows_scanned":0}},` +
+				`{"columns":[],"rows":[],"stats":{"rows_scanned":0}},` +
+				`{"columns":["name","n","tags"],"rows":[["ada",1,["x","y"]],["grace hopper",null,[]],["line\nbreak",-20,null]],"stats":{"rows_scanned":3}}` +
+				`],"seq":9,"tick":4}`,
+			want: "" +
+				"OK (types declared: 1)\n" +
+				"\n" +
+				"OK\n" +
+				"\n" +
+				" name         | n    | tags\n" +
+				"--------------+------+-----------\n" +
+				" ada          |    1 | [\"x\",\"y\"]\n" +
+				" grace hopper | null | []\n" +
+				" line\\nbreak  |  -20 | null\n" +
+				"(3 rows; rows scanned: 3)\n" +
+				"seq 9, tick 4\n",
+		},
+		{
+			name: "empty result",
+			body: `{"results":[{"columns":["x"],"rows":[],"stats":{"rows_scanned":0}}],"seq":0,"tick":0}`,
+			want: "" +
+				" x\n" +
+				"---\n" +
+				"(0 rows)\n" +
+				"seq 0, tick 0\n",
+		},
+		{
+			name: "wide runes",
+			body: `{"results":[{"columns":["città","b"],"rows":[["żółw",true]]}],"seq":1,"tick":1}`,
+			want: "" +
+				" città | b\n" +
+				"-------+------\n" +
+				" żółw  | true\n" +
+				"(1 row)\n" +
+				"seq 1, tick 1\n",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := formatResponse(decodeResponse(t, c.body))
+			if got != c.want {
+				t.Errorf("got\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestFormatError(t *testing.T) {
+	cases := []struct {
+		name, query string
+		err         apiError
+		want        string
+	}{
+		{
+			name:  "caret under column",
+			query: "MATCH [",
+			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "expected identifier, found '['", Line: 1, Column: 7},
+			want: "" +
+				"ERROR E1001 SYNTAX_ERROR at 1:7: expected identifier, found '['\n" +
+				" 1 | MATCH [\n" +
+				"   |       ^\n",
+		},
+		{
+			name:  "second line with a tab and multi-byte text",
+			query: "node Job { status: String }\n\tSPAWN é: Job { = 1 };",
+			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "expected attribute name", Line: 2, Column: 17},
+			want: "" +
+				"ERROR E1001 SYNTAX_ERROR at 2:17: expected attribute name\n" +
+				" 2 | \tSPAWN é: Job { = 1 };\n" +
+				"   | \t              ^\n",
+		},
+		{
+			name:  "column past the end points after the text",
+			query: "MATCH j: Job RETURN\r\n",
+			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "unexpected end", Line: 1, Column: 99},
+			want: "" +
+				"ERROR E1001 SYNTAX_ERROR at 1:99: unexpected end\n" +
+				" 1 | MATCH j: Job RETURN\n" +
+				"   |                    ^\n",
+		},
+		{
+			name:  "double-digit line number",
+			query: "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nKILL",
+			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "expected a node reference", Line: 11, Column: 5},
+			want: "" +
+				"ERROR E1001 SYNTAX_ERROR at 11:5: expected a node reference\n" +
+				" 11 | KILL\n" +
+				"    |     ^\n",
+		},
+		{
+			name:  "no position",
+			query: "SPAWN j: Job { priority = \"x\" }",
+			err:   apiError{Code: "E2001", Name: "TYPE_MISMATCH", Message: "priority is Int"},
+			want:  "ERROR E2001 TYPE_MISMATCH: priority is Int\n",
+		},
+		{
+			name:  "line outside the query",
+			query: "x",
+			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "m", Line: 3, Column: 1},
+			want:  "ERROR E1001 SYNTAX_ERROR at 3:1: m\n",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := formatError(c.query, &c.err); got != c.want {
+				t.Errorf("got\n%q\nwant\n%q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestComplete(t *testing.T) {
+	cases := []struct {
+		text string
+		want bool
+	}{
+		{"", false},
+		{"MATCH j: Job RETURN j", false},
+		{"MATCH j: Job RETURN j;", true},
+		{"MATCH j: Job RETURN j;  \n", true},
+		{"MATCH j: Job RETURN j; -- done", true},
+		{"SPAWN m: Msg { body = \"a;\" }", false},
+		{"SPAWN m: Msg { body = \"a;", false},
+		{"SPAWN m: Msg { body = \"say \\\";\" }", false},
+		{"SPAWN m: Msg { body = \"x\" };", true},
+		{"-- comment;", false},
+		{"BEGIN; SPAWN a: A {}", false},
+		{"BEGIN;\nSPAWN a: A {};\nCOMMIT;", true},
+	}
+	for _, c := range cases {
+		if got := complete(c.text); got != c.want {
+			t.Errorf("complete(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package lint
+
+// Third-party modules named by the rules.
+const (
+	modPebble     = "github.com/cockroachdb/pebble"
+	modConnect    = "connectrpc.com/connect"
+	modProtobuf   = "google.golang.org/protobuf"
+	modCobra      = "github.com/spf13/cobra"
+	modReadline   = "github.com/chzyer/readline"
+	modPrometheus = "github.com/prometheus/client_golang"
+	modRapid      = "pgregory.net/rapid"
+	modDataDriven = "github.com/cockroachdb/datadriven"
+	modPebbleVFS  = "github.com/cockroachdb/pebble/vfs"
+	modNATS       = "github.com/nats-io/nats.go"
+	modAMQP       = "github.com/rabbitmq/amqp091-go"
+	modRedis      = "github.com/redis/go-redis/v9"
+)
+
+// lang lets the language packages' tests use each other (the parser's round-trip test
+// prints, the printer's golden test parses).
+var lang = []string{"lang/..."}
+
+// Herald is the rule set of this module. docs/ARCHITECTURE.md shows the same table; keep
+// them in step.
+var Herald = Config{
+	Module: "github.com/herald-mq/herald",
+	Rules: []Rule{
+		{Pkg: "."},
+		{Pkg: "lang/token", TestAllow: lang},
+		{Pkg: "lang/scanner", Allow: []string{"lang/token"}, TestAllow: lang},
+		{Pkg: "lang/ast", Allow: []string{"lang/token"}, TestAllow: lang},
+		{Pkg: "lang/parser", Allow: []string{"lang/token", "lang/scanner", "lang/ast"}, TestAllow: lang},
+		{Pkg: "lang/printer", Allow: []string{"lang/token", "lang/ast"}, TestAllow: lang},
+		{Pkg: "lang/eval", Allow: []string{".", "lang/token", "lang/ast"}, TestAllow: lang},
+		{Pkg: "graph/...", Allow: []string{".", "lang/..."}},
+		{Pkg: "store", Allow: []string{"."}},
+		{Pkg: "store/storetest", Allow: []string{".", "store"}, External: []string{modRapid}},
+		{Pkg: "store/memstore", Allow: []string{".", "store"}},
+		{Pkg: "store/pebblestore", Allow: []string{".", "store"}, External: []string{modPebble}},
+		// The engine's restart tests run Pebble on its in-memory filesystem.
+		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
+		{Pkg: "watch/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
+		// Consume-mode tests restart the engine on Pebble's in-memory filesystem, like the engine's.
+		{Pkg: "delivery/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
+		// The queue REST contract translates onto the engine and the consume engine.
+		{Pkg: "queue", Allow: []string{".", "engine", "delivery", "graph/...", "lang/...", "internal/clock"}},
+		// httpapi streams consume-mode deliveries; it uses the delivery package's types.
+		{Pkg: "httpapi", Allow: []string{".", "engine", "delivery", "queue", "internal/clock"}, External: []string{modPrometheus}},
+		{Pkg: "server", Allow: []string{".", "engine", "watch", "delivery", "queue", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}},
+		// The generated Connect package refers to the message package beside it.
+		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
+		// rpcapi routes a WATCH to the consume or watch-mode engine by its mode option, and
+		// serves the queue RPC on the queue package.
+		{Pkg: "rpcapi", Allow: []string{".", "engine", "watch", "delivery", "queue", "api/..."}, External: []string{modProtobuf, modConnect}},
+		{Pkg: "client", Allow: []string{".", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}},
+		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
+		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
+		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "bench/...", "client"}, TestAllow: []string{"heraldtest"}, External: []string{modCobra, modReadline}},
+		{Pkg: "internal/clock", Allow: []string{"."}},
+		{Pkg: "internal/testutil", Allow: []string{"."}},
+		{Pkg: "internal/lint"},
+		// End-to-end tests drive the real binary over HTTP, some of them through the Go client.
+		{Pkg: "tests/...", Allow: []string{".", "internal/testutil", "client"}},
+		{Pkg: "bench/...", Allow: []string{".", "client", "heraldtest", "internal/testutil", "bench", "bench/benchtest"}},
+		// Each peer's client module lives in its own benchmark adapter.
+		{Pkg: "bench/nats", Allow: []string{"bench"}, External: []string{modNATS}, TestAllow: []string{"bench/benchtest"}},
+		{Pkg: "bench/rabbit", Allow: []string{"bench"}, External: []string{modAMQP}, TestAllow: []string{"bench/benchtest"}},
+		{Pkg: "bench/redis", Allow: []string{"bench"}, External: []string{modRedis}, TestAllow: []string{"bench/benchtest"}},
+	},
+	Exclusive: []Exclusive{
+		{Module: modPebble, Only: []string{"store/pebblestore"}},
+		{Module: "connectrpc.com", Only: []string{"api/...", "rpcapi", "client"}},
+		{Module: modCobra, Only: []string{"internal/cli"}},
+		{Module: modReadline, Only: []string{"internal/cli"}},
+		{Module: modPrometheus, Only: []string{"httpapi"}},
+		{Module: modNATS, Only: []string{"bench/nats"}},
+		{Module: modAMQP, Only: []string{"bench/rabbit"}},
+		{Module: modRedis, Only: []string{"bench/redis"}},
+	},
+	TestKits:     []string{"internal/testutil", "internal/clock", "store/memstore", "store/storetest"},
+	TestExternal: []string{modRapid, modDataDriven},
+}

@@ -1,0 +1,5 @@
+package newpkg
+
+import "github.com/herald-mq/herald"
+
+var _ herald.Value

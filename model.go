@@ -1,0 +1,142 @@
+package herald
+
+import (
+	"strings"
+	"time"
+)
+
+// NodeID identifies a node. It is written `#name` in the language; generated ids are
+// random and URL-safe.
+type NodeID string
+
+// Node is a vertex of the graph: an id, a type name and attributes.
+type Node struct {
+	ID   NodeID
+	Type string
+	// Created is the seq of the commit that created the node; it orders nodes by
+	// arrival (consume mode's `ordering: arrival`) and survives restarts.
+	Created uint64
+	Attrs   Attrs
+}
+
+// Clone returns a deep copy of n (values are immutable, so attribute maps are copied).
+func (n *Node) Clone() *Node {
+	if n == nil {
+		return nil
+	}
+	return &Node{ID: n.ID, Type: n.Type, Created: n.Created, Attrs: n.Attrs.Clone()}
+}
+
+// Edge is a typed, ordered relation between one or more nodes, with attributes.
+// An edge is identified by its type and its endpoints: linking the same endpoints twice
+// with the same type names the same edge.
+type Edge struct {
+	Type      string
+	Endpoints []NodeID
+	Attrs     Attrs
+}
+
+// Key returns the identity of e: its type and endpoints.
+func (e *Edge) Key() EdgeKey { return MakeEdgeKey(e.Type, e.Endpoints) }
+
+// Clone returns a deep copy of e.
+func (e *Edge) Clone() *Edge {
+	if e == nil {
+		return nil
+	}
+	return &Edge{Type: e.Type, Endpoints: append([]NodeID(nil), e.Endpoints...), Attrs: e.Attrs.Clone()}
+}
+
+// EdgeKey is the canonical identity of an edge: type and endpoints joined by NUL bytes.
+type EdgeKey string
+
+// MakeEdgeKey builds the key of the edge typ(endpoints...).
+func MakeEdgeKey(typ string, endpoints []NodeID) EdgeKey {
+	var b strings.Builder
+	b.WriteString(typ)
+	for _, id := range endpoints {
+		b.WriteByte(0)
+		b.WriteString(string(id))
+	}
+	return EdgeKey(b.String())
+}
+
+// DeclKind tells node declarations from edge declarations.
+type DeclKind uint8
+
+// Declaration kinds.
+const (
+	NodeDecl DeclKind = iota + 1
+	EdgeDecl
+)
+
+// AttrDecl declares one attribute of a type.
+type AttrDecl struct {
+	Name     string
+	Type     Kind
+	Any      bool   // the attribute accepts any kind (declared as `Any`)
+	Optional bool   // declared with a trailing `?`: null allowed even if Required is unset
+	Required bool   // `[required]`: must be non-null after defaults are applied
+	Default  *Value // `= expr`, evaluated at declaration time
+}
+
+// EndpointDecl declares one endpoint of an edge type.
+type EndpointDecl struct {
+	Name string
+	Type string // node type name; "" accepts any node
+}
+
+// TypeDecl is a declared node or edge type.
+type TypeDecl struct {
+	Kind      DeclKind
+	Name      string
+	Sealed    bool
+	Attrs     []AttrDecl
+	Endpoints []EndpointDecl // edges only
+}
+
+// Attr returns the declaration of the named attribute, or nil.
+func (t *TypeDecl) Attr(name string) *AttrDecl {
+	for i := range t.Attrs {
+		if t.Attrs[i].Name == name {
+			return &t.Attrs[i]
+		}
+	}
+	return nil
+}
+
+// IsSystemType reports whether name is a Layer 0 system type (starting with `_`), which
+// users may read but not write.
+func IsSystemType(name string) bool { return strings.HasPrefix(name, "_") }
+
+// ChangeKind names what a Change touches.
+type ChangeKind uint8
+
+// Change kinds.
+const (
+	NodeChange ChangeKind = iota + 1
+	EdgeChange
+	TypeChange
+)
+
+// Change is one operation of a commit with its before and after images. A nil before
+// image means the entity was created; a nil after image means it was deleted.
+type Change struct {
+	Kind                  ChangeKind
+	NodeBefore, NodeAfter *Node
+	EdgeBefore, EdgeAfter *Edge
+	TypeBefore, TypeAfter *TypeDecl
+}
+
+// ChangeSet is everything one committed transaction did, in order, with its position.
+type ChangeSet struct {
+	Seq     uint64    // commit sequence number, the resume position
+	Tick    uint64    // logical clock at commit
+	Time    time.Time // wall-clock commit time (from the injected clock)
+	Actor   NodeID    // session actor, if any
+	Changes []Change
+}
+
+// Tick is the logical clock of the graph. It advances with commits, with TICK or on an
+// interval, depending on the server's tick mode.
+type Tick = uint64

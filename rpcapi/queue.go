@@ -1,0 +1,266 @@
+package rpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
+	"github.com/herald-mq/herald/queue"
+)
+
+// Queues is what the herald.v1.Queues service needs from the queue package.
+// *queue.Service implements it.
+type Queues interface {
+	CreateQueue(ctx context.Context, c queue.Config) (queue.Config, error)
+	DeleteQueue(ctx context.Context, name string) (int, error)
+	Enqueue(ctx context.Context, queue string, m queue.Message) (herald.NodeID, error)
+	Consume(ctx context.Context, queue string) (*queue.Subscription, error)
+	Ack(ctx context.Context, queue string, id herald.NodeID) error
+	Nack(ctx context.Context, queue string, id herald.NodeID, o queue.NackOptions) error
+	Extend(ctx context.Context, queue string, id herald.NodeID, by time.Duration) (time.Time, error)
+	RedriveDeadLetters(ctx context.Context, queue string) (int, error)
+}
+
+var _ Queues = (*queue.Service)(nil)
+
+// queueService implements heraldv1connect.QueuesHandler: each RPC translates onto the
+// queue package, which translates onto the graph and the consume engine. Errors map
+// through the same table as the Herald service's.
+type queueService struct{ s *Service }
+
+var _ heraldv1connect.QueuesHandler = queueService{}
+
+// QueuesHandler returns the path prefix and HTTP handler of the herald.v1.Queues service,
+// to mount next to Handler's. Without Options.Queues every call answers E4006.
+func (s *Service) QueuesHandler(opts ...connect.HandlerOption) (string, http.Handler) {
+	if s.maxBody > 0 && s.maxBody <= math.MaxInt32 {
+		opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(int(s.maxBody))}, opts...)
+	}
+	return heraldv1connect.NewQueuesHandler(queueService{s}, opts...)
+}
+
+func (q queueService) queues() (Queues, error) {
+	if q.s.queues == nil {
+		return nil, toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve the queue RPC"))
+	}
+	return q.s.queues, nil
+}
+
+// optDuration converts an optional protobuf duration (unset: 0).
+func optDuration(field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil {
+		return 0, nil
+	}
+	return duration(field, d)
+}
+
+func toProtoQueue(c queue.Config) *heraldv1.Queue {
+	out := &heraldv1.Queue{
+		Name:              c.Name,
+		VisibilityTimeout: durationpb.New(c.VisibilityTimeout),
+		MaxAttempts:       int32(min(c.MaxAttempts, math.MaxInt32)),
+		DeadLetterQueue:   c.DeadLetterQueue,
+		FairnessWeights:   c.Weights,
+	}
+	if !c.CreatedAt.IsZero() {
+		out.CreatedAt = timestamppb.New(c.CreatedAt)
+	}
+	return out
+}
+
+// CreateQueue declares a queue.
+func (q queueService) CreateQueue(ctx context.Context, req *connect.Request[heraldv1.CreateQueueRequest]) (*connect.Response[heraldv1.CreateQueueResponse], error) {
+	qs, err := q.queues()
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	vt, err := optDuration("visibility_timeout", m.GetVisibilityTimeout())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	if m.GetMaxAttempts() < 0 {
+		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "max_attempts must not be negative"))
+	}
+	c, err := qs.CreateQueue(ctx, queue.Config{
+		Name:              m.GetName(),
+		VisibilityTimeout: vt,
+		MaxAttempts:       int(m.GetMaxAttempts()),
+		DeadLetterQueue:   m.GetDeadLetterQueue(),
+		Weights:           m.GetFairnessWeights(),
+	})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.CreateQueueResponse{Queue: toProtoQueue(c)}), nil
+}
+
+// DeleteQueue removes a queue with its messages.
+func (q queueService) DeleteQueue(ctx context.Context, req *connect.Request[heraldv1.DeleteQueueRequest]) (*connect.Response[heraldv1.DeleteQueueResponse], error) {
+	qs, err := q.queues()
+	if err != nil {
+		return nil, err
+	}
+	n, err := qs.DeleteQueue(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.DeleteQueueResponse{MessagesDeleted: int64(n)}), nil
+}
+
+// Enqueue adds a message.
+func (q queueService) Enqueue(ctx context.Context, req *connect.Request[heraldv1.EnqueueRequest]) (*connect.Response[heraldv1.EnqueueResponse], error) {
+	qs, err := q.queues()
+	if err != nil {
+		return nil, err
+	}
+	m := req.Msg
+	delay, err := optDuration("delay", m.GetDelay())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	id, err := qs.Enqueue(ctx, m.GetQueue(), queue.Message{
+		Payload:     m.GetPayload(),
+		Headers:     m.GetHeaders(),
+		FairnessKey: m.GetFairnessKey(),
+		Priority:    m.GetPriority(),
+		Delay:       delay,
+	})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.EnqueueResponse{MessageId: string(id)}), nil
+}
+
+func toProtoMessage(d queue.Delivered) *heraldv1.QueueMessage {
+	out := &heraldv1.QueueMessage{
+		MessageId:    string(d.ID),
+		Queue:        d.Queue,
+		Payload:      d.Payload,
+		Headers:      d.Headers,
+		FairnessKey:  d.FairnessKey,
+		Priority:     d.Priority,
+		AttemptCount: int64(d.Attempt),
+		Weight:       d.Weight,
+	}
+	if !d.Deadline.IsZero() {
+		out.Deadline = timestamppb.New(d.Deadline)
+	}
+	if !d.EnqueuedAt.IsZero() {
+		out.EnqueuedAt = timestamppb.New(d.EnqueuedAt)
+	}
+	return out
+}
+
+// ConsumeQueue streams a queue's leased messages until the caller ends the call or the
+// server shuts down; ending it returns the unsettled messages to the queue at once.
+func (q queueService) ConsumeQueue(ctx context.Context, req *connect.Request[heraldv1.ConsumeQueueRequest], out *connect.ServerStream[heraldv1.QueueMessage]) error {
+	qs, err := q.queues()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopAfter := context.AfterFunc(q.s.streams, cancel)
+	defer stopAfter()
+
+	sub, err := qs.Consume(ctx, req.Msg.GetQueue())
+	if err != nil {
+		return toConnect(err)
+	}
+	defer sub.Close()
+	// Send the headers now, so the caller knows the consumer is registered.
+	if err := out.Send(nil); err != nil {
+		return err
+	}
+	for {
+		d, err := sub.Next(ctx)
+		switch {
+		case err == nil:
+			if err := out.Send(toProtoMessage(d)); err != nil {
+				return err
+			}
+		case errors.Is(err, io.EOF):
+			if q.s.streams.Err() != nil {
+				return toConnect(herald.Errorf(herald.CodeShuttingDown, "the server is stopping"))
+			}
+			return nil
+		case ctx.Err() != nil:
+			if q.s.streams.Err() != nil {
+				return toConnect(herald.Errorf(herald.CodeShuttingDown, "the server is stopping"))
+			}
+			return ctx.Err()
+		default:
+			return toConnect(err)
+		}
+	}
+}
+
+// Ack settles a leased message as done.
+func (q queueService) Ack(ctx context.Context, req *connect.Request[heraldv1.QueueAckRequest]) (*connect.Response[heraldv1.QueueAckResponse], error) {
+	qs, err := q.queues()
+	if err != nil {
+		return nil, err
+	}
+	if err := qs.Ack(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId())); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.QueueAckResponse{}), nil
+}
+
+// Nack returns a leased message to its queue, or dead-letters it.
+func (q queueService) Nack(ctx context.Context, req *connect.Request[heraldv1.QueueNackRequest]) (*connect.Response[heraldv1.QueueNackResponse], error) {
+	qs, err := q.queues()
+	if err != nil {
+		return nil, err
+	}
+	delay, err := optDuration("delay", req.Msg.GetDelay())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	o := queue.NackOptions{Delay: delay, DeadLetter: req.Msg.GetDeadLetter()}
+	if err := qs.Nack(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId()), o); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.QueueNackResponse{}), nil
+}
+
+// Extend pushes a leased message's deadline out.
+func (q queueService) Extend(ctx context.Context, req *connect.Request[heraldv1.QueueExtendRequest]) (*connect.Response[heraldv1.QueueExtendResponse], error) {
+	qs, err := q.queues()
+	if err != nil {
+		return nil, err
+	}
+	by, err := optDuration("by", req.Msg.GetBy())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	deadline, err := qs.Extend(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId()), by)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.QueueExtendResponse{Deadline: timestamppb.New(deadline)}), nil
+}
+
+// RedriveDeadLetters puts a queue's dead letters back into it.
+func (q queueService) RedriveDeadLetters(ctx context.Context, req *connect.Request[heraldv1.RedriveDeadLettersRequest]) (*connect.Response[heraldv1.RedriveDeadLettersResponse], error) {
+	qs, err := q.queues()
+	if err != nil {
+		return nil, err
+	}
+	n, err := qs.RedriveDeadLetters(ctx, req.Msg.GetQueue())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.RedriveDeadLettersResponse{Redriven: int64(n)}), nil
+}

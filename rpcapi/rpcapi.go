@@ -1,0 +1,458 @@
+// Package rpcapi serves the herald.v1.Herald service over Connect, which speaks gRPC,
+// gRPC-Web and the Connect protocol on one HTTP handler.
+// Each RPC is a thin translation onto the engine (queries, sessions), the consume engine
+// (consume-mode streams, ACK, NACK, EXTEND) and the watch-mode engine (watch-mode
+// streams); errors map to RPC codes through the root error table.
+package rpcapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/watch"
+)
+
+// Engine is what the service needs from the engine: the query and session calls the JSON
+// API uses too. *engine.Engine implements it; tests use a fake.
+type Engine interface {
+	Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error)
+	OpenSession() (string, error)
+	CloseSession(id string) error
+}
+
+var _ Engine = (*engine.Engine)(nil)
+
+// Delivery is what the service needs from the consume engine. *delivery.Service
+// implements it; tests use a fake.
+type Delivery interface {
+	Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error)
+	Ack(ctx context.Context, deliveryID string) error
+	Nack(ctx context.Context, deliveryID string, o delivery.NackOptions) error
+	Extend(ctx context.Context, deliveryID string, by time.Duration) (deadline time.Time, err error)
+}
+
+// Watcher is what the service needs from the watch-mode engine. *watch.Service
+// implements it; tests use a fake. after > 0 resumes a stream after that position.
+type Watcher interface {
+	Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error)
+}
+
+var _ Watcher = (*watch.Service)(nil)
+
+// Options configures a Service.
+type Options struct {
+	// Delivery serves consume-mode Consume calls, Ack, Nack and Extend; nil answers them
+	// with E4006.
+	Delivery Delivery
+	// Watch serves watch-mode Consume calls; nil answers them with E4006.
+	Watch Watcher
+	// Queues serves the herald.v1.Queues service (QueuesHandler); nil answers it with
+	// E4006.
+	Queues Queues
+	// Logger receives stream failures. nil means slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes caps request messages; 0 means no limit beyond Connect's own.
+	MaxBodyBytes int64
+}
+
+// Service implements heraldv1connect.HeraldHandler. Create it with New.
+type Service struct {
+	eng         Engine
+	del         Delivery
+	wat         Watcher
+	queues      Queues
+	maxBody     int64
+	log         *slog.Logger
+	streams     context.Context // done once CloseStreams is called
+	stopStreams context.CancelFunc
+}
+
+var _ heraldv1connect.HeraldHandler = (*Service)(nil)
+
+// New returns the service over eng and the options' consume and watch-mode engines.
+func New(eng Engine, opts Options) *Service {
+	s := &Service{eng: eng, del: opts.Delivery, wat: opts.Watch, queues: opts.Queues, log: opts.Logger, maxBody: opts.MaxBodyBytes}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	return s
+}
+
+// Handler returns the path prefix the service is served under and its HTTP handler, to
+// mount next to the JSON API. It serves gRPC, gRPC-Web and the Connect protocol.
+func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	if s.maxBody > 0 && s.maxBody <= math.MaxInt32 {
+		opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(int(s.maxBody))}, opts...)
+	}
+	return heraldv1connect.NewHeraldHandler(s, opts...)
+}
+
+// CloseStreams ends every open Consume stream (each releases its leases) and makes new
+// ones end at once. The server calls it when it starts shutting down.
+func (s *Service) CloseStreams() { s.stopStreams() }
+
+// Query runs statements like POST /v1/query.
+func (s *Service) Query(ctx context.Context, req *connect.Request[heraldv1.QueryRequest]) (*connect.Response[heraldv1.QueryResponse], error) {
+	m := req.Msg
+	if strings.TrimSpace(m.GetQuery()) == "" {
+		return nil, toConnect(herald.Errorf(herald.CodeEmptyQuery, "the query is empty"))
+	}
+	params, err := fromProtoParams(m.GetParams())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	resp, err := s.eng.Exec(ctx, m.GetSession(), m.GetQuery(), params)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	out, err := toProtoResponse(resp)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// OpenSession opens a server-side session.
+func (s *Service) OpenSession(ctx context.Context, req *connect.Request[heraldv1.OpenSessionRequest]) (*connect.Response[heraldv1.OpenSessionResponse], error) {
+	id, err := s.eng.OpenSession()
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.OpenSessionResponse{Session: id}), nil
+}
+
+// CloseSession closes a session.
+func (s *Service) CloseSession(ctx context.Context, req *connect.Request[heraldv1.CloseSessionRequest]) (*connect.Response[heraldv1.CloseSessionResponse], error) {
+	if err := s.eng.CloseSession(req.Msg.GetSession()); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.CloseSessionResponse{}), nil
+}
+
+func (s *Service) consumer() (Delivery, error) {
+	if s.del == nil {
+		return nil, toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve consume mode"))
+	}
+	return s.del, nil
+}
+
+// Consume streams the events of one WATCH until the caller ends the call, the stream
+// ends, or the server shuts down. A consume-mode statement goes to the consume engine,
+// any other to the watch-mode engine (resuming after req.after). An error event ends
+// the call with that error.
+func (s *Service) Consume(ctx context.Context, req *connect.Request[heraldv1.ConsumeRequest], out *connect.ServerStream[heraldv1.Event]) error {
+	m := req.Msg
+	if strings.TrimSpace(m.GetQuery()) == "" {
+		return toConnect(herald.Errorf(herald.CodeEmptyQuery, "the query is empty; expected a WATCH statement"))
+	}
+	params, err := fromProtoParams(m.GetParams())
+	if err != nil {
+		return toConnect(err)
+	}
+	consume := engine.ConsumeMode(m.GetQuery())
+	var del Delivery
+	if consume {
+		if del, err = s.consumer(); err != nil {
+			return err
+		}
+	} else if s.wat == nil {
+		return toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopAfter := context.AfterFunc(s.streams, cancel)
+	defer stopAfter()
+
+	var st herald.Stream
+	if consume {
+		st, err = del.Consume(ctx, m.GetSession(), m.GetQuery(), params)
+	} else {
+		st, err = s.wat.Open(ctx, m.GetSession(), m.GetQuery(), params, m.GetAfter())
+	}
+	if err != nil {
+		return toConnect(err)
+	}
+	// Closing ends the watch; in consume mode it releases unsettled leases at once.
+	defer st.Close()
+
+	// Send the headers now, so the caller knows the watch is registered before the
+	// first delivery.
+	if err := out.Send(nil); err != nil {
+		return err
+	}
+
+	// send passes ev on; done reports that the call ends, with err.
+	send := func(ev herald.Event) (done bool, err error) {
+		if ev.Type == herald.EventError {
+			if ev.Error == nil {
+				return true, toConnect(herald.Errorf(herald.Code(ev.Code), "%s", ev.Message))
+			}
+			return true, toConnect(ev.Error)
+		}
+		pe, err := toProtoEvent(ev)
+		if err != nil {
+			s.log.Error("encoding a stream event", "err", err)
+			return true, toConnect(err)
+		}
+		if err := out.Send(pe); err != nil {
+			return true, err
+		}
+		return false, nil
+	}
+
+	events := st.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			if s.streams.Err() != nil {
+				return toConnect(herald.Errorf(herald.CodeShuttingDown, "the server is stopping"))
+			}
+			return ctx.Err()
+		case ev, ok := <-events:
+			if !ok {
+				return nil
+			}
+			if done, err := send(ev); done {
+				return err
+			}
+		case <-st.Done():
+			// Pass on what the stream buffered before it ended, then end too.
+			for {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						return nil
+					}
+					if done, err := send(ev); done {
+						return err
+					}
+				default:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// Ack settles a delivery.
+func (s *Service) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
+	del, err := s.consumer()
+	if err != nil {
+		return nil, err
+	}
+	if err := del.Ack(ctx, req.Msg.GetDeliveryId()); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.AckResponse{}), nil
+}
+
+// Nack returns a delivery to its queue or dead-letters it.
+func (s *Service) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error) {
+	del, err := s.consumer()
+	if err != nil {
+		return nil, err
+	}
+	o := delivery.NackOptions{NoRetry: req.Msg.GetNoRetry()}
+	if d := req.Msg.GetDelay(); d != nil {
+		if o.Delay, err = duration("delay", d); err != nil {
+			return nil, toConnect(err)
+		}
+	}
+	if err := del.Nack(ctx, req.Msg.GetDeliveryId(), o); err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.NackResponse{}), nil
+}
+
+// Extend pushes a lease's deadline out.
+func (s *Service) Extend(ctx context.Context, req *connect.Request[heraldv1.ExtendRequest]) (*connect.Response[heraldv1.ExtendResponse], error) {
+	del, err := s.consumer()
+	if err != nil {
+		return nil, err
+	}
+	var by time.Duration
+	if d := req.Msg.GetBy(); d != nil {
+		if by, err = duration("by", d); err != nil {
+			return nil, toConnect(err)
+		}
+	}
+	deadline, err := del.Extend(ctx, req.Msg.GetDeliveryId(), by)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.ExtendResponse{Deadline: timestamppb.New(deadline)}), nil
+}
+
+// duration converts a protobuf duration that must be valid and not negative.
+func duration(field string, d *durationpb.Duration) (time.Duration, error) {
+	if err := d.CheckValid(); err != nil {
+		return 0, herald.Errorf(herald.CodeMalformedRequest, "%s: %v", field, err)
+	}
+	v := d.AsDuration()
+	if v < 0 {
+		return 0, herald.Errorf(herald.CodeMalformedRequest, "%s must not be negative", field)
+	}
+	return v, nil
+}
+
+// Values cross the wire as google.protobuf.Value: numbers are doubles, so an Int beyond
+// ±2^53 loses precision (the JSON API keeps it exact); timestamps and durations travel as
+// strings, as in the JSON API.
+
+func fromProtoParams(in map[string]*structpb.Value) (map[string]herald.Value, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]herald.Value, len(in))
+	for name, pv := range in {
+		v, err := herald.FromJSON(pv.AsInterface())
+		if err != nil {
+			return nil, herald.Errorf(herald.CodeMalformedRequest, "parameter $%s: %v", name, err)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+func toProtoValue(v herald.Value) (*structpb.Value, error) {
+	pv, err := structpb.NewValue(v.Interface())
+	if err != nil {
+		return nil, &herald.Error{Code: herald.CodeInternal, Message: "encoding a value: " + err.Error(), Err: err}
+	}
+	return pv, nil
+}
+
+func toProtoResponse(resp *engine.Response) (*heraldv1.QueryResponse, error) {
+	out := &heraldv1.QueryResponse{Seq: resp.Seq, Tick: resp.Tick, Results: make([]*heraldv1.Result, len(resp.Results))}
+	for i, res := range resp.Results {
+		pr := &heraldv1.Result{
+			Columns: res.Columns,
+			Rows:    make([]*structpb.ListValue, len(res.Rows)),
+			Stats: &heraldv1.Stats{
+				NodesCreated:  int64(res.Stats.NodesCreated),
+				NodesDeleted:  int64(res.Stats.NodesDeleted),
+				EdgesCreated:  int64(res.Stats.EdgesCreated),
+				EdgesDeleted:  int64(res.Stats.EdgesDeleted),
+				AttributesSet: int64(res.Stats.AttrsSet),
+				TypesDeclared: int64(res.Stats.TypesDeclared),
+				RowsScanned:   int64(res.Stats.RowsScanned),
+				Plan:          res.Stats.Plan,
+			},
+		}
+		for j, row := range res.Rows {
+			lv := &structpb.ListValue{Values: make([]*structpb.Value, len(row))}
+			for k, v := range row {
+				pv, err := toProtoValue(v)
+				if err != nil {
+					return nil, err
+				}
+				lv.Values[k] = pv
+			}
+			pr.Rows[j] = lv
+		}
+		out.Results[i] = pr
+	}
+	return out, nil
+}
+
+// carriesMatch reports whether events of type t always carry a match, even a null one.
+func carriesMatch(t string) bool {
+	switch t {
+	case herald.EventConsumed, herald.EventInitial, herald.EventAdded, herald.EventRemoved, herald.EventChanged:
+		return true
+	}
+	return false
+}
+
+func toProtoEvent(ev herald.Event) (*heraldv1.Event, error) {
+	count := ev.Count
+	if count > math.MaxInt32 {
+		count = math.MaxInt32
+	}
+	out := &heraldv1.Event{
+		Type:       ev.Type,
+		DeliveryId: ev.DeliveryID,
+		Attempt:    int64(ev.Attempt),
+		Seq:        ev.Seq,
+		Tick:       ev.Tick,
+		Code:       string(ev.Code),
+		Message:    ev.Message,
+		Count:      int32(count),
+		Last:       ev.Last,
+	}
+	if ev.Error != nil {
+		if out.Code == "" {
+			out.Code = string(ev.Error.Code)
+		}
+		if out.Message == "" {
+			out.Message = ev.Error.Message
+		}
+	}
+	if carriesMatch(ev.Type) || !ev.Match.IsNull() {
+		m, err := toProtoValue(ev.Match)
+		if err != nil {
+			return nil, err
+		}
+		out.Match = m
+	}
+	if ev.Type == herald.EventChanged || !ev.Prev.IsNull() {
+		p, err := toProtoValue(ev.Prev)
+		if err != nil {
+			return nil, err
+		}
+		out.Prev = p
+	}
+	if !ev.Deadline.IsZero() {
+		out.Deadline = timestamppb.New(ev.Deadline)
+	}
+	return out, nil
+}
+
+// HeaderCode is the response metadata key (header or trailer) that carries the Herald
+// error code of a failed call, e.g. "E8004".
+const HeaderCode = "herald-code"
+
+// toConnect converts err to a Connect error: the RPC code comes from the error table, the
+// Herald code travels in the herald-code metadata key and, with the name, message and
+// position, in a heraldv1.ErrorDetail. Errors that already are Connect errors pass through.
+func toConnect(err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	he := herald.AsError(err)
+	info := he.Code.Info()
+	var code connect.Code
+	if code.UnmarshalText([]byte(info.RPC)) != nil {
+		code = connect.CodeInternal
+	}
+	ce = connect.NewError(code, errors.New(he.Message))
+	ce.Meta().Set(HeaderCode, string(info.Code))
+	if d, derr := connect.NewErrorDetail(&heraldv1.ErrorDetail{
+		Code:    string(info.Code),
+		Name:    info.Name,
+		Message: he.Message,
+		Line:    int32(he.Line),
+		Column:  int32(he.Column),
+	}); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}

@@ -1,0 +1,357 @@
+// Package server composes a Herald process: the store, the engine, the consume engine, and
+// the JSON and RPC APIs on one port, with one lifecycle (Start, Stop) around them.
+// Stop drains gracefully: it stops accepting, lets in-flight requests finish, then closes the engine and the store.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/httpapi"
+	"github.com/herald-mq/herald/queue"
+	"github.com/herald-mq/herald/rpcapi"
+	"github.com/herald-mq/herald/store"
+	"github.com/herald-mq/herald/store/pebblestore"
+	"github.com/herald-mq/herald/watch"
+)
+
+// Defaults of Config.
+const (
+	DefaultDataDir = "./herald-data"
+	DefaultListen  = "127.0.0.1:7420"
+)
+
+// Config configures a Server. The zero value is usable: every field has a default.
+type Config struct {
+	// DataDir is the folder of the embedded store; it is created if missing.
+	DataDir string
+	// Listen is the TCP address of the HTTP API; port 0 picks a free port (see Addr).
+	Listen string
+	// TickMode and TickInterval choose how the logical clock advances.
+	TickMode     engine.TickMode
+	TickInterval time.Duration
+	// Retention is how many change sets the change log keeps; 0 keeps all.
+	Retention uint64
+	// MaxBodyBytes caps HTTP request bodies; 0 means httpapi.DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives the server's, the engine's and the request logs; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Clock is the engine's time source; nil means the real clock.
+	Clock herald.Clock
+	// Backend, when set, is used instead of opening a Pebble store in DataDir. The
+	// server closes it on Stop.
+	Backend store.Backend
+	// MaxConsumers and MaxConsumersPerSession cap consume streams server-wide and per
+	// session; 0 means the delivery package's defaults.
+	MaxConsumers           int
+	MaxConsumersPerSession int
+	// PingInterval is the period of the keep-alive comment on /v1/watch streams; 0 means
+	// httpapi.DefaultPingInterval.
+	PingInterval time.Duration
+}
+
+type state int
+
+const (
+	stateNew state = iota
+	stateRunning
+	stateStopping
+	stateStopped
+)
+
+// Server is one Herald process. Create it with New; it is safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	state   state
+	backend store.Backend
+	eng     *engine.Engine
+	del     *delivery.Service
+	wat     *watch.Service
+	ln      net.Listener
+	http    *http.Server
+	served  chan struct{} // closed when the HTTP server stops serving
+	serve   error         // why it stopped, when it failed on its own
+	stopped chan struct{} // closed when the first Stop has finished
+	stopErr error
+}
+
+// New returns a server for cfg, with defaults filled in. Nothing is opened until Start.
+func New(cfg Config) *Server {
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// ErrStarted is returned by Start on a server that was already started or stopped.
+var ErrStarted = errors.New("server: already started")
+
+// Start opens the store and the engine and starts serving HTTP. When it returns nil the
+// listener is bound (see Addr); when it returns an error everything it opened is
+// closed again. ctx bounds the opening, not the life of the server.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateNew {
+		return ErrStarted
+	}
+	var cleanup []func()
+	defer func() {
+		if err != nil {
+			for i := len(cleanup) - 1; i >= 0; i-- {
+				cleanup[i]()
+			}
+		}
+	}()
+
+	backend := s.cfg.Backend
+	if backend == nil {
+		if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+			return fmt.Errorf("server: data dir: %w", err)
+		}
+		ps, err := pebblestore.Open(s.cfg.DataDir, pebblestore.Options{Logger: s.log.With("component", "pebble")})
+		if err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+		backend = ps
+	}
+	cleanup = append(cleanup, func() { _ = backend.Close() })
+
+	eng, err := engine.Open(ctx, engine.Config{
+		Backend:      backend,
+		Clock:        s.cfg.Clock,
+		Logger:       s.log.With("component", "engine"),
+		TickMode:     s.cfg.TickMode,
+		TickInterval: s.cfg.TickInterval,
+		Retention:    s.cfg.Retention,
+	})
+	if err != nil {
+		return fmt.Errorf("server: open engine: %w", err)
+	}
+	cleanup = append(cleanup, func() { _ = eng.Close(context.Background()) })
+
+	// The consume engine installs itself as the engine's statement extension (ACK, NACK,
+	// EXTEND over /v1/query), so it starts before anything is served.
+	del := delivery.New(delivery.Config{
+		Engine:                 eng,
+		Logger:                 s.log.With("component", "delivery"),
+		MaxConsumers:           s.cfg.MaxConsumers,
+		MaxConsumersPerSession: s.cfg.MaxConsumersPerSession,
+	})
+	if err := del.Start(ctx); err != nil {
+		return fmt.Errorf("server: start delivery: %w", err)
+	}
+	cleanup = append(cleanup, func() { _ = del.Stop(context.Background()) })
+
+	wat := watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch")})
+	if err := wat.Start(ctx); err != nil {
+		return fmt.Errorf("server: start watch: %w", err)
+	}
+	cleanup = append(cleanup, func() { _ = wat.Stop(context.Background()) })
+	s.wat = wat
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("server: listen: %w", err)
+	}
+
+	// The queue REST API translates onto the graph and the consume engine.
+	queues := queue.New(eng, del)
+
+	api := httpapi.New(eng, httpapi.Options{
+		MaxBodyBytes: s.cfg.MaxBodyBytes,
+		Logger:       s.log.With("component", "http"),
+		Ready:        s.ready,
+		Delivery:     del,
+		Watch:        wat,
+		Clock:        s.cfg.Clock,
+		PingInterval: s.cfg.PingInterval,
+		Queue:        queues,
+	})
+	rpc := rpcapi.New(eng, rpcapi.Options{
+		Delivery:     del,
+		Watch:        wat,
+		Queues:       queues,
+		Logger:       s.log.With("component", "rpc"),
+		MaxBodyBytes: s.cfg.MaxBodyBytes,
+	})
+	// One port: the RPC service under its path prefix, the JSON API everywhere else.
+	// gRPC needs HTTP/2, which the server speaks without TLS too (h2c).
+	mux := http.NewServeMux()
+	mux.Handle(rpc.Handler())
+	mux.Handle(rpc.QueuesHandler())
+	mux.Handle("/", api)
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:           mux,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	// Watch and Consume streams live as long as their clients; end them when the drain
+	// starts, releasing their leases, so they do not hold the shutdown up.
+	s.http.RegisterOnShutdown(api.CloseStreams)
+	s.http.RegisterOnShutdown(rpc.CloseStreams)
+	s.backend, s.eng, s.del, s.ln, s.state = backend, eng, del, ln, stateRunning
+	go s.run(s.http, ln)
+
+	seq, tick := eng.Position()
+	s.log.Info("listening", "addr", ln.Addr().String(), "data", s.dataLabel(), "seq", seq, "tick", tick)
+	return nil
+}
+
+func (s *Server) dataLabel() string {
+	if s.cfg.Backend != nil {
+		return "(custom backend)"
+	}
+	return s.cfg.DataDir
+}
+
+func (s *Server) run(hs *http.Server, ln net.Listener) {
+	err := hs.Serve(ln)
+	if !errors.Is(err, http.ErrServerClosed) {
+		s.mu.Lock()
+		s.serve = err
+		s.mu.Unlock()
+		s.log.Error("http server failed", "err", err)
+	}
+	close(s.served)
+}
+
+// Addr returns the address the HTTP API listens on, or "" before Start.
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Done is closed when the server stops serving, through Stop or because the HTTP server
+// failed; Err then tells which.
+func (s *Server) Done() <-chan struct{} { return s.served }
+
+// Delivery returns the consume engine, or nil before Start.
+func (s *Server) Delivery() *delivery.Service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.del
+}
+
+// Err returns the error that stopped the HTTP server on its own, or nil.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serve
+}
+
+// ready backs /readyz: the server takes queries only while running, its HTTP server has
+// not failed, and its engine reports no fault.
+func (s *Server) ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case stateNew:
+		return herald.Errorf(herald.CodeShuttingDown, "server is starting")
+	case stateStopping, stateStopped:
+		return herald.Errorf(herald.CodeShuttingDown, "server is stopping")
+	}
+	if s.serve != nil {
+		return herald.Errorf(herald.CodeInternal, "http server failed: %v", s.serve)
+	}
+	if f, ok := any(s.eng).(interface{ Err() error }); ok {
+		if err := f.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop shuts the server down: it stops accepting connections, ends the watch and consume
+// streams, waits for in-flight requests (until ctx is done, then closes the remaining
+// connections), stops the consume engine, closes the engine, and closes the store. It is idempotent, safe before Start, and concurrent
+// calls wait for the first one.
+func (s *Server) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	switch s.state {
+	case stateNew:
+		s.state = stateStopped
+		close(s.stopped)
+		close(s.served)
+		s.mu.Unlock()
+		return nil
+	case stateStopping, stateStopped:
+		s.mu.Unlock()
+		select {
+		case <-s.stopped:
+			return s.stopErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.state = stateStopping
+	hs, eng, del, wat, backend := s.http, s.eng, s.del, s.wat, s.backend
+	s.mu.Unlock()
+
+	s.log.Info("stopping: draining requests")
+	var errs []error
+	if err := hs.Shutdown(ctx); err != nil {
+		// The deadline passed with requests still running: cut them off.
+		_ = hs.Close()
+		errs = append(errs, fmt.Errorf("server: drain: %w", err))
+	}
+	<-s.served
+	if err := wat.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: stop watch: %w", err))
+	}
+	// Leases stay durable and keep their deadlines across the restart.
+	if err := del.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("server: stop delivery: %w", err))
+	}
+	// The engine waits for its in-flight commits; give it time even if ctx is spent.
+	engCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := eng.Close(engCtx); err != nil {
+		errs = append(errs, fmt.Errorf("server: close engine: %w", err))
+	}
+	if err := backend.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+		errs = append(errs, fmt.Errorf("server: close store: %w", err))
+	}
+
+	s.mu.Lock()
+	s.state = stateStopped
+	s.stopErr = errors.Join(errs...)
+	s.mu.Unlock()
+	close(s.stopped)
+	if s.stopErr != nil {
+		s.log.Error("stopped with errors", "err", s.stopErr)
+	} else {
+		s.log.Info("stopped")
+	}
+	return s.stopErr
+}

@@ -1,0 +1,527 @@
+// Package pebblestore is Herald's default store.Backend, embedded on cockroachdb/pebble.
+// Every Commit call becomes one synced pebble batch, so a group of transactions costs a
+// single fsync; see docs/storage.md for the key layout.
+package pebblestore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/vfs"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/store"
+)
+
+var _ store.Backend = (*Store)(nil)
+
+// Key layout. Every key starts with a one-byte prefix; Load relies on types, nodes and
+// edges sorting in that order.
+const (
+	prefixMeta = 0x01 // followed by one byte naming the entry
+	prefixType = 0x02 // followed by the type name
+	prefixNode = 0x03 // followed by the node id
+	prefixEdge = 0x04 // followed by the herald.EdgeKey bytes
+	prefixLog  = 0x05 // followed by the change set's Seq, 8 bytes big-endian
+)
+
+var (
+	keyFormat   = []byte{prefixMeta, 'f'} // uvarint layout version
+	keyPosition = []byte{prefixMeta, 'p'} // uvarint Seq, uvarint Tick
+	keyHorizon  = []byte{prefixMeta, 'h'} // uvarint Horizon
+)
+
+// layoutVersion is stored under keyFormat; Open refuses a store written with another.
+const layoutVersion = 1
+
+// Options configures Open.
+type Options struct {
+	// FS is the filesystem the store lives on; nil means the operating system's.
+	// Tests pass vfs.NewMem() or the crashable vfs.NewStrictMem().
+	FS vfs.FS
+	// Logger receives pebble's messages; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats counts the work a Store has done since Open.
+type Stats struct {
+	Calls   uint64 // Commit calls that wrote something
+	Batches uint64 // batches applied
+	Syncs   uint64 // synced writes (Commit and Truncate)
+}
+
+// Store is a Backend on a pebble database. It is safe for concurrent use.
+type Store struct {
+	db *pebble.DB
+
+	// mu guards closed: every operation holds it shared, Close holds it exclusively, so
+	// the database is never closed under a running call.
+	mu     sync.RWMutex
+	closed bool
+
+	// wmu serializes writers (Commit, Truncate); meta changes only under wmu.
+	wmu    sync.Mutex
+	metaMu sync.Mutex
+	meta   store.Meta
+
+	calls, batches, syncs atomic.Uint64
+}
+
+// Open opens (creating if needed) the store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	po := &pebble.Options{
+		FS:                 opts.FS,
+		Logger:             pebbleLogger{logger},
+		FormatMajorVersion: pebble.FormatNewest,
+	}
+	if po.FS == nil {
+		po.FS = vfs.Default
+	}
+	if err := createDir(po.FS, dir); err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	s := &Store{db: db}
+	if err := s.init(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// createDir creates dir if it does not exist and syncs its parent, so that a new store
+// does not vanish with its directory entry after a crash. Pebble syncs the directory's
+// own contents.
+func createDir(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(dir); err == nil {
+		return nil
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	parent, err := fs.OpenDir(fs.PathDir(dir))
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	return parent.Sync()
+}
+
+// init checks or writes the layout version and reads the durable position.
+func (s *Store) init() error {
+	v, ok, err := getUvarints(s.db, keyFormat, 1)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := s.db.Set(keyFormat, binary.AppendUvarint(nil, layoutVersion), pebble.Sync); err != nil {
+			return err
+		}
+	} else if v[0] != layoutVersion {
+		return fmt.Errorf("unsupported layout version %d", v[0])
+	}
+	pos, _, err := getUvarints(s.db, keyPosition, 2)
+	if err != nil {
+		return err
+	}
+	hor, _, err := getUvarints(s.db, keyHorizon, 1)
+	if err != nil {
+		return err
+	}
+	s.meta = store.Meta{Seq: pos[0], Tick: pos[1], Horizon: hor[0]}
+	return nil
+}
+
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+// getUvarints reads n uvarints stored at key; ok is false (and the values zero) when the
+// key is absent.
+func getUvarints(r getter, key []byte, n int) (vs []uint64, ok bool, err error) {
+	vs = make([]uint64, n)
+	b, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return vs, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	for i := range vs {
+		v, m := binary.Uvarint(b)
+		if m <= 0 {
+			return nil, false, fmt.Errorf("pebblestore: meta %q: %w", key, herald.ErrCorrupt)
+		}
+		vs[i], b = v, b[m:]
+	}
+	return vs, true, nil
+}
+
+// get returns a copy-free view of the value at key, passed to fn while valid.
+func get(r getter, key []byte, fn func([]byte) error) (found bool, err error) {
+	b, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	return true, fn(b)
+}
+
+func typeKey(name string) []byte { return append([]byte{prefixType}, name...) }
+func nodeKey(id string) []byte   { return append([]byte{prefixNode}, id...) }
+func edgeKey(key string) []byte  { return append([]byte{prefixEdge}, key...) }
+
+func logKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixLog}, seq)
+}
+
+// acquire takes the shared lock for one call; it fails once the store is closed.
+func (s *Store) acquire(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Meta returns the durable position.
+func (s *Store) Meta(ctx context.Context) (store.Meta, error) {
+	if err := s.acquire(ctx); err != nil {
+		return store.Meta{}, err
+	}
+	defer s.mu.RUnlock()
+	// Read the stored keys rather than s.meta, so that Meta is never behind what a
+	// concurrent reader of the log or the graph has already seen.
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	pos, _, err := getUvarints(snap, keyPosition, 2)
+	if err != nil {
+		return store.Meta{}, err
+	}
+	hor, _, err := getUvarints(snap, keyHorizon, 1)
+	if err != nil {
+		return store.Meta{}, err
+	}
+	return store.Meta{Seq: pos[0], Tick: pos[1], Horizon: hor[0]}, nil
+}
+
+// Load calls fn for every type, node and edge, in key order, from one pebble snapshot.
+// fn must not call Close.
+func (s *Store) Load(ctx context.Context, fn func(store.Record) error) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	it, err := snap.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{prefixType},
+		UpperBound: []byte{prefixEdge + 1},
+	})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var rec store.Record
+		var err error
+		switch v := it.Value(); it.Key()[0] {
+		case prefixType:
+			rec.Type, err = store.DecodeTypeDecl(v)
+		case prefixNode:
+			rec.Node, err = store.DecodeNode(v)
+		case prefixEdge:
+			rec.Edge, err = store.DecodeEdge(v)
+		}
+		if err != nil {
+			return fmt.Errorf("pebblestore: key %q: %w", it.Key(), err)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// GetNode returns the stored node, or nil.
+func (s *Store) GetNode(ctx context.Context, id herald.NodeID) (*herald.Node, error) {
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	var n *herald.Node
+	_, err := get(s.db, nodeKey(string(id)), func(b []byte) (err error) {
+		n, err = store.DecodeNode(b)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: node %q: %w", id, err)
+	}
+	return n, nil
+}
+
+// Commit applies batches in order as one synced pebble batch; see store.Backend.
+// Preconditions read an indexed batch, so they see the database plus the batches of the
+// same call applied before them.
+func (s *Store) Commit(ctx context.Context, batches []*store.Batch) ([]error, error) {
+	if err := store.Validate(batches); err != nil {
+		return nil, err
+	}
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+
+	s.metaMu.Lock()
+	meta := s.meta
+	s.metaMu.Unlock()
+
+	pb := s.db.NewIndexedBatch()
+	defer pb.Close()
+	errs := make([]error, len(batches))
+	applied := 0
+	var buf []byte
+	for i, b := range batches {
+		cs := b.Changes
+		if cs.Seq <= meta.Seq {
+			errs[i] = store.ErrOutOfOrder
+			continue
+		}
+		ok, err := holds(pb, b.Expect)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			errs[i] = store.ErrPrecondition
+			continue
+		}
+		for _, m := range store.Mutations(cs) {
+			if err := write(pb, m); err != nil {
+				return nil, err
+			}
+		}
+		buf = store.AppendChangeSet(buf[:0], cs)
+		if err := pb.Set(logKey(cs.Seq), buf, nil); err != nil {
+			return nil, err
+		}
+		meta.Seq, meta.Tick = cs.Seq, cs.Tick
+		applied++
+	}
+	if applied == 0 {
+		return errs, nil
+	}
+	pos := binary.AppendUvarint(binary.AppendUvarint(nil, meta.Seq), meta.Tick)
+	if err := pb.Set(keyPosition, pos, nil); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := pb.Commit(pebble.Sync); err != nil {
+		return nil, fmt.Errorf("pebblestore: commit: %w", err)
+	}
+	s.syncs.Add(1)
+	s.calls.Add(1)
+	s.batches.Add(uint64(applied))
+	s.metaMu.Lock()
+	s.meta = meta
+	s.metaMu.Unlock()
+	return errs, nil
+}
+
+func holds(r getter, expect []store.Precondition) (bool, error) {
+	for _, p := range expect {
+		var key []byte
+		if p.Node != "" {
+			key = nodeKey(string(p.Node))
+		} else {
+			key = edgeKey(string(p.Edge))
+		}
+		var attrs herald.Attrs
+		found, err := get(r, key, func(b []byte) error {
+			if p.Attr == "" {
+				return nil
+			}
+			if p.Node != "" {
+				n, err := store.DecodeNode(b)
+				if err != nil {
+					return err
+				}
+				attrs = n.Attrs
+				return nil
+			}
+			e, err := store.DecodeEdge(b)
+			if err != nil {
+				return err
+			}
+			attrs = e.Attrs
+			return nil
+		})
+		if err != nil {
+			return false, fmt.Errorf("pebblestore: precondition on %q: %w", key, err)
+		}
+		if !p.Holds(found, attrs) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func write(pb *pebble.Batch, m store.Mutation) error {
+	var key []byte
+	switch m.Kind {
+	case herald.NodeChange:
+		key = nodeKey(m.Key)
+	case herald.EdgeChange:
+		key = edgeKey(m.Key)
+	case herald.TypeChange:
+		key = typeKey(m.Key)
+	}
+	switch {
+	case m.Node != nil:
+		return pb.Set(key, store.AppendNode(nil, m.Node), nil)
+	case m.Edge != nil:
+		return pb.Set(key, store.AppendEdge(nil, m.Edge), nil)
+	case m.Type != nil:
+		return pb.Set(key, store.AppendTypeDecl(nil, m.Type), nil)
+	}
+	return pb.Delete(key, nil)
+}
+
+// Changes returns up to limit change sets after the given position, read from one
+// snapshot together with the horizon.
+func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]*herald.ChangeSet, error) {
+	if err := s.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	hor, _, err := getUvarints(snap, keyHorizon, 1)
+	if err != nil {
+		return nil, err
+	}
+	if after < hor[0] {
+		return nil, store.ErrCompacted
+	}
+	var out []*herald.ChangeSet
+	if after == ^uint64(0) {
+		return out, nil
+	}
+	it, err := snap.NewIter(&pebble.IterOptions{
+		LowerBound: logKey(after + 1),
+		UpperBound: []byte{prefixLog + 1},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for it.First(); it.Valid() && (limit <= 0 || len(out) < limit); it.Next() {
+		cs, err := store.DecodeChangeSet(it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("pebblestore: key %q: %w", it.Key(), err)
+		}
+		out = append(out, cs)
+	}
+	return out, it.Error()
+}
+
+// Truncate deletes change sets up to upTo (capped at the last committed Seq) with one
+// range deletion and records the new horizon in the same synced batch.
+func (s *Store) Truncate(ctx context.Context, upTo uint64) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.metaMu.Lock()
+	meta := s.meta
+	s.metaMu.Unlock()
+
+	upTo = min(upTo, meta.Seq)
+	if upTo <= meta.Horizon {
+		return nil
+	}
+	pb := s.db.NewBatch()
+	defer pb.Close()
+	// logKey(upTo) followed by a zero byte is the first key after it.
+	if err := pb.DeleteRange(logKey(0), append(logKey(upTo), 0), nil); err != nil {
+		return err
+	}
+	if err := pb.Set(keyHorizon, binary.AppendUvarint(nil, upTo), nil); err != nil {
+		return err
+	}
+	if err := pb.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("pebblestore: truncate: %w", err)
+	}
+	s.syncs.Add(1)
+	s.metaMu.Lock()
+	s.meta.Horizon = upTo
+	s.metaMu.Unlock()
+	return nil
+}
+
+// Syncs returns how many synced writes the store has made since Open. Divided into
+// Stats().Batches it gives the number of transactions per fsync of group commit.
+func (s *Store) Syncs() uint64 { return s.syncs.Load() }
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	return Stats{Calls: s.calls.Load(), Batches: s.batches.Load(), Syncs: s.syncs.Load()}
+}
+
+// Close waits for running calls and closes the database. It is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("pebblestore: close: %w", err)
+	}
+	return nil
+}
+
+// pebbleLogger adapts slog to pebble's Logger.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Info(fmt.Sprintf(format, args...), "component", "pebble")
+}
+
+// Fatalf logs and panics: pebble calls it only for unrecoverable states.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "component", "pebble")
+	panic("pebblestore: " + msg)
+}

@@ -1,0 +1,593 @@
+package herald
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is the dynamic type of a Value.
+type Kind uint8
+
+// The value kinds of the data model. The order is the cross-kind sort order.
+const (
+	KindNull Kind = iota
+	KindBool
+	KindInt
+	KindFloat
+	KindString
+	KindTimestamp
+	KindDuration
+	KindList
+	// KindMap is a projection-only kind: query results use it to return a whole node or
+	// edge. Attributes never hold maps.
+	KindMap
+)
+
+var kindNames = [...]string{"Null", "Bool", "Int", "Float", "String", "Timestamp", "Duration", "List", "Map"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// KindByName resolves a declared attribute type name ("Int", "String", ...).
+func KindByName(name string) (Kind, bool) {
+	for i, n := range kindNames {
+		if strings.EqualFold(n, name) {
+			return Kind(i), true
+		}
+	}
+	return KindNull, false
+}
+
+// Value is an immutable attribute value. The zero Value is null.
+type Value struct {
+	k Kind
+	i int64 // Bool (0/1), Int, Timestamp (unix nanos), Duration (nanos)
+	f float64
+	s string
+	l []Value
+	m []string // keys of a Map, parallel to l
+}
+
+// Null is the null value.
+var Null = Value{}
+
+// Bool returns a Bool value.
+func Bool(b bool) Value {
+	if b {
+		return Value{k: KindBool, i: 1}
+	}
+	return Value{k: KindBool}
+}
+
+// Int returns an Int value.
+func Int(i int64) Value { return Value{k: KindInt, i: i} }
+
+// Float returns a Float value.
+func Float(f float64) Value { return Value{k: KindFloat, f: f} }
+
+// String returns a String value.
+func String(s string) Value { return Value{k: KindString, s: s} }
+
+// Timestamp returns a Timestamp value with nanosecond precision, in UTC.
+func Timestamp(t time.Time) Value { return Value{k: KindTimestamp, i: t.UnixNano()} }
+
+// Duration returns a Duration value.
+func Duration(d time.Duration) Value { return Value{k: KindDuration, i: int64(d)} }
+
+// List returns a List value holding a copy of vs.
+func List(vs ...Value) Value {
+	return Value{k: KindList, l: append([]Value(nil), vs...)}
+}
+
+// Map returns a Map value with the given keys and values (equal length), kept in the
+// given order.
+func Map(keys []string, vals []Value) Value {
+	return Value{k: KindMap, m: append([]string(nil), keys...), l: append([]Value(nil), vals...)}
+}
+
+// MapKeys returns the keys of a Map value; callers must not modify them.
+func (v Value) MapKeys() []string { return v.m }
+
+// MapGet returns the value under key in a Map value, or null.
+func (v Value) MapGet(key string) Value {
+	for i, k := range v.m {
+		if k == key {
+			return v.l[i]
+		}
+	}
+	return Null
+}
+
+// Kind reports the value's kind.
+func (v Value) Kind() Kind { return v.k }
+
+// IsNull reports whether v is null.
+func (v Value) IsNull() bool { return v.k == KindNull }
+
+// AsBool returns the boolean; false unless v is a true Bool.
+func (v Value) AsBool() bool { return v.k == KindBool && v.i != 0 }
+
+// AsInt returns the integer of an Int, Timestamp (unix nanos) or Duration (nanos).
+func (v Value) AsInt() int64 { return v.i }
+
+// AsFloat returns a Float, or an Int converted to float.
+func (v Value) AsFloat() float64 {
+	if v.k == KindInt {
+		return float64(v.i)
+	}
+	return v.f
+}
+
+// AsString returns the string of a String value.
+func (v Value) AsString() string { return v.s }
+
+// AsTime returns the time of a Timestamp value, in UTC.
+func (v Value) AsTime() time.Time { return time.Unix(0, v.i).UTC() }
+
+// AsDuration returns the duration of a Duration value.
+func (v Value) AsDuration() time.Duration { return time.Duration(v.i) }
+
+// AsList returns the elements of a List value; callers must not modify them.
+func (v Value) AsList() []Value { return v.l }
+
+// IsNumeric reports whether v is an Int or a Float.
+func (v Value) IsNumeric() bool { return v.k == KindInt || v.k == KindFloat }
+
+// Equal reports whether a and b are the same value. Int and Float compare numerically.
+func (a Value) Equal(b Value) bool { return Compare(a, b) == 0 }
+
+// Compare orders two values: numbers numerically across Int and Float, otherwise by kind
+// and then by value. Null sorts first. It returns -1, 0 or +1.
+func Compare(a, b Value) int {
+	if a.IsNumeric() && b.IsNumeric() {
+		switch {
+		case a.k == KindInt && b.k == KindInt:
+			return cmpInt(a.i, b.i)
+		case a.k == KindInt:
+			return cmpIntFloat(a.i, b.f)
+		case b.k == KindInt:
+			return -cmpIntFloat(b.i, a.f)
+		}
+		af, bf := a.AsFloat(), b.AsFloat()
+		switch {
+		case af < bf:
+			return -1
+		case af > bf:
+			return 1
+		case af == bf:
+			return 0
+		}
+		// NaN sorts before every other number.
+		an, bn := math.IsNaN(af), math.IsNaN(bf)
+		switch {
+		case an && bn:
+			return 0
+		case an:
+			return -1
+		default:
+			return 1
+		}
+	}
+	if a.k != b.k {
+		ak, bk := a.k, b.k
+		if ak == KindFloat {
+			ak = KindInt
+		}
+		if bk == KindFloat {
+			bk = KindInt
+		}
+		return cmpInt(int64(ak), int64(bk))
+	}
+	switch a.k {
+	case KindNull:
+		return 0
+	case KindBool, KindTimestamp, KindDuration:
+		return cmpInt(a.i, b.i)
+	case KindString:
+		return strings.Compare(a.s, b.s)
+	case KindList, KindMap:
+		for i := 0; i < len(a.m) && i < len(b.m); i++ {
+			if c := strings.Compare(a.m[i], b.m[i]); c != 0 {
+				return c
+			}
+		}
+		for i := 0; i < len(a.l) && i < len(b.l); i++ {
+			if c := Compare(a.l[i], b.l[i]); c != 0 {
+				return c
+			}
+		}
+		return cmpInt(int64(len(a.l)), int64(len(b.l)))
+	}
+	return 0
+}
+
+// cmpIntFloat compares an integer with a float exactly (no rounding of the integer), so
+// that equality between Int and Float is transitive. NaN sorts before every number.
+func cmpIntFloat(i int64, f float64) int {
+	switch {
+	case math.IsNaN(f):
+		return 1
+	case f >= 1<<63:
+		return -1
+	case f < -(1 << 63):
+		return 1
+	}
+	fl := math.Floor(f)
+	if c := cmpInt(i, int64(fl)); c != 0 {
+		return c
+	}
+	if f > fl {
+		return -1
+	}
+	return 0
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// String renders v in the query language's literal syntax.
+func (v Value) String() string {
+	switch v.k {
+	case KindNull:
+		return "null"
+	case KindBool:
+		return strconv.FormatBool(v.i != 0)
+	case KindInt:
+		return strconv.FormatInt(v.i, 10)
+	case KindFloat:
+		s := strconv.FormatFloat(v.f, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".eEnN") {
+			s += ".0"
+		}
+		return s
+	case KindString:
+		return strconv.Quote(v.s)
+	case KindTimestamp:
+		return v.AsTime().Format(time.RFC3339Nano)
+	case KindDuration:
+		return v.AsDuration().String()
+	case KindList:
+		parts := make([]string, len(v.l))
+		for i, e := range v.l {
+			parts[i] = e.String()
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case KindMap:
+		parts := make([]string, len(v.l))
+		for i, e := range v.l {
+			parts[i] = v.m[i] + ": " + e.String()
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
+	}
+	return "?"
+}
+
+// Interface converts v to a plain Go value for JSON output: nil, bool, int64, float64,
+// string, an RFC 3339 string for timestamps, a Go duration string for durations, or []any.
+func (v Value) Interface() any {
+	switch v.k {
+	case KindBool:
+		return v.i != 0
+	case KindInt:
+		return v.i
+	case KindFloat:
+		return v.f
+	case KindString:
+		return v.s
+	case KindTimestamp:
+		return v.AsTime().Format(time.RFC3339Nano)
+	case KindDuration:
+		return v.AsDuration().String()
+	case KindList:
+		out := make([]any, len(v.l))
+		for i, e := range v.l {
+			out[i] = e.Interface()
+		}
+		return out
+	case KindMap:
+		out := make(map[string]any, len(v.l))
+		for i, e := range v.l {
+			out[v.m[i]] = e.Interface()
+		}
+		return out
+	}
+	return nil
+}
+
+// MarshalJSON encodes v as its plain JSON form (see Interface).
+func (v Value) MarshalJSON() ([]byte, error) {
+	switch {
+	case v.k == KindFloat && (math.IsNaN(v.f) || math.IsInf(v.f, 0)):
+		return json.Marshal(v.String())
+	case v.k == KindMap:
+		// Keep the map's own key order in the output.
+		var b strings.Builder
+		b.WriteByte('{')
+		for i, e := range v.l {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			k, _ := json.Marshal(v.m[i])
+			b.Write(k)
+			b.WriteByte(':')
+			ev, err := e.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			b.Write(ev)
+		}
+		b.WriteByte('}')
+		return []byte(b.String()), nil
+	case v.k == KindList:
+		var b strings.Builder
+		b.WriteByte('[')
+		for i, e := range v.l {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			ev, err := e.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			b.Write(ev)
+		}
+		b.WriteByte(']')
+		return []byte(b.String()), nil
+	}
+	return json.Marshal(v.Interface())
+}
+
+// FromJSON converts a decoded JSON value (as produced by encoding/json with UseNumber
+// or plain decoding) into a Value. Objects are not values in the data model.
+func FromJSON(x any) (Value, error) {
+	switch t := x.(type) {
+	case nil:
+		return Null, nil
+	case bool:
+		return Bool(t), nil
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return Int(i), nil
+		}
+		f, err := t.Float64()
+		if err != nil {
+			return Null, fmt.Errorf("bad number %q", t)
+		}
+		return Float(f), nil
+	case float64:
+		if t == math.Trunc(t) && math.Abs(t) < 1<<53 {
+			return Int(int64(t)), nil
+		}
+		return Float(t), nil
+	case int:
+		return Int(int64(t)), nil
+	case int64:
+		return Int(t), nil
+	case string:
+		return String(t), nil
+	case []any:
+		vs := make([]Value, len(t))
+		for i, e := range t {
+			v, err := FromJSON(e)
+			if err != nil {
+				return Null, err
+			}
+			vs[i] = v
+		}
+		return Value{k: KindList, l: vs}, nil
+	}
+	return Null, fmt.Errorf("unsupported JSON value of type %T", x)
+}
+
+// AppendBinary appends a self-delimiting binary encoding of v to buf.
+func (v Value) AppendBinary(buf []byte) []byte {
+	buf = append(buf, byte(v.k))
+	switch v.k {
+	case KindBool, KindInt, KindTimestamp, KindDuration:
+		buf = binary.AppendVarint(buf, v.i)
+	case KindFloat:
+		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(v.f))
+	case KindString:
+		buf = binary.AppendUvarint(buf, uint64(len(v.s)))
+		buf = append(buf, v.s...)
+	case KindList:
+		buf = binary.AppendUvarint(buf, uint64(len(v.l)))
+		for _, e := range v.l {
+			buf = e.AppendBinary(buf)
+		}
+	case KindMap:
+		buf = binary.AppendUvarint(buf, uint64(len(v.l)))
+		for i, e := range v.l {
+			buf = AppendString(buf, v.m[i])
+			buf = e.AppendBinary(buf)
+		}
+	}
+	return buf
+}
+
+// ErrCorrupt reports undecodable stored bytes.
+var ErrCorrupt = errors.New("herald: corrupt encoding")
+
+// DecodeValue decodes one value from the front of b and returns the rest.
+func DecodeValue(b []byte) (Value, []byte, error) {
+	if len(b) == 0 {
+		return Null, nil, ErrCorrupt
+	}
+	k, b := Kind(b[0]), b[1:]
+	switch k {
+	case KindNull:
+		return Null, b, nil
+	case KindBool, KindInt, KindTimestamp, KindDuration:
+		i, n := binary.Varint(b)
+		if n <= 0 {
+			return Null, nil, ErrCorrupt
+		}
+		return Value{k: k, i: i}, b[n:], nil
+	case KindFloat:
+		if len(b) < 8 {
+			return Null, nil, ErrCorrupt
+		}
+		return Float(math.Float64frombits(binary.BigEndian.Uint64(b))), b[8:], nil
+	case KindString:
+		n, m := binary.Uvarint(b)
+		if m <= 0 || uint64(len(b)-m) < n {
+			return Null, nil, ErrCorrupt
+		}
+		return String(string(b[m : m+int(n)])), b[m+int(n):], nil
+	case KindList:
+		n, m := binary.Uvarint(b)
+		if m <= 0 || n > uint64(len(b)) {
+			return Null, nil, ErrCorrupt
+		}
+		b = b[m:]
+		vs := make([]Value, 0, n)
+		for i := uint64(0); i < n; i++ {
+			var e Value
+			var err error
+			if e, b, err = DecodeValue(b); err != nil {
+				return Null, nil, err
+			}
+			vs = append(vs, e)
+		}
+		return Value{k: KindList, l: vs}, b, nil
+	case KindMap:
+		n, m := binary.Uvarint(b)
+		if m <= 0 || n > uint64(len(b)) {
+			return Null, nil, ErrCorrupt
+		}
+		b = b[m:]
+		keys := make([]string, 0, n)
+		vs := make([]Value, 0, n)
+		for i := uint64(0); i < n; i++ {
+			var k string
+			var e Value
+			var err error
+			if k, b, err = DecodeString(b); err != nil {
+				return Null, nil, err
+			}
+			if e, b, err = DecodeValue(b); err != nil {
+				return Null, nil, err
+			}
+			keys, vs = append(keys, k), append(vs, e)
+		}
+		return Value{k: KindMap, m: keys, l: vs}, b, nil
+	}
+	return Null, nil, ErrCorrupt
+}
+
+// Attrs is a set of named attribute values. A missing attribute reads as null.
+type Attrs map[string]Value
+
+// Clone returns a copy of a.
+func (a Attrs) Clone() Attrs {
+	if a == nil {
+		return nil
+	}
+	c := make(Attrs, len(a))
+	for k, v := range a {
+		c[k] = v
+	}
+	return c
+}
+
+// Keys returns the attribute names in sorted order.
+func (a Attrs) Keys() []string {
+	ks := make([]string, 0, len(a))
+	for k := range a {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Equal reports whether a and b hold the same attributes (null attributes count as absent).
+func (a Attrs) Equal(b Attrs) bool {
+	for k, v := range a {
+		if !v.IsNull() && !(b[k].k == v.k && Compare(b[k], v) == 0) {
+			return false
+		}
+	}
+	for k, v := range b {
+		if !v.IsNull() && a[k].IsNull() {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendBinary appends a deterministic encoding of a (sorted by name, nulls omitted).
+func (a Attrs) AppendBinary(buf []byte) []byte {
+	keys := a.Keys()
+	n := 0
+	for _, k := range keys {
+		if !a[k].IsNull() {
+			n++
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(n))
+	for _, k := range keys {
+		if a[k].IsNull() {
+			continue
+		}
+		buf = AppendString(buf, k)
+		buf = a[k].AppendBinary(buf)
+	}
+	return buf
+}
+
+// DecodeAttrs decodes an Attrs encoding from the front of b and returns the rest.
+func DecodeAttrs(b []byte) (Attrs, []byte, error) {
+	n, m := binary.Uvarint(b)
+	if m <= 0 || n > uint64(len(b)) {
+		return nil, nil, ErrCorrupt
+	}
+	b = b[m:]
+	a := make(Attrs, n)
+	for i := uint64(0); i < n; i++ {
+		var k string
+		var err error
+		if k, b, err = DecodeString(b); err != nil {
+			return nil, nil, err
+		}
+		var v Value
+		if v, b, err = DecodeValue(b); err != nil {
+			return nil, nil, err
+		}
+		a[k] = v
+	}
+	return a, b, nil
+}
+
+// AppendString appends a length-prefixed string, the building block of the binary
+// encodings of values and of the store's records.
+func AppendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// DecodeString decodes a string written by AppendString and returns the rest.
+func DecodeString(b []byte) (string, []byte, error) {
+	n, m := binary.Uvarint(b)
+	if m <= 0 || uint64(len(b)-m) < n {
+		return "", nil, ErrCorrupt
+	}
+	return string(b[m : m+int(n)]), b[m+int(n):], nil
+}

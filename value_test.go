@@ -1,0 +1,154 @@
+package herald_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald"
+)
+
+func TestCompare(t *testing.T) {
+	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		a, b herald.Value
+		want int
+	}{
+		{herald.Int(2), herald.Float(2.0), 0},
+		{herald.Int(2), herald.Float(2.5), -1},
+		{herald.Float(math.NaN()), herald.Int(0), -1},
+		{herald.Null, herald.Bool(false), -1},
+		{herald.String("a"), herald.String("b"), -1},
+		{herald.Int(9), herald.String("a"), -1}, // kinds order numbers before strings
+		{herald.Timestamp(ts), herald.Timestamp(ts.Add(time.Second)), -1},
+		{herald.Duration(time.Second), herald.Duration(time.Millisecond), 1},
+		{herald.List(herald.Int(1)), herald.List(herald.Int(1), herald.Int(0)), -1},
+		{herald.Map([]string{"a"}, []herald.Value{herald.Int(1)}), herald.Map([]string{"a"}, []herald.Value{herald.Int(1)}), 0},
+	}
+	for _, c := range cases {
+		if got := herald.Compare(c.a, c.b); got != c.want {
+			t.Errorf("Compare(%s, %s) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := herald.Compare(c.b, c.a); got != -c.want {
+			t.Errorf("Compare(%s, %s) = %d, want %d (antisymmetry)", c.b, c.a, got, -c.want)
+		}
+	}
+}
+
+func TestBinaryRoundTrip(t *testing.T) {
+	vals := []herald.Value{
+		herald.Null, herald.Bool(true), herald.Bool(false), herald.Int(-42), herald.Int(math.MaxInt64),
+		herald.Float(3.25), herald.Float(math.Inf(-1)), herald.String(""), herald.String("héllo\x00"),
+		herald.Timestamp(time.Unix(1700000000, 123).UTC()), herald.Duration(-time.Hour),
+		herald.List(herald.Int(1), herald.List(herald.String("x")), herald.Null),
+		herald.Map([]string{"id", "n"}, []herald.Value{herald.String("a"), herald.Int(1)}),
+	}
+	for _, v := range vals {
+		b := v.AppendBinary(nil)
+		got, rest, err := herald.DecodeValue(b)
+		if err != nil || len(rest) != 0 || herald.Compare(got, v) != 0 || got.Kind() != v.Kind() {
+			t.Errorf("round trip of %s: got %s rest=%d err=%v", v, got, len(rest), err)
+		}
+		for i := 0; i < len(b); i++ {
+			if _, _, err := herald.DecodeValue(b[:i]); err == nil && i > 0 && v.Kind() != herald.KindNull {
+				// A strict prefix must not decode to the whole value.
+				if got, rest, _ := herald.DecodeValue(b[:i]); herald.Compare(got, v) == 0 && len(rest) == 0 {
+					t.Errorf("prefix %d of %s decoded to the full value", i, v)
+				}
+			}
+		}
+	}
+	a := herald.Attrs{"b": herald.Int(1), "a": herald.String("x"), "z": herald.Null}
+	enc := a.AppendBinary(nil)
+	dec, rest, err := herald.DecodeAttrs(enc)
+	if err != nil || len(rest) != 0 || !dec.Equal(a) || len(dec) != 2 {
+		t.Fatalf("attrs round trip: %v %v %v", dec, rest, err)
+	}
+	if string(a.AppendBinary(nil)) != string(herald.Attrs{"a": herald.String("x"), "b": herald.Int(1)}.AppendBinary(nil)) {
+		t.Fatal("attribute encoding is not deterministic")
+	}
+}
+
+func TestJSON(t *testing.T) {
+	ts := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
+	row := []herald.Value{
+		herald.Int(5), herald.Float(1.5), herald.String("s"), herald.Null, herald.Bool(true),
+		herald.Timestamp(ts), herald.Duration(90 * time.Second),
+		herald.List(herald.Int(1), herald.String("a")),
+		herald.Map([]string{"z", "a"}, []herald.Value{herald.Int(1), herald.Int(2)}),
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[5,1.5,"s",null,true,"2026-02-03T04:05:06Z","1m30s",[1,"a"],{"z":1,"a":2}]`
+	if string(b) != want {
+		t.Fatalf("got %s\nwant %s", b, want)
+	}
+	for in, want := range map[string]herald.Value{
+		`3`: herald.Int(3), `3.5`: herald.Float(3.5), `"x"`: herald.String("x"), `null`: herald.Null,
+		`[1,"a"]`: herald.List(herald.Int(1), herald.String("a")),
+	} {
+		var x any
+		if err := json.Unmarshal([]byte(in), &x); err != nil {
+			t.Fatal(err)
+		}
+		got, err := herald.FromJSON(x)
+		if err != nil || herald.Compare(got, want) != 0 || got.Kind() != want.Kind() {
+			t.Errorf("FromJSON(%s) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := herald.FromJSON(map[string]any{"a": 1}); err == nil {
+		t.Error("objects must not convert to values")
+	}
+}
+
+func TestErrorTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range herald.Codes() {
+		if seen[c.Name] || seen[string(c.Code)] {
+			t.Errorf("duplicate code or name %s %s", c.Code, c.Name)
+		}
+		seen[c.Name], seen[string(c.Code)] = true, true
+		if c.HTTP < 400 || c.HTTP > 599 || c.RPC == "" || c.Summary == "" {
+			t.Errorf("incomplete row %+v", c)
+		}
+	}
+	for i := 1; i <= 7; i++ {
+		if !seen[fmt.Sprintf("E800%d", i)] {
+			t.Errorf("E800%d missing", i)
+		}
+	}
+	err := fmt.Errorf("wrapped: %w", herald.Errorf(herald.CodeInvalidDeliveryID, "d1").At(2, 5))
+	if herald.CodeOf(err) != herald.CodeInvalidDeliveryID {
+		t.Fatal("CodeOf does not see through wrapping")
+	}
+	if !errors.Is(err, &herald.Error{Code: herald.CodeInvalidDeliveryID}) {
+		t.Fatal("errors.Is by code failed")
+	}
+	if got := herald.AsError(err).Error(); got != "E8004 INVALID_DELIVERY_ID: 2:5: d1" {
+		t.Fatalf("Error() = %q", got)
+	}
+	if herald.CodeOf(errors.New("x")) != herald.CodeInternal {
+		t.Fatal("foreign errors must map to INTERNAL")
+	}
+}
+
+func TestCompareIntFloatExact(t *testing.T) {
+	big := int64(1<<53 + 1)
+	if herald.Compare(herald.Int(big), herald.Float(float64(1<<53))) != 1 {
+		t.Fatal("Int 2^53+1 must be greater than Float 2^53")
+	}
+	for _, c := range []struct {
+		i    int64
+		f    float64
+		want int
+	}{{2, 2.0, 0}, {2, 2.5, -1}, {3, 2.5, 1}, {-3, -2.5, -1}, {-2, -2.5, 1}, {math.MaxInt64, 9.3e18, -1}, {math.MinInt64, -9.3e18, 1}, {0, math.Inf(1), -1}} {
+		if got := herald.Compare(herald.Int(c.i), herald.Float(c.f)); got != c.want {
+			t.Errorf("Compare(%d, %g) = %d, want %d", c.i, c.f, got, c.want)
+		}
+	}
+}

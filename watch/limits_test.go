@@ -1,0 +1,62 @@
+package watch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/vfs"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store/pebblestore"
+	"github.com/herald-mq/herald/watch"
+)
+
+// TestWatchLimits: beyond the per-session and server-wide caps, Open answers E8006; a
+// closed watch frees its place. Handles are per session.
+func TestWatchLimits(t *testing.T) {
+	st, err := pebblestore.Open("db", pebblestore.Options{FS: vfs.NewMem(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := watch.New(watch.Config{Engine: eng, Logger: quiet, MaxWatches: 3, MaxWatchesPerSession: 2})
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = svc.Stop(context.Background())
+		_ = eng.Close(context.Background())
+	})
+	ctx := context.Background()
+	sid, _ := eng.OpenSession()
+	a, err := svc.Open(ctx, sid, `h = WATCH t: Task RETURN t`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Open(ctx, sid, `h = WATCH t: Task RETURN t`, nil, 0); herald.CodeOf(err) != herald.CodeInvalidQuery {
+		t.Fatalf("a second watch under the same handle: err = %v", err)
+	}
+	if _, err := svc.Open(ctx, sid, `WATCH t: Task RETURN t`, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Open(ctx, sid, `WATCH t: Task RETURN t`, nil, 0); herald.CodeOf(err) != herald.CodeWatchLimitExceeded {
+		t.Fatalf("third watch of the session: err = %v, want E8006", err)
+	}
+	if _, err := svc.Open(ctx, "", `WATCH t: Task RETURN t`, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Open(ctx, "", `WATCH t: Task RETURN t`, nil, 0); herald.CodeOf(err) != herald.CodeWatchLimitExceeded {
+		t.Fatalf("fourth watch of the server: err = %v, want E8006", err)
+	}
+	a.Close()
+	svc.Flush()
+	if _, err := svc.Open(ctx, sid, `h = WATCH t: Task RETURN t`, nil, 0); err != nil {
+		t.Fatalf("after a close the place and the handle are free: %v", err)
+	}
+}

@@ -1,0 +1,563 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/store"
+)
+
+// logPage is how many change sets one read of the change log returns.
+const logPage = 256
+
+// beginSince positions the watcher for `initial: since(n)`: after the last commit whose
+// tick is at most n, found in the change log.
+func (w *watcher) beginSince(ctx context.Context) error {
+	var after uint64
+	for {
+		sets, err := w.svc.eng.Changes(ctx, after, logPage)
+		if herald.CodeOf(err) == herald.CodeCompacted || errors.Is(err, store.ErrCompacted) {
+			// Older ticks are gone: say so, then start from a fresh snapshot.
+			w.resetPending = true
+			return w.snapshot(true)
+		}
+		if err != nil {
+			return err
+		}
+		if len(sets) == 0 {
+			break
+		}
+		stop := false
+		for _, cs := range sets {
+			if cs.Tick > w.sp.since {
+				stop = true
+				break
+			}
+			after = cs.Seq
+		}
+		if stop {
+			break
+		}
+	}
+	w.cursor = after
+	w.behind = true
+	return nil
+}
+
+func (w *watcher) loop() {
+	defer w.svc.wg.Done()
+	defer close(w.done)
+	defer close(w.events)
+	defer w.dropNode()
+	defer func() {
+		w.mu.Lock()
+		cancelled := w.cancelled
+		w.mu.Unlock()
+		if cancelled {
+			err := herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled")
+			select {
+			case w.events <- herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick}:
+			default:
+			}
+		}
+	}()
+	w.last = w.svc.clock.Now()
+	if w.resetPending {
+		if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick,
+			Code: herald.CodeCompacted, Message: "the requested position is older than the change log keeps; a new snapshot follows"}) {
+			return
+		}
+	}
+	if !w.sendInitial() {
+		return
+	}
+	var timer herald.Timer
+	var tc <-chan time.Time
+	if w.sp.heart > 0 {
+		timer = w.svc.clock.NewTimer(w.sp.heart)
+		defer timer.Stop()
+		tc = timer.C()
+	}
+	var wtimer herald.Timer
+	var wc <-chan time.Time
+	if w.sp.winSize > 0 {
+		w.winEnd = w.svc.clock.Now().Add(w.sp.winSlide)
+		wtimer = w.svc.clock.NewTimer(w.sp.winSlide)
+		defer wtimer.Stop()
+		wc = wtimer.C()
+	}
+	for {
+		if !w.isPaused() && !w.catchUp() {
+			return
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-w.wake:
+		case req := <-w.alters:
+			if !w.applyAlter(req) {
+				return
+			}
+		case <-wc:
+			if !w.windowsDue(wtimer) {
+				return
+			}
+		case reply := <-w.sync:
+			// A test stepping the clock expects what the clock made due to be done too.
+			ok := w.isPaused() || (w.catchUp() && w.windowsDue(wtimer) && w.heartbeatDue(timer))
+			close(reply)
+			if !ok {
+				return
+			}
+		case <-tc:
+			if !w.heartbeatDue(timer) {
+				return
+			}
+		}
+	}
+}
+
+func (w *watcher) isPaused() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.paused
+}
+
+// windowsDue closes every window that has ended by now and re-arms the window timer.
+func (w *watcher) windowsDue(t herald.Timer) bool {
+	if t == nil {
+		return true
+	}
+	// Apply every commit up to now first, so each window holds all it should.
+	if !w.catchUp() {
+		return false
+	}
+	now := w.svc.clock.Now()
+	if w.winEnd.After(now) {
+		return true
+	}
+	for !w.winEnd.After(now) {
+		if !w.closeWindow(w.winEnd) {
+			return false
+		}
+		w.winEnd = w.winEnd.Add(w.sp.winSlide)
+	}
+	t.Stop()
+	t.Reset(w.winEnd.Sub(now))
+	return true
+}
+
+// heartbeatDue sends a heartbeat when nothing was sent for the heartbeat period.
+func (w *watcher) heartbeatDue(t herald.Timer) bool {
+	if t == nil {
+		return true
+	}
+	if quiet := w.svc.clock.Now().Sub(w.last); quiet < w.sp.heart {
+		t.Stop()
+		t.Reset(w.sp.heart - quiet)
+		return true
+	}
+	// Every change set up to the durable position has been queued for this watch if it
+	// touches it: apply the queue, then the position may move on.
+	seq, tick := w.svc.eng.Durable()
+	if !w.catchUp() {
+		return false
+	}
+	if w.cursor < seq {
+		w.cursor, w.tick = seq, tick
+	}
+	if !w.send(herald.Event{Type: herald.EventHeartbeat, Seq: w.cursor, Tick: w.tick, Last: true}) {
+		return false
+	}
+	t.Stop()
+	t.Reset(w.sp.heart)
+	return true
+}
+
+// catchUp applies everything after the cursor: from the change log while behind, then
+// from the in-memory queue. It reports false when the stream ended.
+func (w *watcher) catchUp() bool {
+	// The session's transaction events come first: a commit is announced before its
+	// change set can arrive, and must be known when it does.
+	if w.shown != nil && !w.applyTx() {
+		return false
+	}
+	for {
+		w.mu.Lock()
+		behind := w.behind
+		queue := w.queue
+		w.queue = nil
+		w.mu.Unlock()
+		if behind {
+			sets, err := w.svc.eng.Changes(context.Background(), w.cursor, logPage)
+			if err != nil {
+				if herald.CodeOf(err) == herald.CodeCompacted {
+					if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: herald.CodeCompacted,
+						Message: "the requested position is older than the change log keeps; a new snapshot follows"}) {
+						return false
+					}
+					if err := w.snapshot(true); err != nil {
+						return w.fail(err)
+					}
+					if !w.sendInitial() {
+						return false
+					}
+					w.mu.Lock()
+					w.behind, w.queue = false, nil
+					w.mu.Unlock()
+					continue
+				}
+				return w.fail(err)
+			}
+			for _, cs := range sets {
+				if !w.apply(cs) {
+					return false
+				}
+			}
+			if len(sets) == logPage {
+				continue
+			}
+			// Caught up with the log: switch to the queue, then read the log once more for
+			// what became durable while the queue was off.
+			w.mu.Lock()
+			w.behind, w.queue = false, nil
+			w.mu.Unlock()
+			sets, err = w.svc.eng.Changes(context.Background(), w.cursor, logPage)
+			if err != nil {
+				return w.fail(err)
+			}
+			for _, cs := range sets {
+				if !w.apply(cs) {
+					return false
+				}
+			}
+			if len(sets) == logPage {
+				w.mu.Lock()
+				w.behind = true
+				w.mu.Unlock()
+			}
+			continue
+		}
+		if len(queue) == 0 {
+			return true
+		}
+		for _, cs := range queue {
+			if !w.apply(cs) {
+				return false
+			}
+		}
+	}
+}
+
+// apply turns one change set into events.
+func (w *watcher) apply(cs *herald.ChangeSet) bool {
+	if cs.Seq <= w.cursor {
+		return true
+	}
+	if w.sp.perTick && len(w.held) > 0 && cs.Tick > w.held[0].Tick {
+		// The tick of the held events has ended: they go out together.
+		held := w.held
+		w.held = nil
+		for i := range held {
+			held[i].Last = i == len(held)-1 || held[i+1].Seq != held[i].Seq
+		}
+		for _, ev := range held {
+			if !w.send(ev) {
+				return false
+			}
+		}
+	}
+	var evs []herald.Event
+	var nodes []*herald.Node
+	var binds []eval.Row
+	var err error
+	seq, tick := cs.Seq, cs.Tick
+	if w.sp.single {
+		evs, nodes, binds, err = w.sharedSingle(cs)
+	} else {
+		evs, binds, seq, tick, err = w.applyJoin()
+	}
+	if err != nil {
+		return w.fail(err)
+	}
+	w.cursor, w.tick = seq, tick
+	if w.shown != nil && w.commitSeq != 0 && cs.Seq >= w.commitSeq {
+		w.shown, w.commitSeq = map[herald.NodeID]*row{}, 0
+	}
+	if w.sp.onMatch != nil {
+		for i, ev := range evs {
+			if ev.Type == herald.EventAdded && !w.trigger(ev, binds[i]) {
+				return false
+			}
+		}
+	}
+	if w.sp.silent {
+		return true
+	}
+	if w.sp.winSize > 0 {
+		for i, ev := range evs {
+			w.record(ev, nodes[i])
+		}
+		return true
+	}
+	if w.sp.perTick {
+		w.held = append(w.held, evs...)
+		return true
+	}
+	if len(evs) > 0 {
+		evs[len(evs)-1].Last = true
+	}
+	for _, ev := range evs {
+		if !w.send(ev) {
+			return false
+		}
+	}
+	return true
+}
+
+// sharedSingle is applySingle through the cache of identical watches. A watch whose
+// events depend on its own state (uncommitted changes shown) evaluates alone.
+func (w *watcher) sharedSingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.Node, []eval.Row, error) {
+	if w.share == "" || (w.shown != nil && len(w.shown) > 0) {
+		return w.applySingle(cs)
+	}
+	key := cacheKey{spec: w.share, seq: cs.Seq}
+	if v, ok := w.svc.cache.get(key); ok {
+		r := v.(singleResult)
+		return append([]herald.Event(nil), r.evs...), r.nodes, r.binds, nil
+	}
+	evs, nodes, binds, err := w.applySingle(cs)
+	if err == nil {
+		w.svc.cache.put(key, singleResult{evs: append([]herald.Event(nil), evs...), nodes: nodes, binds: binds})
+	}
+	return evs, nodes, binds, err
+}
+
+// sendInitial sends the snapshot (running the trigger once per match first); its last
+// event carries the snapshot's position.
+func (w *watcher) sendInitial() bool {
+	if w.sp.onMatch != nil {
+		for _, r := range w.initial {
+			if !w.trigger(herald.Event{Type: herald.EventInitial, Match: r.value, Seq: w.cursor, Tick: w.tick}, r.bind) {
+				return false
+			}
+		}
+	}
+	if w.sp.silent {
+		w.initial = nil
+		return true
+	}
+	for i, r := range w.initial {
+		if !w.send(herald.Event{Type: herald.EventInitial, Match: r.value, Seq: w.cursor, Tick: w.tick, Last: i == len(w.initial)-1}) {
+			return false
+		}
+	}
+	w.initial = nil
+	return true
+}
+
+// applySingle decides a single-node pattern on the before and after images.
+// It also returns, per event, the node's newest image (for windows) and the match's
+// variables (for triggers).
+func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.Node, []eval.Row, error) {
+	var evs []herald.Event
+	var nodes []*herald.Node
+	var binds []eval.Row
+	err := w.svc.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		for _, ch := range cs.Changes {
+			if ch.Kind != herald.NodeChange {
+				continue
+			}
+			before, err := w.sp.one(tx, ch.NodeBefore)
+			if err != nil {
+				return err
+			}
+			if w.shown != nil && w.commitSeq != 0 && cs.Seq == w.commitSeq {
+				// The session's own commit: report it relative to what was shown.
+				id := ch.NodeBefore
+				if id == nil {
+					id = ch.NodeAfter
+				}
+				if r, ok := w.shown[id.ID]; ok {
+					before = r
+				}
+			}
+			after, err := w.sp.one(tx, ch.NodeAfter)
+			if err != nil {
+				return err
+			}
+			ev := herald.Event{Seq: cs.Seq, Tick: cs.Tick}
+			switch {
+			case before == nil && after == nil:
+				continue
+			case before == nil:
+				ev.Type, ev.Match = herald.EventAdded, after.value
+			case after == nil:
+				ev.Type, ev.Match = herald.EventRemoved, before.value
+			case herald.Compare(before.value, after.value) != 0:
+				ev.Type, ev.Match, ev.Prev = herald.EventChanged, after.value, before.value
+			default:
+				continue
+			}
+			evs = append(evs, ev)
+			nodes = append(nodes, ch.NodeAfter)
+			if after != nil {
+				binds = append(binds, after.bind)
+			} else {
+				binds = append(binds, nil)
+			}
+		}
+		return nil
+	})
+	return evs, nodes, binds, err
+}
+
+// applyJoin re-runs a join pattern and reports the difference from the last result.
+// It reads the newest state, so commits that arrive together may be reported as one;
+// the events carry the position of that state, which is durable before they are sent.
+func (w *watcher) applyJoin() ([]herald.Event, []eval.Row, uint64, uint64, error) {
+	var now map[string]row
+	var seq, tick uint64
+	err := w.svc.eng.View(func(tx *graph.Tx, s, t uint64) error {
+		seq, tick = s, t
+		key := cacheKey{spec: w.share, seq: s, join: true}
+		if w.share != "" && w.shown == nil {
+			if v, ok := w.svc.cache.get(key); ok {
+				now = v.(map[string]row)
+				return nil
+			}
+		}
+		var err error
+		if now, err = w.sp.matches(tx); err == nil && w.share != "" {
+			w.svc.cache.put(key, now)
+		}
+		return err
+	})
+	if err == nil {
+		err = w.svc.eng.WaitDurable(context.Background(), seq)
+	}
+	if err != nil {
+		return nil, nil, 0, 0, err
+	}
+	cs := &herald.ChangeSet{Seq: seq, Tick: tick}
+	var binds []eval.Row
+	var evs []herald.Event
+	for _, r := range w.sp.sorted(w.state) {
+		if _, ok := now[r.key]; !ok {
+			evs = append(evs, herald.Event{Type: herald.EventRemoved, Match: r.value, Seq: cs.Seq, Tick: cs.Tick})
+			binds = append(binds, nil)
+		}
+	}
+	for _, r := range w.sp.sorted(now) {
+		old, ok := w.state[r.key]
+		switch {
+		case !ok:
+			evs = append(evs, herald.Event{Type: herald.EventAdded, Match: r.value, Seq: cs.Seq, Tick: cs.Tick})
+			binds = append(binds, r.bind)
+		case herald.Compare(old.value, r.value) != 0:
+			evs = append(evs, herald.Event{Type: herald.EventChanged, Match: r.value, Prev: old.value, Seq: cs.Seq, Tick: cs.Tick})
+			binds = append(binds, nil)
+		}
+	}
+	w.state = now
+	return evs, binds, seq, tick, nil
+}
+
+// send delivers ev under the watch's delivery rules. It reports false when the stream
+// has ended (closed, or cancelled by on_full: error).
+func (w *watcher) send(ev herald.Event) bool {
+	full := func() bool { return len(w.events) >= w.sp.buffer }
+	if w.sp.reliable || w.sp.onFull == "block" {
+		select {
+		case w.events <- ev:
+			w.sent(ev)
+			return true
+		case <-w.stop:
+			return false
+		}
+	}
+	select {
+	case <-w.stop:
+		return false
+	default:
+	}
+	if w.sp.onFull == "error" && full() {
+		err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer of %d events is full and on_full is error; the watch is cancelled", w.sp.buffer)
+		w.events <- herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick}
+		w.Close()
+		return false
+	}
+	// on_full: drop — take back what is waiting, drop the oldest until the rest fits, and
+	// put a gap marker with the count in front of what remains.
+	if full() {
+		var held []herald.Event
+		for more := true; more; {
+			select {
+			case old := <-w.events:
+				held = append(held, old)
+			default:
+				more = false
+			}
+		}
+		if len(held) > 0 && held[0].Type == herald.EventGap {
+			w.dropped += held[0].Count
+			held = held[1:]
+		}
+		for len(held) > 0 && len(held)+1 > w.sp.buffer {
+			held = held[1:]
+			w.dropped++
+		}
+		if w.dropped > 0 {
+			w.events <- herald.Event{Type: herald.EventGap, Count: w.dropped, Seq: w.cursor, Tick: w.tick}
+			w.dropped = 0
+		}
+		for _, old := range held {
+			w.events <- old
+		}
+	}
+	w.events <- ev
+	w.sent(ev)
+	return true
+}
+
+// sent records a delivered event in the stream's counters.
+func (w *watcher) sent(ev herald.Event) {
+	w.last = w.svc.clock.Now()
+	w.statMu.Lock()
+	w.delivered++
+	w.lastAt = w.last
+	if ev.Seq > w.sentSeq {
+		w.sentSeq = ev.Seq
+	}
+	w.statMu.Unlock()
+}
+
+// fail ends the stream with an error event.
+func (w *watcher) fail(err error) bool {
+	he := herald.AsError(err)
+	select {
+	case w.events <- herald.Event{Type: herald.EventError, Error: he, Code: he.Code, Message: he.Message, Seq: w.cursor, Tick: w.tick}:
+	default:
+	}
+	w.Close()
+	return false
+}
+
+// trigger runs the watch's ON MATCH DO actions for one match, in a transaction of their
+// own. A failure is reported on the stream as a trigger_failed event with the error's
+// code (the stream goes on); it reports false only when the stream has ended.
+func (w *watcher) trigger(ev herald.Event, bind eval.Row) bool {
+	if bind == nil {
+		return true
+	}
+	_, err := w.svc.eng.RunActions(context.Background(), w.sp.onMatch, w.sp.plan.Scope, bind, w.sp.file, w.actor)
+	if err == nil {
+		return true
+	}
+	he := herald.AsError(err)
+	return w.send(herald.Event{Type: herald.EventTriggerFailed, Match: ev.Match, Seq: ev.Seq, Tick: ev.Tick, Code: he.Code, Message: he.Message})
+}

@@ -1,0 +1,341 @@
+package watch
+
+import (
+	"context"
+	"strings"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/printer"
+	"github.com/herald-mq/herald/lang/token"
+)
+
+// Watch management: handles (`w = WATCH …`), PAUSE / RESUME / CANCEL / ALTER WATCH, and
+// the Layer 0 _Watch node every watch-mode stream keeps.
+
+const typeWatch = "_Watch"
+
+// handleKey names a handle: the session that bound it and its name.
+type handleKey struct{ session, name string }
+
+// watchNodeID is the _Watch node of a stream.
+func (w *watcher) nodeID() herald.NodeID { return herald.NodeID("ww" + strings.ToLower(idSafe(w.id))) }
+
+func idSafe(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			b.WriteRune(c)
+		default:
+			b.WriteByte('x')
+		}
+	}
+	return b.String()
+}
+
+// saveNode writes the stream's _Watch node: its statement, options, status and counters.
+func (w *watcher) saveNode(ctx context.Context, status string) {
+	sp := w.sp
+	now := w.svc.clock.Now()
+	w.statMu.Lock()
+	delivered, last := w.delivered, w.lastAt
+	w.statMu.Unlock()
+	attrs := herald.Attrs{
+		"pattern":          herald.String(sp.text),
+		"mode":             herald.String("watch"),
+		"status":           herald.String(status),
+		"ordering":         herald.String(sp.ordering()),
+		"delivery":         herald.String(map[bool]string{true: "reliable", false: "best_effort"}[sp.reliable]),
+		"visibility":       herald.String("committed"),
+		"buffer_size":      herald.Int(int64(sp.buffer)),
+		"on_full":          herald.String(sp.onFull),
+		"events_delivered": herald.Int(int64(delivered)),
+		"events_pending":   herald.Int(int64(len(w.events))),
+		"position":         herald.Int(int64(w.position())),
+	}
+	if w.handle != "" {
+		attrs["handle"] = herald.String(w.handle)
+	}
+	if !last.IsZero() {
+		attrs["last_event_at"] = herald.Timestamp(last)
+	}
+	_, _, err := w.svc.eng.System(ctx, func(tx *graph.Tx) error {
+		id := w.nodeID()
+		if old := tx.Node(id); old != nil {
+			attrs["created_at"] = old.Attrs["created_at"]
+		} else {
+			attrs["created_at"] = herald.Timestamp(now)
+		}
+		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: attrs})
+		return nil
+	})
+	if err != nil {
+		w.svc.log.Warn("watch: writing the _Watch node failed", "err", err)
+	}
+}
+
+// dropNode removes the stream's _Watch node when it ends; a cancelled watch keeps it,
+// with status "cancelled", until the server restarts.
+func (w *watcher) dropNode() {
+	w.mu.Lock()
+	cancelled := w.cancelled
+	w.mu.Unlock()
+	if cancelled {
+		w.saveNode(context.Background(), "cancelled")
+		return
+	}
+	_, _, err := w.svc.eng.System(context.Background(), func(tx *graph.Tx) error {
+		if tx.Node(w.nodeID()) != nil {
+			tx.DeleteNode(w.nodeID())
+		}
+		return nil
+	})
+	if err != nil {
+		w.svc.log.Warn("watch: removing the _Watch node failed", "err", err)
+	}
+}
+
+func (s *spec) ordering() string {
+	if len(s.order) > 0 {
+		return "attribute"
+	}
+	return "arrival"
+}
+
+// position returns the seq of the last event the stream sent.
+func (w *watcher) position() uint64 {
+	w.statMu.Lock()
+	defer w.statMu.Unlock()
+	return w.sentSeq
+}
+
+// cleanStale removes the _Watch nodes of watch-mode streams from before a restart: their
+// connections are gone (a reliable client resumes by position, not by node).
+func (s *Service) cleanStale(ctx context.Context) error {
+	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
+		for _, id := range tx.NodesByAttr(typeWatch, "mode", herald.String("watch")) {
+			tx.DeleteNode(id)
+		}
+		return nil
+	})
+	return err
+}
+
+// find resolves a handle written in PAUSE / RESUME / CANCEL / ALTER WATCH: a name bound
+// with `h = WATCH …` in this session (or without a session), or a _Watch node id.
+func (s *Service) find(session string, h ast.Expr, env engine.StmtEnv) (*watcher, error) {
+	var name string
+	switch x := h.(type) {
+	case *ast.Ident:
+		name = x.Name
+	case *ast.NodeRef:
+		name = x.Name
+	case *ast.BasicLit:
+		c := &eval.Compiler{Scope: eval.NewScope(), File: env.File}
+		f, err := c.Compile(x)
+		if err != nil {
+			return nil, err
+		}
+		v, _ := f(&eval.Context{}, nil)
+		name = v.AsString()
+	case *ast.ParamRef:
+		name = env.Params[x.Name].AsString()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range []handleKey{{session, name}, {"", name}} {
+		if w := s.handles[key]; w != nil {
+			return w, nil
+		}
+	}
+	for _, w := range s.watchers {
+		if string(w.nodeID()) == name {
+			return w, nil
+		}
+	}
+	return nil, eval.ErrorAt(env.File, herald.CodeWatchNotFound, h.Pos(), "no watch %q: the handle is unknown, or its watch was cancelled or has ended", name)
+}
+
+// Handles reports the statements ExecStmt runs (engine.Extension).
+func (s *Service) Handles(st ast.Stmt) bool {
+	switch st.(type) {
+	case *ast.WatchControlStmt, *ast.AlterWatchStmt:
+		return true
+	}
+	return false
+}
+
+// ExecStmt runs PAUSE / RESUME / CANCEL / ALTER WATCH (an engine extension's share).
+func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt) (engine.Result, error) {
+	switch x := st.(type) {
+	case *ast.WatchControlStmt:
+		w, err := s.find(env.SessionID, x.Handle, env)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		switch x.Op {
+		case token.PAUSE:
+			w.setPaused(true)
+			w.saveNode(ctx, "paused")
+		case token.RESUME:
+			w.setPaused(false)
+			w.saveNode(ctx, "active")
+		case token.CANCEL:
+			w.cancel()
+		}
+		return engine.Result{}, nil
+	case *ast.AlterWatchStmt:
+		w, err := s.find(env.SessionID, x.Handle, env)
+		if err != nil {
+			return engine.Result{}, err
+		}
+		return engine.Result{}, w.alter(ctx, x.Options)
+	}
+	return engine.Result{}, herald.Errorf(herald.CodeNotImplemented, "not a watch management statement")
+}
+
+// setPaused stops or restarts the stream's delivery. A paused watch keeps its position;
+// on RESUME it catches up from the change log, so nothing is lost meanwhile.
+func (w *watcher) setPaused(p bool) {
+	w.mu.Lock()
+	w.paused = p
+	if !p {
+		w.behind, w.queue = true, nil
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cancel ends the stream for good.
+func (w *watcher) cancel() {
+	w.mu.Lock()
+	w.cancelled = true
+	w.mu.Unlock()
+	w.Close()
+}
+
+// alter applies new options. Option groups replace the same options of the statement; a
+// changed filter takes effect at once, and the difference it makes is sent as added and
+// removed events.
+func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
+	w.alterMu.Lock()
+	defer w.alterMu.Unlock()
+	stmt := w.stmt
+	merged := map[string]*ast.WatchOption{}
+	var order []string
+	for _, ol := range append(append([]*ast.OptionList{}, stmt.Options...), opts...) {
+		for _, o := range ol.Options {
+			name := strings.ToLower(o.Name.Name)
+			if _, ok := merged[name]; !ok {
+				order = append(order, name)
+			}
+			merged[name] = o
+		}
+	}
+	list := &ast.OptionList{}
+	for _, name := range order {
+		list.Options = append(list.Options, merged[name])
+	}
+	next := *stmt
+	next.Options = []*ast.OptionList{list}
+	next.Handle = nil
+	sp, _, err := compile(w.svc.eng, printer.String(&next), w.params, w.actor, w.session)
+	if err != nil {
+		return err
+	}
+	if sp.single != w.sp.single || sp.winSize != w.sp.winSize {
+		return herald.Errorf(herald.CodeInvalidQuery, "ALTER WATCH cannot add or remove a window")
+	}
+	req := alterReq{sp: sp, stmt: &next, done: make(chan error, 1)}
+	select {
+	case w.alters <- req:
+	case <-w.done:
+		return herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		if err == nil {
+			w.saveNode(ctx, "active")
+		}
+		return err
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type alterReq struct {
+	sp   *spec
+	stmt *ast.WatchStmt
+	done chan error
+}
+
+// applyAlter swaps in a new spec on the stream's goroutine and reports the matches the
+// change adds or removes.
+func (w *watcher) applyAlter(req alterReq) bool {
+	// Everything up to the durable position has reached the queue: apply it, then the
+	// difference is stated at that position.
+	seq, tick := w.svc.eng.Durable()
+	if !w.catchUp() {
+		req.done <- herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
+		return false
+	}
+	if w.cursor < seq {
+		w.cursor, w.tick = seq, tick
+	}
+	var before, after map[string]row
+	var viewSeq uint64
+	err := w.svc.eng.View(func(tx *graph.Tx, vs, _ uint64) error {
+		var err error
+		viewSeq = vs
+		if before, err = w.sp.matches(tx); err != nil {
+			return err
+		}
+		after, err = req.sp.matches(tx)
+		return err
+	})
+	if err == nil {
+		// Show only durable data.
+		err = w.svc.eng.WaitDurable(context.Background(), viewSeq)
+	}
+	if err != nil {
+		req.done <- err
+		return true
+	}
+	w.sp, w.stmt = req.sp, req.stmt
+	w.share = req.sp.shareKey(w.params, w.actor)
+	if !w.sp.single {
+		w.state = after
+	}
+	req.done <- nil
+	var evs []herald.Event
+	for _, r := range w.sp.sorted(before) {
+		if _, ok := after[r.key]; !ok {
+			evs = append(evs, herald.Event{Type: herald.EventRemoved, Match: r.value, Seq: w.cursor, Tick: w.tick})
+		}
+	}
+	for _, r := range w.sp.sorted(after) {
+		if _, ok := before[r.key]; !ok {
+			evs = append(evs, herald.Event{Type: herald.EventAdded, Match: r.value, Seq: w.cursor, Tick: w.tick})
+		}
+	}
+	if len(evs) > 0 {
+		evs[len(evs)-1].Last = true
+	}
+	for _, ev := range evs {
+		if !w.send(ev) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,527 @@
+// Package watch runs watch-mode WATCH statements: standing queries that stream initial,
+// added, removed and changed events with a resumable position (the commit seq).
+// Events come from durable commits only; a watch can resume after any retained position.
+package watch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/lang/ast"
+)
+
+// queueCap is how many change sets a watcher keeps in memory before it falls back to
+// reading the durable change log.
+const queueCap = 4096
+
+// Config configures a Service.
+type Config struct {
+	Engine *engine.Engine // required
+	Logger *slog.Logger
+	// MaxWatches caps watch-mode streams server-wide (0: 10,000); beyond it Open answers E8006.
+	MaxWatches int
+	// MaxWatchesPerSession caps the streams of one session (0: 100).
+	MaxWatchesPerSession int
+}
+
+// Service runs watch-mode streams.
+type Service struct {
+	cfg   Config
+	eng   *engine.Engine
+	clock herald.Clock
+	log   *slog.Logger
+
+	mu         sync.Mutex
+	watchers   map[string]*watcher
+	byType     map[string]map[*watcher]bool
+	byValue    map[eqKey]map[*watcher]bool
+	byNode     map[herald.NodeID]map[*watcher]bool
+	perTick    map[*watcher]bool
+	cache      evalCache // results shared by identical watches
+	perSession map[string]int
+	handles    map[handleKey]*watcher
+	ending     map[*watcher]bool // closed, their goroutine still finishing
+	unlisten   func()
+	started    bool
+	stopped    bool
+	wg         sync.WaitGroup
+}
+
+// New returns a service; Start begins its work.
+func New(cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxWatches <= 0 {
+		cfg.MaxWatches = 10000
+	}
+	if cfg.MaxWatchesPerSession <= 0 {
+		cfg.MaxWatchesPerSession = 100
+	}
+	return &Service{
+		cfg:        cfg,
+		eng:        cfg.Engine,
+		clock:      cfg.Engine.Clock(),
+		log:        cfg.Logger,
+		watchers:   map[string]*watcher{},
+		byType:     map[string]map[*watcher]bool{},
+		byValue:    map[eqKey]map[*watcher]bool{},
+		byNode:     map[herald.NodeID]map[*watcher]bool{},
+		perTick:    map[*watcher]bool{},
+		perSession: map[string]int{},
+		handles:    map[handleKey]*watcher{},
+		ending:     map[*watcher]bool{},
+	}
+}
+
+// Start subscribes the service to durable commits.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return nil
+	}
+	if err := s.cleanStale(ctx); err != nil {
+		return err
+	}
+	s.unlisten = s.eng.Listen(s.onCommit)
+	s.eng.AddExtension(s)
+	s.started = true
+	return nil
+}
+
+// Stop ends every stream and waits for their goroutines. It is idempotent and safe
+// before Start.
+func (s *Service) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.stopped = true
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	ws := make([]*watcher, 0, len(s.watchers))
+	for _, w := range s.watchers {
+		ws = append(ws, w)
+	}
+	s.mu.Unlock()
+	s.unlisten()
+	for _, w := range ws {
+		w.Close()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// onCommit hands durable change sets to the watchers whose types they touch (the
+// dispatch index); other watchers never see them.
+func (s *Service) onCommit(sets []*herald.ChangeSet) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cs := range sets {
+		touched := map[*watcher]bool{}
+		if len(cs.Changes) == 0 {
+			// A tick of its own (TICK, or the interval timer): it ends the previous tick
+			// for deliver_on: tick watches.
+			for w := range s.perTick {
+				touched[w] = true
+			}
+		}
+		for _, ch := range cs.Changes {
+			for _, t := range changeTypes(ch) {
+				for w := range s.byType[t] {
+					touched[w] = true
+				}
+			}
+			if len(s.byNode) > 0 && ch.Kind == herald.NodeChange {
+				for _, n := range []*herald.Node{ch.NodeBefore, ch.NodeAfter} {
+					if n != nil {
+						for w := range s.byNode[n.ID] {
+							touched[w] = true
+						}
+					}
+				}
+			}
+			if len(s.byValue) > 0 && ch.Kind == herald.NodeChange {
+				for _, n := range []*herald.Node{ch.NodeBefore, ch.NodeAfter} {
+					if n == nil {
+						continue
+					}
+					for attr, v := range n.Attrs {
+						for w := range s.byValue[eqKey{typ: n.Type, attr: attr, val: graph.ValueKey(v)}] {
+							touched[w] = true
+						}
+					}
+				}
+			}
+		}
+		for w := range touched {
+			w.push(cs)
+		}
+	}
+}
+
+func changeTypes(ch herald.Change) []string {
+	var out []string
+	switch ch.Kind {
+	case herald.NodeChange:
+		if ch.NodeBefore != nil {
+			out = append(out, ch.NodeBefore.Type)
+		}
+		if ch.NodeAfter != nil && (ch.NodeBefore == nil || ch.NodeAfter.Type != ch.NodeBefore.Type) {
+			out = append(out, ch.NodeAfter.Type)
+		}
+	case herald.EdgeChange:
+		if ch.EdgeBefore != nil {
+			out = append(out, ch.EdgeBefore.Type)
+		} else if ch.EdgeAfter != nil {
+			out = append(out, ch.EdgeAfter.Type)
+		}
+	}
+	return out
+}
+
+// Open starts a watch-mode stream for one WATCH statement. With after > 0 the stream
+// resumes after that position (the seq of the last event the client saw): it skips the
+// initial snapshot and replays every change after it from the durable change log; a
+// position older than the log keeps answers with a reset event, then a fresh snapshot.
+func (s *Service) Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
+	var actor herald.NodeID
+	if sessionID != "" {
+		var err error
+		if actor, err = s.eng.SessionActor(sessionID); err != nil {
+			return nil, err
+		}
+	}
+	sp, stmt, err := compile(s.eng, query, params, actor, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if (after > 0 || sp.initial == "since") && !sp.single {
+		return nil, herald.Errorf(herald.CodeNotImplemented, "resuming a watch (a position, or initial: since) is supported for single-node patterns; join patterns resume with a new snapshot")
+	}
+	w := &watcher{
+		id:      randToken(12),
+		svc:     s,
+		sp:      sp,
+		session: sessionID,
+		stmt:    stmt,
+		share:   sp.shareKey(params, actor),
+		params:  params,
+		actor:   actor,
+		alters:  make(chan alterReq),
+		events:  make(chan herald.Event, sp.buffer+2),
+		wake:    make(chan struct{}, 1),
+		sync:    make(chan chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	s.mu.Lock()
+	switch {
+	case !s.started || s.stopped:
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the watch service is not running")
+	case len(s.watchers) >= s.cfg.MaxWatches:
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d watches", len(s.watchers))
+	case sessionID != "" && s.perSession[sessionID] >= s.cfg.MaxWatchesPerSession:
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already has %d watches", s.perSession[sessionID])
+	}
+	if stmt.Handle != nil {
+		w.handle = stmt.Handle.Name
+		key := handleKey{sessionID, w.handle}
+		if s.handles[key] != nil {
+			s.mu.Unlock()
+			return nil, herald.Errorf(herald.CodeInvalidQuery, "the handle %s is already bound to a watch in this session; CANCEL it first", w.handle)
+		}
+		s.handles[key] = w
+	}
+	// Register before taking the snapshot, so no commit after it can be missed.
+	s.watchers[w.id] = w
+	if sessionID != "" {
+		s.perSession[sessionID]++
+	}
+	s.index(w, true)
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	if sp.immediate {
+		w.shown = map[herald.NodeID]*row{}
+		w.untx = s.eng.ListenSession(sessionID, w.onTx)
+	}
+	w.saveNode(ctx, "active")
+	if err := w.begin(ctx, after); err != nil {
+		w.Close()
+		w.dropNode()
+		close(w.events)
+		close(w.done)
+		s.wg.Done()
+		return nil, err
+	}
+	go w.loop()
+	go func() {
+		select {
+		case <-ctx.Done():
+			w.Close()
+		case <-w.done:
+		}
+	}()
+	return w, nil
+}
+
+// Flush waits until every stream has turned every durable commit into events. Tests use
+// it to step the service deterministically.
+func (s *Service) Flush() {
+	s.mu.Lock()
+	ws := make([]*watcher, 0, len(s.watchers))
+	for _, w := range s.watchers {
+		ws = append(ws, w)
+	}
+	var ending []*watcher
+	for w := range s.ending {
+		ending = append(ending, w)
+	}
+	s.mu.Unlock()
+	for _, w := range ending {
+		<-w.done
+	}
+	for _, w := range ws {
+		reply := make(chan struct{})
+		select {
+		case w.sync <- reply:
+			select {
+			case <-reply:
+			case <-w.done:
+			}
+		case <-w.done:
+		}
+	}
+}
+
+func (s *Service) remove(w *watcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watchers[w.id] != w {
+		return
+	}
+	delete(s.watchers, w.id)
+	s.ending[w] = true
+	go func() {
+		<-w.done
+		s.mu.Lock()
+		delete(s.ending, w)
+		s.mu.Unlock()
+	}()
+	if w.handle != "" && s.handles[handleKey{w.session, w.handle}] == w {
+		delete(s.handles, handleKey{w.session, w.handle})
+	}
+	if w.session != "" {
+		if s.perSession[w.session]--; s.perSession[w.session] <= 0 {
+			delete(s.perSession, w.session)
+		}
+	}
+	s.index(w, false)
+}
+
+// index adds w to (or removes it from) the dispatch index: by the value its equality
+// condition requires, or else by every type its pattern mentions. s.mu must be held.
+func (s *Service) index(w *watcher, add bool) {
+	if w.sp.perTick {
+		if add {
+			s.perTick[w] = true
+		} else {
+			delete(s.perTick, w)
+		}
+	}
+	for id := range w.sp.refs {
+		m := s.byNode[id]
+		if add {
+			if m == nil {
+				m = map[*watcher]bool{}
+				s.byNode[id] = m
+			}
+			m[w] = true
+		} else if m != nil {
+			delete(m, w)
+			if len(m) == 0 {
+				delete(s.byNode, id)
+			}
+		}
+	}
+	if k := w.sp.eq; k != nil {
+		m := s.byValue[*k]
+		if add {
+			if m == nil {
+				m = map[*watcher]bool{}
+				s.byValue[*k] = m
+			}
+			m[w] = true
+		} else if m != nil {
+			delete(m, w)
+			if len(m) == 0 {
+				delete(s.byValue, *k)
+			}
+		}
+		return
+	}
+	for t := range w.sp.types {
+		m := s.byType[t]
+		if add {
+			if m == nil {
+				m = map[*watcher]bool{}
+				s.byType[t] = m
+			}
+			m[w] = true
+		} else if m != nil {
+			delete(m, w)
+			if len(m) == 0 {
+				delete(s.byType, t)
+			}
+		}
+	}
+}
+
+func randToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// watcher is one watch-mode stream.
+type watcher struct {
+	id      string
+	svc     *Service
+	sp      *spec
+	session string
+	events  chan herald.Event
+	wake    chan struct{}
+	sync    chan chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+
+	mu        sync.Mutex // guards queue, behind, paused, cancelled
+	queue     []*herald.ChangeSet
+	behind    bool // the queue overflowed: read the change log instead
+	paused    bool
+	cancelled bool
+
+	// For ALTER WATCH: the statement and what it was compiled with.
+	stmt    *ast.WatchStmt
+	share   string // the evaluation this stream shares with identical ones ("" none)
+	params  map[string]herald.Value
+	actor   herald.NodeID
+	handle  string
+	alters  chan alterReq
+	alterMu sync.Mutex
+
+	statMu    sync.Mutex // guards the counters below
+	delivered int
+	lastAt    time.Time
+	sentSeq   uint64
+
+	closeOnce sync.Once
+
+	// Owned by the watcher's goroutine.
+	cursor  uint64 // seq of the last change set applied
+	tick    uint64
+	state   map[string]row // current matches, for join patterns
+	initial []row          // the snapshot still to send
+	held    []herald.Event // deliver_on: tick — events of the tick that has not ended
+	// visibility: immediate
+	shown     map[herald.NodeID]*row // what was shown of nodes the open transaction touched
+	commitSeq uint64                 // the session's transaction committed at this seq
+	txq       []engine.TxEvent       // queued by the session listener (under mu)
+	untx      func()
+	dropped   int
+	// resetPending: the requested position was compacted; a reset event goes first.
+	resetPending bool
+	win          []winEntry // a windowed watch's recent matches
+	winEnd       time.Time  // when the current window closes
+	last         time.Time  // when the last event was sent
+}
+
+func (w *watcher) ID() string                  { return w.id }
+func (w *watcher) Events() <-chan herald.Event { return w.events }
+func (w *watcher) Done() <-chan struct{}       { return w.done }
+
+// Close ends the stream.
+func (w *watcher) Close() {
+	w.closeOnce.Do(func() {
+		close(w.stop)
+		if w.untx != nil {
+			w.untx()
+		}
+		w.svc.remove(w)
+	})
+}
+
+func (w *watcher) push(cs *herald.ChangeSet) {
+	w.mu.Lock()
+	if !w.behind {
+		if len(w.queue) >= queueCap {
+			w.queue, w.behind = nil, true
+		} else {
+			w.queue = append(w.queue, cs)
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// begin sends the initial snapshot (or prepares a resume) before the loop starts.
+func (w *watcher) begin(ctx context.Context, after uint64) error {
+	sp := w.sp
+	if after > 0 {
+		w.cursor = after
+		w.behind = true // replay from the log first
+		return nil
+	}
+	if sp.initial == "since" {
+		return w.beginSince(ctx)
+	}
+	// A windowed watch reports what happens from now on, window by window.
+	return w.snapshot(sp.initial == "full" && sp.winSize == 0)
+}
+
+// snapshot reads the current matches at one position; with send they are streamed as
+// initial events when the loop starts.
+func (w *watcher) snapshot(send bool) error {
+	var rows map[string]row
+	err := w.svc.eng.View(func(tx *graph.Tx, seq, tick uint64) error {
+		var err error
+		rows, err = w.sp.matches(tx)
+		w.cursor, w.tick = seq, tick
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// The snapshot may include commits that are still syncing: show them only once durable.
+	if err := w.svc.eng.WaitDurable(context.Background(), w.cursor); err != nil {
+		return err
+	}
+	if !w.sp.single {
+		w.state = rows
+	}
+	if send {
+		w.initial = w.sp.sorted(rows)
+	}
+	return nil
+}
