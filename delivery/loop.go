@@ -41,15 +41,15 @@ func (s *Service) loop() {
 
 // work is what one dispatcher round writes in one system transaction.
 type work struct {
-	leases  []*lease
-	states  []*subject // durable state to rewrite (attempts, not_before, no lease)
+	leases  []*lease        // new leases, for their consumed events
+	states  []deliveryState // durable state to write, in order: released and expired first, new leases last
 	letters []letter
 	cleanup []herald.NodeID
 	retired []herald.NodeID
 }
 
 type letter struct {
-	sub      *subject
+	subj     herald.NodeID
 	watch    herald.NodeID
 	dest     herald.NodeID
 	reason   string
@@ -108,6 +108,12 @@ func (s *Service) runOnce() time.Time {
 		}
 	}
 	s.dispatchLocked(now, w)
+	// New leases go last: a subject released or expired and leased again in the same
+	// round must end up with its new lease.
+	for _, l := range w.leases {
+		w.states = append(w.states, stateLocked(l.subj, l))
+		l.subj.stored = true
+	}
 	s.mu.Unlock()
 
 	if !w.empty() {
@@ -145,17 +151,11 @@ func (s *Service) nextWake() time.Time {
 	return next
 }
 
-// write applies a round's work in a system transaction.
-// New leases go last: a subject released or expired and leased again in the same round
-// must end up with its new lease.
+// write applies a round's work in a system transaction. It reads only what runOnce
+// copied under the lock.
 func (s *Service) write(tx *graph.Tx, w *work, now time.Time) {
-	for _, sub := range w.states {
-		if tx.Node(sub.id) != nil {
-			putDelivery(tx, sub, nil)
-		}
-	}
 	for _, lt := range w.letters {
-		if _, err := s.deadLetter(tx, lt.sub, lt.watch, lt.dest, lt.reason, lt.attempts, lt.match, now); err != nil {
+		if _, err := s.deadLetter(tx, lt.subj, lt.watch, lt.dest, lt.reason, lt.attempts, lt.match, now); err != nil {
 			s.log.Warn("consume: dead letter recorded without its destination", "err", err)
 		}
 	}
@@ -167,9 +167,9 @@ func (s *Service) write(tx *graph.Tx, w *work, now time.Time) {
 	for _, id := range w.retired {
 		retireWatch(tx, id)
 	}
-	for _, l := range w.leases {
-		if tx.Node(l.subj.id) != nil {
-			putDelivery(tx, l.subj, l)
+	for _, st := range w.states {
+		if tx.Node(st.subject) != nil {
+			st.put(tx)
 		}
 	}
 }
@@ -218,7 +218,7 @@ func (s *Service) settledLocked(l *lease, w *work, released bool) {
 	max, dest, bo := sp.maxRedeliveries, sp.deadLetter, sp.backoff
 	if l.attempt >= 1+max {
 		s.dropSubjectLocked(sub)
-		w.letters = append(w.letters, letter{sub: sub, watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: l.attempt, match: l.match})
+		w.letters = append(w.letters, letter{subj: sub.id, watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: l.attempt, match: l.match})
 		return
 	}
 	if released {
@@ -227,7 +227,8 @@ func (s *Service) settledLocked(l *lease, w *work, released bool) {
 	if d := bo.delay(l.attempt); d > 0 {
 		sub.notBefore = s.clock.Now().Add(d)
 	}
-	w.states = append(w.states, sub)
+	w.states = append(w.states, stateLocked(sub, nil))
+	sub.stored = true
 	s.requeueLocked(sub)
 }
 

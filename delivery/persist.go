@@ -66,26 +66,53 @@ func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) err
 	return err
 }
 
-// putDelivery writes a subject's durable delivery state.
-func putDelivery(tx *graph.Tx, sub *subject, l *lease) {
-	attrs := herald.Attrs{
-		"subject":  herald.String(string(sub.id)),
-		"attempts": herald.Int(int64(sub.attempts)),
-	}
-	if !sub.notBefore.IsZero() {
-		attrs["not_before"] = herald.Timestamp(sub.notBefore)
-	}
+// deliveryState is a subject's durable delivery state: a copy taken under Service.mu,
+// so that a transaction can write it after the lock is released while the dispatcher
+// and consumers keep changing the live subject and lease.
+type deliveryState struct {
+	subject   herald.NodeID
+	attempts  int
+	notBefore time.Time
+	// Set while the subject is leased:
+	leaseID  string
+	deadline time.Time
+	watch    herald.NodeID
+	consumer string // empty for a lease whose consumer is gone
+}
+
+// stateLocked copies sub's delivery state, leased by l (nil: not leased).
+func stateLocked(sub *subject, l *lease) deliveryState {
+	st := deliveryState{subject: sub.id, attempts: sub.attempts, notBefore: sub.notBefore}
 	if l != nil {
-		attrs["attempts"] = herald.Int(int64(l.attempt))
-		attrs["delivery_id"] = herald.String(l.id)
-		attrs["deadline"] = herald.Timestamp(l.deadline)
-		attrs["watch"] = herald.String(string(l.watch))
+		st.attempts = l.attempt
+		st.leaseID = l.id
+		st.deadline = l.deadline
+		st.watch = l.watch
 		if l.cons != nil {
-			attrs["consumer"] = herald.String(l.cons.id)
+			st.consumer = l.cons.id
 		}
 	}
-	tx.PutNode(&herald.Node{ID: deliveryNodeID(sub.id), Type: typeDelivery, Attrs: attrs})
-	sub.stored = true
+	return st
+}
+
+// put writes the state as the subject's _Delivery node.
+func (st deliveryState) put(tx *graph.Tx) {
+	attrs := herald.Attrs{
+		"subject":  herald.String(string(st.subject)),
+		"attempts": herald.Int(int64(st.attempts)),
+	}
+	if !st.notBefore.IsZero() {
+		attrs["not_before"] = herald.Timestamp(st.notBefore)
+	}
+	if st.leaseID != "" {
+		attrs["delivery_id"] = herald.String(st.leaseID)
+		attrs["deadline"] = herald.Timestamp(st.deadline)
+		attrs["watch"] = herald.String(string(st.watch))
+		if st.consumer != "" {
+			attrs["consumer"] = herald.String(st.consumer)
+		}
+	}
+	tx.PutNode(&herald.Node{ID: deliveryNodeID(st.subject), Type: typeDelivery, Attrs: attrs})
 }
 
 // recover rebuilds a subject's delivery state from its _Delivery node at start.
@@ -151,16 +178,16 @@ func nodeMatch(n *herald.Node) herald.Value {
 	return eval.NodeValue(n)
 }
 
-// deadLetter moves a subject to a _DeadLetter node in tx: the letter keeps the match and
+// deadLetter moves a subject to a _DeadLetter node in tx (the caller forgets the
+// subject's tracking state under the lock): the letter keeps the match and
 // the whole node (for REDRIVE), is linked from the watch and, when configured, to the
 // destination. It reports E8007 when the destination is missing; the letter is recorded
 // all the same.
-func (s *Service) deadLetter(tx *graph.Tx, sub *subject, watch herald.NodeID, dest herald.NodeID, reason string, attempts int, match herald.Value, now time.Time) (herald.NodeID, *herald.Error) {
-	n := tx.Node(sub.id)
-	if d := deliveryNodeID(sub.id); tx.Node(d) != nil {
+func (s *Service) deadLetter(tx *graph.Tx, subj herald.NodeID, watch herald.NodeID, dest herald.NodeID, reason string, attempts int, match herald.Value, now time.Time) (herald.NodeID, *herald.Error) {
+	n := tx.Node(subj)
+	if d := deliveryNodeID(subj); tx.Node(d) != nil {
 		tx.DeleteNode(d)
 	}
-	sub.stored = false
 	if n == nil {
 		return "", nil // already gone (killed or acked meanwhile): nothing to keep
 	}

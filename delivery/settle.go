@@ -9,16 +9,18 @@ import (
 )
 
 // begin claims a lease for settlement: it must exist, not be settling already, and not
-// have expired. The claim keeps the dispatcher from expiring it meanwhile.
-func (s *Service) begin(id string) (*lease, error) {
+// have expired. The claim keeps the dispatcher from expiring it meanwhile. It also
+// returns the subject's durable state as of the claim, for the settlement's transaction
+// to write without the lock.
+func (s *Service) begin(id string) (*lease, deliveryState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.leases[id]
 	if l == nil || l.settling || !l.deadline.After(s.clock.Now()) {
-		return nil, invalidDelivery(id)
+		return nil, deliveryState{}, invalidDelivery(id)
 	}
 	l.settling = true
-	return l, nil
+	return l, stateLocked(l.subj, l), nil
 }
 
 // abort undoes a claim whose commit failed.
@@ -51,7 +53,7 @@ func (s *Service) Ack(ctx context.Context, deliveryID string) error {
 type at struct{ seq, tick uint64 }
 
 func (s *Service) ack(ctx context.Context, deliveryID string) (pos at, err error) {
-	l, err := s.begin(deliveryID)
+	l, _, err := s.begin(deliveryID)
 	if err != nil {
 		return pos, err
 	}
@@ -86,7 +88,7 @@ func (s *Service) Nack(ctx context.Context, deliveryID string, o NackOptions) er
 }
 
 func (s *Service) nack(ctx context.Context, deliveryID string, o NackOptions) (pos at, err error) {
-	l, err := s.begin(deliveryID)
+	l, st, err := s.begin(deliveryID)
 	if err != nil {
 		return pos, err
 	}
@@ -108,13 +110,11 @@ func (s *Service) nack(ctx context.Context, deliveryID string, o NackOptions) (p
 	var dlErr *herald.Error
 	pos.seq, pos.tick, err = s.eng.System(ctx, func(tx *graph.Tx) error {
 		if reason != "" {
-			_, dlErr = s.deadLetter(tx, l.subj, l.watch, sp.deadLetter, reason, l.attempt, l.match, now)
+			_, dlErr = s.deadLetter(tx, l.subj.id, l.watch, sp.deadLetter, reason, l.attempt, l.match, now)
 			return nil
 		}
 		if tx.Node(l.subj.id) != nil {
-			sub := *l.subj
-			sub.attempts, sub.notBefore = l.attempt, notBefore
-			putDelivery(tx, &sub, nil)
+			deliveryState{subject: st.subject, attempts: st.attempts, notBefore: notBefore}.put(tx)
 		}
 		return nil
 	})
@@ -147,7 +147,7 @@ func (s *Service) Extend(ctx context.Context, deliveryID string, by time.Duratio
 
 func (s *Service) extend(ctx context.Context, deliveryID string, by time.Duration) (time.Time, at, error) {
 	var pos at
-	l, err := s.begin(deliveryID)
+	l, st, err := s.begin(deliveryID)
 	if err != nil {
 		return time.Time{}, pos, err
 	}
@@ -157,9 +157,8 @@ func (s *Service) extend(ctx context.Context, deliveryID string, by time.Duratio
 	deadline := s.clock.Now().Add(by)
 	pos.seq, pos.tick, err = s.eng.System(ctx, func(tx *graph.Tx) error {
 		if tx.Node(l.subj.id) != nil {
-			nl := *l
-			nl.deadline = deadline
-			putDelivery(tx, l.subj, &nl)
+			st.deadline = deadline
+			st.put(tx)
 		}
 		return nil
 	})
