@@ -32,6 +32,7 @@ type Engine struct {
 	mu        sync.RWMutex
 	g         *graph.Graph
 	seq, tick uint64
+	recent    recent // the newest change sets, for ViewSince
 
 	pipe *pipeline
 
@@ -239,6 +240,7 @@ func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.
 		}
 	}
 	e.g.Apply(cs)
+	e.recent.add(cs)
 	e.seq, e.tick = cs.Seq, cs.Tick
 	if announce != nil {
 		announce(cs.Seq)

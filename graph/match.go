@@ -92,14 +92,6 @@ func compile(pattern *ast.Pattern, where ast.Expr, outer map[string]*herald.Node
 			c.Scope.Declare(x.Var.Name, eval.NodeVar)
 		}
 	}
-	if seed != "" {
-		slot, kind, ok := c.Scope.Lookup(seed)
-		if !ok || kind != eval.NodeVar {
-			return nil, c.Error(herald.CodeInvalidQuery, pattern.Pos(), "the pattern does not bind node variable %s", seed)
-		}
-		bound[slot] = true
-		p.seed = slot
-	}
 	for _, el := range pattern.Elems {
 		switch x := el.(type) {
 		case *ast.NodePattern:
@@ -132,6 +124,16 @@ func compile(pattern *ast.Pattern, where ast.Expr, outer map[string]*herald.Node
 			}
 			elems = append(elems, &elem{edge: x})
 		}
+	}
+	// The seed may be any node variable, an edge endpoint the pattern does not declare
+	// included.
+	if seed != "" {
+		slot, kind, ok := c.Scope.Lookup(seed)
+		if !ok || kind != eval.NodeVar {
+			return nil, c.Error(herald.CodeInvalidQuery, pattern.Pos(), "the pattern does not bind node variable %s", seed)
+		}
+		bound[slot] = true
+		p.seed = slot
 	}
 	// Session variables referenced only from WHERE (or from later actions).
 	for name, n := range outer {

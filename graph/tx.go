@@ -293,3 +293,12 @@ func (tx *Tx) Changes() []herald.Change {
 	}
 	return out
 }
+
+// ViewAs returns a read view of g in which the nodes and edges present in the maps have
+// the images given there (nil: absent) instead of their committed ones. With the
+// earlier images of everything changed since some position it is a view of the graph
+// at that position. The maps are read, not copied, and must not change while the view
+// is in use; the view must not be written or committed.
+func (g *Graph) ViewAs(nodes map[herald.NodeID]*herald.Node, edges map[herald.EdgeKey]*herald.Edge) *Tx {
+	return &Tx{g: g, nodes: nodes, edges: edges}
+}

@@ -45,6 +45,9 @@ func (w *watcher) beginSince(ctx context.Context) error {
 	}
 	w.cursor = after
 	w.behind = true
+	if !w.sp.single {
+		w.past = newPast(after)
+	}
 	return nil
 }
 
@@ -65,7 +68,6 @@ func (w *watcher) loop() {
 			}
 		}
 	}()
-	w.last = w.svc.clock.Now()
 	if w.resetPending {
 		if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick,
 			Code: herald.CodeCompacted, Message: "the requested position is older than the change log keeps; a new snapshot follows"}) {
@@ -75,18 +77,14 @@ func (w *watcher) loop() {
 	if !w.sendInitial() {
 		return
 	}
-	var timer herald.Timer
-	var tc <-chan time.Time
-	if w.sp.heart > 0 {
-		timer = w.svc.clock.NewTimer(w.sp.heart)
+	// The timers were started by startTimers when the stream opened.
+	timer, wtimer := w.heartTimer, w.winTimer
+	var tc, wc <-chan time.Time
+	if timer != nil {
 		defer timer.Stop()
 		tc = timer.C()
 	}
-	var wtimer herald.Timer
-	var wc <-chan time.Time
-	if w.sp.winSize > 0 {
-		w.winEnd = w.svc.clock.Now().Add(w.sp.winSlide)
-		wtimer = w.svc.clock.NewTimer(w.sp.winSlide)
+	if wtimer != nil {
 		defer wtimer.Stop()
 		wc = wtimer.C()
 	}
@@ -118,6 +116,20 @@ func (w *watcher) loop() {
 				return
 			}
 		}
+	}
+}
+
+// startTimers starts the heartbeat and window timers when the stream opens (before
+// Open returns), so the first window is measured from the open, whenever the stream's
+// goroutine gets to run. The loop owns and stops them.
+func (w *watcher) startTimers() {
+	w.last = w.svc.clock.Now()
+	if w.sp.heart > 0 {
+		w.heartTimer = w.svc.clock.NewTimer(w.sp.heart)
+	}
+	if w.sp.winSize > 0 {
+		w.winEnd = w.svc.clock.Now().Add(w.sp.winSlide)
+		w.winTimer = w.svc.clock.NewTimer(w.sp.winSlide)
 	}
 }
 
@@ -196,19 +208,9 @@ func (w *watcher) catchUp() bool {
 			sets, err := w.svc.eng.Changes(context.Background(), w.cursor, logPage)
 			if err != nil {
 				if herald.CodeOf(err) == herald.CodeCompacted {
-					if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: herald.CodeCompacted,
-						Message: "the requested position is older than the change log keeps; a new snapshot follows"}) {
+					if !w.restart("the requested position is older than the change log keeps; a new snapshot follows") {
 						return false
 					}
-					if err := w.snapshot(true); err != nil {
-						return w.fail(err)
-					}
-					if !w.sendInitial() {
-						return false
-					}
-					w.mu.Lock()
-					w.behind, w.queue = false, nil
-					w.mu.Unlock()
 					continue
 				}
 				return w.fail(err)
@@ -253,6 +255,24 @@ func (w *watcher) catchUp() bool {
 	}
 }
 
+// restart tells the client that the stream cannot go on from its position (reset, with
+// why), then sends a new snapshot and goes on from there.
+func (w *watcher) restart(why string) bool {
+	if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: herald.CodeCompacted, Message: why}) {
+		return false
+	}
+	if err := w.snapshot(true); err != nil {
+		return w.fail(err)
+	}
+	if !w.sendInitial() {
+		return false
+	}
+	w.mu.Lock()
+	w.behind, w.queue = false, nil
+	w.mu.Unlock()
+	return true
+}
+
 // apply turns one change set into events.
 func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	if cs.Seq <= w.cursor {
@@ -275,16 +295,18 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	var nodes []*herald.Node
 	var binds []eval.Row
 	var err error
-	seq, tick := cs.Seq, cs.Tick
 	if w.sp.single {
 		evs, nodes, binds, err = w.sharedSingle(cs)
 	} else {
-		evs, binds, seq, tick, err = w.applyJoin()
+		evs, binds, err = w.applyJoin(cs)
+	}
+	if herald.CodeOf(err) == herald.CodeCompacted {
+		return w.restart(herald.AsError(err).Message + "; a new snapshot follows")
 	}
 	if err != nil {
 		return w.fail(err)
 	}
-	w.cursor, w.tick = seq, tick
+	w.cursor, w.tick = cs.Seq, cs.Tick
 	if w.shown != nil && w.commitSeq != 0 && cs.Seq >= w.commitSeq {
 		w.shown, w.commitSeq = map[herald.NodeID]*row{}, 0
 	}
@@ -300,7 +322,11 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	}
 	if w.sp.winSize > 0 {
 		for i, ev := range evs {
-			w.record(ev, nodes[i])
+			if w.sp.single {
+				w.recordNode(ev, nodes[i])
+			} else {
+				w.record(ev, binds[i])
+			}
 		}
 		return true
 	}
@@ -414,57 +440,6 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 		return nil
 	})
 	return evs, nodes, binds, err
-}
-
-// applyJoin re-runs a join pattern and reports the difference from the last result.
-// It reads the newest state, so commits that arrive together may be reported as one;
-// the events carry the position of that state, which is durable before they are sent.
-func (w *watcher) applyJoin() ([]herald.Event, []eval.Row, uint64, uint64, error) {
-	var now map[string]row
-	var seq, tick uint64
-	err := w.svc.eng.View(func(tx *graph.Tx, s, t uint64) error {
-		seq, tick = s, t
-		key := cacheKey{spec: w.share, seq: s, join: true}
-		if w.share != "" && w.shown == nil {
-			if v, ok := w.svc.cache.get(key); ok {
-				now = v.(map[string]row)
-				return nil
-			}
-		}
-		var err error
-		if now, err = w.sp.matches(tx); err == nil && w.share != "" {
-			w.svc.cache.put(key, now)
-		}
-		return err
-	})
-	if err == nil {
-		err = w.svc.eng.WaitDurable(context.Background(), seq)
-	}
-	if err != nil {
-		return nil, nil, 0, 0, err
-	}
-	cs := &herald.ChangeSet{Seq: seq, Tick: tick}
-	var binds []eval.Row
-	var evs []herald.Event
-	for _, r := range w.sp.sorted(w.state) {
-		if _, ok := now[r.key]; !ok {
-			evs = append(evs, herald.Event{Type: herald.EventRemoved, Match: r.value, Seq: cs.Seq, Tick: cs.Tick})
-			binds = append(binds, nil)
-		}
-	}
-	for _, r := range w.sp.sorted(now) {
-		old, ok := w.state[r.key]
-		switch {
-		case !ok:
-			evs = append(evs, herald.Event{Type: herald.EventAdded, Match: r.value, Seq: cs.Seq, Tick: cs.Tick})
-			binds = append(binds, r.bind)
-		case herald.Compare(old.value, r.value) != 0:
-			evs = append(evs, herald.Event{Type: herald.EventChanged, Match: r.value, Prev: old.value, Seq: cs.Seq, Tick: cs.Tick})
-			binds = append(binds, nil)
-		}
-	}
-	w.state = now
-	return evs, binds, seq, tick, nil
 }
 
 // send delivers ev under the watch's delivery rules. It reports false when the stream

@@ -293,29 +293,28 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	if w.cursor < seq {
 		w.cursor, w.tick = seq, tick
 	}
+	// Both statements are run on the graph as of the cursor, so the difference is exact
+	// at that position.
 	var before, after map[string]row
-	var viewSeq uint64
-	err := w.svc.eng.View(func(tx *graph.Tx, vs, _ uint64) error {
+	p := newPast(w.cursor)
+	err := w.withPast(p, func(g *graph.Graph) error {
 		var err error
-		viewSeq = vs
-		if before, err = w.sp.matches(tx); err != nil {
+		if before, err = w.sp.matches(p.view(g)); err != nil {
 			return err
 		}
-		after, err = req.sp.matches(tx)
+		after, err = req.sp.matches(p.view(g))
 		return err
 	})
-	if err == nil {
-		// Show only durable data.
-		err = w.svc.eng.WaitDurable(context.Background(), viewSeq)
-	}
 	if err != nil {
 		req.done <- err
 		return true
 	}
 	w.sp, w.stmt = req.sp, req.stmt
 	w.share = req.sp.shareKey(w.params, w.actor)
-	if !w.sp.single {
-		w.state = after
+	if w.sp.single {
+		w.past = nil
+	} else {
+		w.past = p
 	}
 	req.done <- nil
 	var evs []herald.Event

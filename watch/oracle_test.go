@@ -319,12 +319,13 @@ func oracleGenSingle(refs bool) *rapid.Generator[oracleWatch] {
 	})
 }
 
-// oracleGenJoin draws a join watch: a node and an edge atom with an #id constant, or
-// two node variables joined by an edge, with or without an edge variable.
+// oracleGenJoin draws a join watch: a node and an edge atom with an #id constant, two
+// node variables joined by an edge (with or without an edge variable, typed or not), or
+// a node and an edge atom of constants only.
 func oracleGenJoin(refs bool) *rapid.Generator[oracleWatch] {
 	return rapid.Custom(func(t *rapid.T) oracleWatch {
 		var w oracleWatch
-		switch rapid.IntRange(0, 5).Draw(t, "shape") {
+		switch rapid.IntRange(0, 7).Draw(t, "shape") {
 		case 0: // tasks of one project
 			w.pattern = fmt.Sprintf("t: Task, belongs_to(t, #%s)", rapid.SampledFrom(oracleProjects).Draw(t, "anchor"))
 			w.vars = []string{"t"}
@@ -340,6 +341,12 @@ func oracleGenJoin(refs bool) *rapid.Generator[oracleWatch] {
 		case 4: // an edge variable between two node variables
 			w.pattern = "a: Task, e: blocks(a, b), b: Task"
 			w.vars, w.edge = []string{"a", "b"}, "e"
+		case 5: // endpoints of any type
+			w.pattern = "blocks(a, b)"
+			w.vars = []string{"a", "b"}
+		case 6: // an edge atom of constants only: a condition on the graph as a whole
+			w.pattern = fmt.Sprintf("t: Task, belongs_to(#%s, #%s)", rapid.SampledFrom(oracleTasks).Draw(t, "from"), rapid.SampledFrom(oracleProjects).Draw(t, "to"))
+			w.vars = []string{"t"}
 		default:
 			w.pattern = "a: Task, b: Task, blocks(a, b)"
 			w.vars = []string{"a", "b"}
@@ -539,21 +546,32 @@ type oracleCommit struct {
 	want [][]string // per watch
 }
 
-// TestOracleSingleBatched: single-variable watches are exact per commit even when many
-// commits happen before the watch service catches up; a watch resumed from any position
-// receives exactly the diffs of the commits after it.
-func TestOracleSingleBatched(t *testing.T) {
+// TestOracleBatched: single-variable and join watches are exact per commit even when
+// many commits happen before the watch service catches up; a watch resumed from any
+// position receives exactly the diffs of the commits after it.
+func TestOracleBatched(t *testing.T) {
 	oracleNoFailFile(t)
-	rapid.Check(t, func(t *rapid.T) { oracleSingleBatched(t, false) })
+	rapid.Check(t, func(t *rapid.T) { oracleBatched(t, false) })
 }
 
-func oracleSingleBatched(t *rapid.T, refs bool) {
+// TestOracleBatchedNodeRefs is TestOracleBatched with conditions that read another node
+// by its #id.
+func TestOracleBatchedNodeRefs(t *testing.T) {
+	oracleNoFailFile(t)
+	rapid.Check(t, func(t *rapid.T) { oracleBatched(t, true) })
+}
+
+func oracleBatched(t *rapid.T, refs bool) {
 	e := newOracleEnv(t)
 	defer e.close()
 	oracleSeed(t, e)
 	var ws []*oracleStream
 	for i, n := 0, rapid.IntRange(1, 4).Draw(t, "watches"); i < n; i++ {
-		ws = append(ws, oracleOpen(t, e, oracleGenSingle(refs).Draw(t, "watch")))
+		gen := oracleGenSingle(refs)
+		if rapid.Bool().Draw(t, "join") {
+			gen = oracleGenJoin(refs)
+		}
+		ws = append(ws, oracleOpen(t, e, gen.Draw(t, "watch")))
 	}
 	_, start := e.rows(t, ws[0].w)
 	var commits []oracleCommit
@@ -614,11 +632,6 @@ func oracleSingleBatched(t *rapid.T, refs bool) {
 		after = commits[rapid.IntRange(0, len(commits)-1).Draw(t, "resume_at")].seq
 	}
 	for i, ow := range ws {
-		if strings.Contains(ow.w.where+ow.w.filter, "#") {
-			// A condition on another node makes the watch re-run on the newest state,
-			// like a join; such watches resume with a new snapshot, not from a position.
-			continue
-		}
 		st, err := e.svc.Open(context.Background(), "", ow.w.watchText(), nil, after)
 		if err != nil {
 			t.Fatalf("resume %s after %d: %v", ow.w.watchText(), after, err)
@@ -630,9 +643,7 @@ func oracleSingleBatched(t *rapid.T, refs bool) {
 }
 
 // TestOracleNodeRefs runs the per-commit property with WHERE and filter conditions that
-// read another node by its #id (`#p0.status = "done"`). Such watches are evaluated on the
-// newest state, like joins (docs/watch.md), so they are exact when each commit is
-// followed by a Flush; the batched property does not apply to them.
+// read another node by its #id (`#p0.status = "done"`).
 func TestOracleNodeRefs(t *testing.T) {
 	oracleNoFailFile(t)
 	rapid.Check(t, func(t *rapid.T) { oracleFlushEachCommit(t, true) })

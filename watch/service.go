@@ -146,6 +146,11 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) {
 					touched[w] = true
 				}
 			}
+			if ch.Kind == herald.NodeChange {
+				for w := range s.byType[anyNodeType] {
+					touched[w] = true
+				}
+			}
 			if len(s.byNode) > 0 && ch.Kind == herald.NodeChange {
 				for _, n := range []*herald.Node{ch.NodeBefore, ch.NodeAfter} {
 					if n != nil {
@@ -173,6 +178,10 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) {
 		}
 	}
 }
+
+// anyNodeType indexes the watches with a node variable of any type (an edge endpoint
+// the pattern does not declare): every node change wakes them. No type has this name.
+const anyNodeType = "*"
 
 func changeTypes(ch herald.Change) []string {
 	var out []string
@@ -209,9 +218,6 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	sp, stmt, err := compile(s.eng, query, params, actor, sessionID)
 	if err != nil {
 		return nil, err
-	}
-	if (after > 0 || sp.initial == "since") && !sp.single {
-		return nil, herald.Errorf(herald.CodeNotImplemented, "resuming a watch (a position, or initial: since) is supported for single-node patterns; join patterns resume with a new snapshot")
 	}
 	w := &watcher{
 		id:      randToken(12),
@@ -272,6 +278,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		s.wg.Done()
 		return nil, err
 	}
+	w.startTimers()
 	go w.loop()
 	go func() {
 		select {
@@ -378,7 +385,14 @@ func (s *Service) index(w *watcher, add bool) {
 		}
 		return
 	}
-	for t := range w.sp.types {
+	types := w.sp.types
+	if w.sp.anyType {
+		types = map[string]bool{anyNodeType: true}
+		for t := range w.sp.types {
+			types[t] = true
+		}
+	}
+	for t := range types {
 		m := s.byType[t]
 		if add {
 			if m == nil {
@@ -438,7 +452,7 @@ type watcher struct {
 	// Owned by the watcher's goroutine.
 	cursor  uint64 // seq of the last change set applied
 	tick    uint64
-	state   map[string]row // current matches, for join patterns
+	past    *past          // join patterns: the graph as of the cursor
 	initial []row          // the snapshot still to send
 	held    []herald.Event // deliver_on: tick — events of the tick that has not ended
 	// visibility: immediate
@@ -451,6 +465,8 @@ type watcher struct {
 	resetPending bool
 	win          []winEntry // a windowed watch's recent matches
 	winEnd       time.Time  // when the current window closes
+	winTimer     herald.Timer
+	heartTimer   herald.Timer
 	last         time.Time  // when the last event was sent
 }
 
@@ -491,6 +507,9 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 	if after > 0 {
 		w.cursor = after
 		w.behind = true // replay from the log first
+		if !sp.single {
+			w.past = newPast(after)
+		}
 		return nil
 	}
 	if sp.initial == "since" {
@@ -518,7 +537,7 @@ func (w *watcher) snapshot(send bool) error {
 		return err
 	}
 	if !w.sp.single {
-		w.state = rows
+		w.past = newPast(w.cursor)
 	}
 	if send {
 		w.initial = w.sp.sorted(rows)

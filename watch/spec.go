@@ -30,6 +30,8 @@ type spec struct {
 	types    map[string]bool // node and edge types the pattern mentions
 	plan     *graph.Plan     // unseeded: the full match
 	seeded   *graph.Plan     // seeded on the subject (single patterns)
+	seeds    []seedPlan      // seeded on each node variable (other patterns; nil: run in full)
+	anyType  bool            // a node variable has no type: a change to any node may matter
 	proj     *graph.Projection
 	whole    bool // RETURN of the bare single variable: the match is the node itself
 	ctx      func() *eval.Context
@@ -256,15 +258,14 @@ func compile(e *engine.Engine, query string, params map[string]herald.Value, act
 		if s.seeded, err = graph.CompileSeeded(w.Pattern, where, nil, s.subject, file); err != nil {
 			return nil, nil, err
 		}
+	} else if err := s.compileSeeds(w.Pattern, where, file); err != nil {
+		return nil, nil, err
 	}
 	if s.proj, err = graph.CompileProjection(ret, nil, nil, nil, s.plan.Scope, file); err != nil {
 		return nil, nil, err
 	}
 	if s.immediate && (!s.single || sessionID == "" || s.winSize > 0 || s.perTick) {
 		return nil, nil, errAt(herald.CodeNotImplemented, w.Pos(), "visibility: immediate needs a session, a single-node pattern, and no window or deliver_on: tick")
-	}
-	if s.winSize > 0 && !s.single {
-		return nil, nil, errAt(herald.CodeNotImplemented, w.Pos(), "windows are supported on single-node patterns; join patterns are not windowed yet")
 	}
 	if len(w.Pattern.Elems) == 1 && s.subject != "" && len(ret.Items) == 1 && ret.Items[0].Alias == nil {
 		if id, ok := ret.Items[0].X.(*ast.Ident); ok && id.Name == s.subject {
@@ -287,6 +288,68 @@ func compile(e *engine.Engine, query string, params map[string]herald.Value, act
 		return nil, nil, errAt(herald.CodeInvalidQuery, w.Pos(), "on_full must be drop, block or error")
 	}
 	return s, w, nil
+}
+
+// compileSeeds plans the pattern around each of its node variables, when every edge
+// atom binds at least one of them (a commit touching an edge then touches a node a
+// match binds). Otherwise s.seeds stays nil and the pattern runs in full.
+func (s *spec) compileSeeds(pattern *ast.Pattern, where ast.Expr, file *token.File) error {
+	typed := map[string]string{}
+	var names []string
+	for _, el := range pattern.Elems {
+		if x, ok := el.(*ast.NodePattern); ok {
+			if _, ok := typed[x.Var.Name]; !ok {
+				names = append(names, x.Var.Name)
+			}
+			typed[x.Var.Name] = x.Type.Name
+		}
+	}
+	edgeVars := map[string]bool{}
+	for _, el := range pattern.Elems {
+		if x, ok := el.(*ast.EdgePattern); ok && x.Var != nil {
+			edgeVars[x.Var.Name] = true
+		}
+	}
+	seedable := true
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[n] = true
+	}
+	for _, el := range pattern.Elems {
+		x, ok := el.(*ast.EdgePattern)
+		if !ok {
+			continue
+		}
+		binds := false
+		for _, a := range x.Args {
+			id, ok := a.(*ast.Ident)
+			if !ok || id.Name == "_" || edgeVars[id.Name] {
+				continue
+			}
+			binds = true
+			if !seen[id.Name] {
+				seen[id.Name] = true
+				names = append(names, id.Name)
+			}
+			if _, ok := typed[id.Name]; !ok {
+				s.anyType = true
+			}
+		}
+		if !binds {
+			seedable = false
+		}
+	}
+	if !seedable {
+		return nil
+	}
+	for _, n := range names {
+		p, err := graph.CompileSeeded(pattern, where, nil, n, file)
+		if err != nil {
+			return err
+		}
+		s.seeds = append(s.seeds, seedPlan{typ: typed[n], plan: p})
+	}
+	return nil
 }
 
 func dedupe(xs []string) []string {
@@ -482,9 +545,9 @@ func nodeRefs(where ast.Expr, ret *ast.ReturnClause) map[herald.NodeID]bool {
 	return refs
 }
 
-// keep copies a binding row when the watch has a trigger that will need it.
+// keep copies a binding row when the watch has a trigger or a window that will need it.
 func (s *spec) keep(r eval.Row) eval.Row {
-	if s.onMatch == nil {
+	if s.onMatch == nil && s.winSize == 0 {
 		return nil
 	}
 	return append(eval.Row(nil), r...)

@@ -8,16 +8,28 @@ import (
 	"github.com/herald-mq/herald/lang/eval"
 )
 
-// winEntry is a match added or changed at a time, kept for the windows that cover it.
+// winEntry is a match added or changed at a time, kept for the windows that cover it:
+// its key and its variables as of then.
 type winEntry struct {
 	at   time.Time
-	node *herald.Node
+	key  string
+	bind eval.Row
+}
+
+// recordNode is record for a single-node watch: the match is the node n.
+func (w *watcher) recordNode(ev herald.Event, n *herald.Node) {
+	if n == nil {
+		return
+	}
+	r := make(eval.Row, w.sp.plan.Scope.Len())
+	r[w.sp.slots[0]].Node = n
+	w.record(ev, r)
 }
 
 // record keeps a windowed watch's events for its windows instead of sending them.
-func (w *watcher) record(ev herald.Event, n *herald.Node) {
-	if ev.Type == herald.EventAdded || ev.Type == herald.EventChanged {
-		w.win = append(w.win, winEntry{at: w.svc.clock.Now(), node: n})
+func (w *watcher) record(ev herald.Event, bind eval.Row) {
+	if bind != nil && (ev.Type == herald.EventAdded || ev.Type == herald.EventChanged) {
+		w.win = append(w.win, winEntry{at: w.svc.clock.Now(), key: w.sp.key(bind), bind: bind})
 	}
 }
 
@@ -26,14 +38,14 @@ func (w *watcher) record(ev herald.Event, n *herald.Node) {
 func (w *watcher) closeWindow(end time.Time) bool {
 	sp := w.sp
 	start := end.Add(-sp.winSize)
-	latest := map[herald.NodeID]*herald.Node{}
-	var order []herald.NodeID
+	latest := map[string]eval.Row{}
+	var order []string
 	for _, e := range w.win {
 		if !e.at.Before(start) && e.at.Before(end) {
-			if _, ok := latest[e.node.ID]; !ok {
-				order = append(order, e.node.ID)
+			if _, ok := latest[e.key]; !ok {
+				order = append(order, e.key)
 			}
-			latest[e.node.ID] = e.node
+			latest[e.key] = e.bind
 		}
 	}
 	// Keep only what a later window can still cover.
@@ -44,18 +56,15 @@ func (w *watcher) closeWindow(end time.Time) bool {
 		}
 	}
 	w.win = keep
+	rows := make([]eval.Row, 0, len(order))
+	for _, k := range order {
+		rows = append(rows, latest[k])
+	}
 
 	var evs []herald.Event
 	err := w.svc.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		ctx := sp.ctx()
 		ctx.Node = tx.Node
-		slot := sp.slots[0]
-		rows := make([]eval.Row, 0, len(order))
-		for _, id := range order {
-			r := make(eval.Row, sp.plan.Scope.Len())
-			r[slot].Node = latest[id]
-			rows = append(rows, r)
-		}
 		if sp.aggregate {
 			col := sp.proj.NewCollector()
 			for _, r := range rows {

@@ -69,8 +69,23 @@ type sseStream struct {
 // is, once the watch is registered. A non-200 answer is returned as an error holding
 // the status and body.
 func openStream(ctx context.Context, base, statement string) (*sseStream, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	return openStreamIn(ctx, base, "", statement)
+}
+
+// watchURL is the GET /v1/watch address of statement, in a server session when session
+// is not empty.
+func watchURL(base, session, statement string) string {
 	u := base + "/v1/watch?query=" + url.QueryEscape(statement)
+	if session != "" {
+		u += "&session=" + url.QueryEscape(session)
+	}
+	return u
+}
+
+// openStreamIn is openStream in a server session (`#self` is the session's actor).
+func openStreamIn(ctx context.Context, base, session, statement string) (*sseStream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	u := watchURL(base, session, statement)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		cancel()

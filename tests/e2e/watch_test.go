@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,8 +64,14 @@ type wstream struct {
 // lastEventID when it is not empty, and returns once the server has answered 200.
 func openWatchMode(t *testing.T, base, statement, lastEventID string) *wstream {
 	t.Helper()
+	return openWatchModeIn(t, base, "", statement, lastEventID)
+}
+
+// openWatchModeIn is openWatchMode in a server session (for handles and `#self`).
+func openWatchModeIn(t *testing.T, base, session, statement, lastEventID string) *wstream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/watch?query="+url.QueryEscape(statement), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, watchURL(base, session, statement), nil)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

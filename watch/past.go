@@ -1,0 +1,164 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
+)
+
+// maxPast bounds how many changed nodes and edges a stream keeps images of to see the
+// graph at its position. A join watch further behind than that (a resume from long ago,
+// a consumer that stopped reading) gets a reset event and a new snapshot instead.
+var maxPast = 1 << 20
+
+// past is a stream's view of the graph at its position, pos, while the graph itself
+// has moved on: the images, as of pos, of every node and edge that the change sets
+// after pos changed. Join patterns are evaluated on it just before and just after each
+// commit, so their events are exact per commit however far the graph is ahead.
+type past struct {
+	pos   uint64              // the position the images describe
+	known uint64              // the change sets up to here have been taken in
+	sets  []*herald.ChangeSet // taken in and after pos, oldest first
+	nodes map[herald.NodeID]*herald.Node
+	edges map[herald.EdgeKey]*herald.Edge
+	nlast map[herald.NodeID]uint64 // the last taken-in commit that changes the node
+	elast map[herald.EdgeKey]uint64
+}
+
+func newPast(pos uint64) *past {
+	return &past{
+		pos: pos, known: pos,
+		nodes: map[herald.NodeID]*herald.Node{},
+		edges: map[herald.EdgeKey]*herald.Edge{},
+		nlast: map[herald.NodeID]uint64{},
+		elast: map[herald.EdgeKey]uint64{},
+	}
+}
+
+// take takes in the change sets after known, which must follow it without a gap.
+func (p *past) take(sets []*herald.ChangeSet) error {
+	for _, cs := range sets {
+		if cs.Seq <= p.known {
+			continue
+		}
+		if cs.Seq != p.known+1 {
+			return herald.Errorf(herald.CodeInternal, "watch: change set %d follows %d", cs.Seq, p.known)
+		}
+		for _, ch := range cs.Changes {
+			switch ch.Kind {
+			case herald.NodeChange:
+				id := nodeOf(ch).ID
+				if _, ok := p.nlast[id]; !ok {
+					p.nodes[id] = ch.NodeBefore
+				}
+				p.nlast[id] = cs.Seq
+			case herald.EdgeChange:
+				k := edgeOf(ch).Key()
+				if _, ok := p.elast[k]; !ok {
+					p.edges[k] = ch.EdgeBefore
+				}
+				p.elast[k] = cs.Seq
+			}
+		}
+		p.sets = append(p.sets, cs)
+		p.known = cs.Seq
+	}
+	if n := len(p.nlast) + len(p.elast); n > maxPast {
+		return herald.Errorf(herald.CodeCompacted, "the watch is %d commits behind the graph, which changed %d nodes and edges meanwhile; more than it replays", p.known-p.pos, n)
+	}
+	return nil
+}
+
+// advance moves the view to position seq: through the taken-in change sets up to it,
+// and past everything when seq is beyond them.
+func (p *past) advance(seq uint64) {
+	for len(p.sets) > 0 && p.sets[0].Seq <= seq {
+		cs := p.sets[0]
+		p.sets[0] = nil
+		p.sets = p.sets[1:]
+		for _, ch := range cs.Changes {
+			switch ch.Kind {
+			case herald.NodeChange:
+				id := nodeOf(ch).ID
+				if p.nlast[id] == cs.Seq {
+					// Nothing later changes it: the graph holds its image.
+					delete(p.nlast, id)
+					delete(p.nodes, id)
+				} else {
+					p.nodes[id] = ch.NodeAfter
+				}
+			case herald.EdgeChange:
+				k := edgeOf(ch).Key()
+				if p.elast[k] == cs.Seq {
+					delete(p.elast, k)
+					delete(p.edges, k)
+				} else {
+					p.edges[k] = ch.EdgeAfter
+				}
+			}
+		}
+	}
+	if seq > p.pos {
+		p.pos = seq
+	}
+	if seq >= p.known {
+		p.known = seq
+	}
+}
+
+// view is the graph g as of pos; it is valid until the next take or advance.
+func (p *past) view(g *graph.Graph) *graph.Tx { return g.ViewAs(p.nodes, p.edges) }
+
+func nodeOf(ch herald.Change) *herald.Node {
+	if ch.NodeBefore != nil {
+		return ch.NodeBefore
+	}
+	return ch.NodeAfter
+}
+
+func edgeOf(ch herald.Change) *herald.Edge {
+	if ch.EdgeBefore != nil {
+		return ch.EdgeBefore
+	}
+	return ch.EdgeAfter
+}
+
+// withPast runs fn under a read view of the engine after taking in every change set
+// between p's known position and the graph's: from the engine's memory when it still
+// holds them, else from the durable change log first. fn gets the graph; p.view(g)
+// reads it at p's position.
+func (w *watcher) withPast(p *past, fn func(g *graph.Graph) error) error {
+	for {
+		ok, err := w.svc.eng.ViewSince(p.known, func(tx *graph.Tx, _, _ uint64, sets []*herald.ChangeSet) error {
+			if err := p.take(sets); err != nil {
+				return err
+			}
+			return fn(tx.Graph())
+		})
+		if ok || err != nil {
+			return err
+		}
+		// The engine no longer holds what follows p.known: read on from the log.
+		sets, err := w.svc.eng.Changes(context.Background(), p.known, logPage)
+		if err != nil {
+			return err
+		}
+		if len(sets) == 0 {
+			// What follows is still syncing.
+			if err := w.svc.eng.WaitDurable(context.Background(), p.known+1); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := p.take(sets); err != nil {
+			return err
+		}
+	}
+}
+
+// String describes p for debugging.
+func (p *past) String() string {
+	return fmt.Sprintf("past{pos %d, known %d, %d sets, %d nodes, %d edges}", p.pos, p.known, len(p.sets), len(p.nodes), len(p.edges))
+}
