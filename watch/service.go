@@ -467,7 +467,7 @@ type watcher struct {
 	winEnd       time.Time  // when the current window closes
 	winTimer     herald.Timer
 	heartTimer   herald.Timer
-	last         time.Time  // when the last event was sent
+	last         time.Time // when the last event was sent
 }
 
 func (w *watcher) ID() string                  { return w.id }
