@@ -78,6 +78,7 @@ type consumer struct {
 	capacity int
 	closed   bool
 	done     chan struct{}
+	unctx    func() bool // stops closing the consumer when its context ends
 }
 
 // Service is the consume-mode engine. Surfaces (HTTP, RPC, the query language) call
@@ -298,13 +299,15 @@ func (s *Service) consume(ctx context.Context, sessionID string, actor herald.No
 	}
 	s.mu.Unlock()
 	s.kick()
-	go func() {
-		select {
-		case <-ctx.Done():
-			c.Close()
-		case <-c.done:
-		}
-	}()
+	// The consumer ends with ctx; the registration is released when it ends first.
+	stop := context.AfterFunc(ctx, c.Close)
+	s.mu.Lock()
+	if c.closed {
+		stop()
+	} else {
+		c.unctx = stop
+	}
+	s.mu.Unlock()
 	return c, nil
 }
 
@@ -452,6 +455,9 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 		return
 	}
 	c.closed = true
+	if c.unctx != nil {
+		c.unctx()
+	}
 	if cause != nil {
 		c.events <- Event{Type: EventError, Error: cause, Code: cause.Code, Message: cause.Message}
 	}

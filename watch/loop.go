@@ -44,7 +44,7 @@ func (w *watcher) beginSince(ctx context.Context) error {
 		}
 	}
 	w.cursor = after
-	w.behind = true
+	w.setBehind()
 	if !w.sp.single {
 		w.past = newPast(after)
 	}
@@ -53,6 +53,7 @@ func (w *watcher) beginSince(ctx context.Context) error {
 
 func (w *watcher) loop() {
 	defer w.svc.wg.Done()
+	defer w.unctx()
 	defer close(w.done)
 	defer close(w.events)
 	defer w.dropNode()
@@ -253,6 +254,14 @@ func (w *watcher) catchUp() bool {
 			}
 		}
 	}
+}
+
+// setBehind makes the stream read the change log: the dispatcher may already be
+// pushing to it.
+func (w *watcher) setBehind() {
+	w.mu.Lock()
+	w.behind = true
+	w.mu.Unlock()
 }
 
 // restart tells the client that the stream cannot go on from its position (reset, with

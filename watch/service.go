@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -52,6 +53,29 @@ type Service struct {
 	started    bool
 	stopped    bool
 	wg         sync.WaitGroup
+
+	dispatchCommits atomic.Uint64 // commits handed to the dispatch index
+	dispatchNanos   atomic.Uint64 // time spent deciding which streams they wake
+}
+
+// Stats are a Service's counters.
+type Stats struct {
+	Streams         int           // open watch-mode streams
+	Commits         uint64        // commits dispatched since start
+	DispatchTime    time.Duration // total time spent dispatching them
+	DispatchPerCall time.Duration // DispatchTime / Commits
+}
+
+// Stats returns the service's counters.
+func (s *Service) Stats() Stats {
+	s.mu.Lock()
+	n := len(s.watchers)
+	s.mu.Unlock()
+	st := Stats{Streams: n, Commits: s.dispatchCommits.Load(), DispatchTime: time.Duration(s.dispatchNanos.Load())}
+	if st.Commits > 0 {
+		st.DispatchPerCall = st.DispatchTime / time.Duration(st.Commits)
+	}
+	return st
 }
 
 // New returns a service; Start begins its work.
@@ -129,8 +153,13 @@ func (s *Service) Stop(ctx context.Context) error {
 // onCommit hands durable change sets to the watchers whose types they touch (the
 // dispatch index); other watchers never see them.
 func (s *Service) onCommit(sets []*herald.ChangeSet) {
+	start := time.Now() // a measurement, not a timer: it reads the real clock
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer func() {
+		s.mu.Unlock()
+		s.dispatchCommits.Add(uint64(len(sets)))
+		s.dispatchNanos.Add(uint64(time.Since(start)))
+	}()
 	for _, cs := range sets {
 		touched := map[*watcher]bool{}
 		if len(cs.Changes) == 0 {
@@ -278,15 +307,10 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		s.wg.Done()
 		return nil, err
 	}
+	// The stream ends with ctx; the registration is released when it ends first.
+	w.unctx = context.AfterFunc(ctx, w.Close)
 	w.startTimers()
 	go w.loop()
-	go func() {
-		select {
-		case <-ctx.Done():
-			w.Close()
-		case <-w.done:
-		}
-	}()
 	return w, nil
 }
 
@@ -448,6 +472,7 @@ type watcher struct {
 	sentSeq   uint64
 
 	closeOnce sync.Once
+	unctx     func() bool // stops closing the stream when the Open context ends
 
 	// Owned by the watcher's goroutine.
 	cursor  uint64 // seq of the last change set applied
@@ -506,7 +531,7 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 	sp := w.sp
 	if after > 0 {
 		w.cursor = after
-		w.behind = true // replay from the log first
+		w.setBehind() // replay from the log first
 		if !sp.single {
 			w.past = newPast(after)
 		}

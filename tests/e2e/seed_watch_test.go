@@ -124,7 +124,8 @@ func TestWatchSeedManagement(t *testing.T) {
 
 // TestConsumeSeedInboxSelf is the seed's point-to-point example as written: the schema,
 // the send, and Bob's receive with `inbox(#self, m)` from a session bound to #bob, in
-// consume mode ordered by sent_at. Ann's messages never reach Bob's stream.
+// consume mode ordered by sent_at, then the seed's full-options example. Ann's messages
+// never reach Bob's streams.
 func TestConsumeSeedInboxSelf(t *testing.T) {
 	needBinary(t)
 	s := startServer(t, t.TempDir())
@@ -166,6 +167,28 @@ RETURN m.content, m.sent_at`)
 	if got := strings1(t, mustQuery(t, base, `MATCH m: Message RETURN m.content`)); len(got) != 1 || got[0] != "for ann" {
 		t.Fatalf("messages left: %v, want only Ann's", got)
 	}
+	st.Close()
+
+	// The seed's full-options example, verbatim, in the same session.
+	mustQuery(t, base, `SPAWN m: Message { content = "third", sent_at = now() }
+LINK inbox(#bob, m)`)
+	full, err := openStreamIn(t.Context(), base, sid, `WATCH m: Message, inbox(#self, m)
+  [mode: consume, group: "processors", ordering: attribute(m.sent_at ASC),
+   delivery: reliable, ack_timeout: 30s, max_redeliveries: 3]
+RETURN m.content, m.sent_at`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(full.Close)
+	ev := full.nextConsumed(t)
+	var m map[string]any
+	if err := json.Unmarshal(ev.Match, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["m.content"] != "third" {
+		t.Fatalf("full-options watch got %v, want the third message", m)
+	}
+	mustSettle(t, base, "ACK", ev.DeliveryID, "")
 }
 
 // TestWatchSeedWindowedAggregation is the seed's windowed aggregation verbatim: task
