@@ -38,6 +38,25 @@
 // Under AckFirst a failed ACK (the lease expired, say) skips the handler: the message
 // is not this subscriber's to process.
 //
+// Choosing one:
+//
+//   - NackOnError (the default) when a failure may be passing (a timeout, a service
+//     that is down): the message is tried again, up to max_redeliveries, then kept as a
+//     dead letter. Handlers must be idempotent, since a retried message may have been
+//     partly processed.
+//   - RejectOnError when a failure means the message itself is bad (it does not parse,
+//     it breaks a rule): retrying cannot help, so it goes to the dead letters at once
+//     for someone to inspect, and does not hold up the queue.
+//   - Ack when losing a failed message is acceptable and retrying would only repeat the
+//     failure (best-effort notifications, metrics); a handler may still ask for a retry
+//     with herald.NackAfter.
+//   - AckFirst for at-most-once processing: a message is never handled twice, but one
+//     whose handler fails or whose process dies is lost. Use it only where a duplicate
+//     costs more than a loss.
+//   - Manual when the outcome is known only later or elsewhere (a batch written out
+//     together, work handed to another goroutine): settle each message explicitly, and
+//     Extend its lease while the work goes on.
+//
 // # Settlement
 //
 // Delivery is at least once: a message whose lease expires, whose subscriber

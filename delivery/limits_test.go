@@ -69,8 +69,8 @@ func TestConsumerLimits(t *testing.T) {
 	}
 }
 
-// TestConsumeAsSessionActor: a consume watch opened with a session id resolves #self to
-// the session's actor.
+// TestConsumeAsSessionActor: a consume watch opened with a session id resolves #self,
+// current_actor() and current_session() to the session's.
 func TestConsumeAsSessionActor(t *testing.T) {
 	eng, svc := openService(t, delivery.Config{})
 	ctx := context.Background()
@@ -99,6 +99,26 @@ func TestConsumeAsSessionActor(t *testing.T) {
 	select {
 	case ev := <-st.Events():
 		t.Fatalf("unexpected second event %+v", ev)
+	default:
+	}
+
+	// current_actor() and current_session() in WHERE and filter are the session's too.
+	if _, err := eng.Exec(ctx, sid, `SPAWN n: Note { to = "ann", sess = current_session(), body = "mine" }
+		SPAWN n: Note { to = "ann", body = "no session" } SPAWN n: Note { to = "bob", sess = current_session(), body = "bob's" }`, nil); err != nil {
+		t.Fatal(err)
+	}
+	notes, err := svc.Consume(ctx, sid, `WATCH n: Note WHERE n.sess = current_session() [mode: consume, filter: n.to = current_actor()] RETURN n.body`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Flush()
+	ev = <-notes.Events()
+	if got := ev.Match.MapGet("n.body").AsString(); got != "mine" {
+		t.Fatalf("the session's consumer got %q", got)
+	}
+	select {
+	case ev := <-notes.Events():
+		t.Fatalf("unexpected second note %+v", ev)
 	default:
 	}
 }

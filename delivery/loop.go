@@ -125,6 +125,8 @@ func (s *Service) runOnce() time.Time {
 		if err != nil {
 			s.log.Error("consume: writing delivery state failed", "err", err)
 		} else {
+			s.count.delivered.Add(uint64(len(w.leases)))
+			s.count.deadLettered.Add(uint64(len(w.letters)))
 			for _, l := range w.leases {
 				if s.leases[l.id] == l && l.cons != nil {
 					l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
@@ -205,6 +207,7 @@ func (s *Service) expireLocked(now time.Time, w *work) {
 		}
 		s.removeLeaseLocked(l)
 		s.settledLocked(l, w, false)
+		s.count.expired.Add(1)
 	}
 }
 

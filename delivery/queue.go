@@ -195,6 +195,8 @@ func (d *delayQueue) due(now time.Time) []*entry {
 	return out
 }
 
+func (d *delayQueue) len() int { return d.h.Len() }
+
 // next returns the earliest pending time.
 func (d *delayQueue) next() (time.Time, bool) {
 	if d.h.Len() == 0 {

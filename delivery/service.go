@@ -105,6 +105,8 @@ type Service struct {
 	pendMu  sync.Mutex
 	pending []*herald.ChangeSet
 
+	count counters
+
 	wake     chan struct{}
 	flush    chan chan struct{}
 	stop     chan struct{}
@@ -491,6 +493,7 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 // releaseLocked returns a lease whose consumer left: the subject is ready again at once
 // and the attempt counts; past max_redeliveries it is dead-lettered by the dispatcher.
 func (s *Service) releaseLocked(l *lease) {
+	s.count.released.Add(1)
 	s.removeLeaseLocked(l)
 	l.subj.attempts = l.attempt
 	s.released = append(s.released, l)

@@ -75,6 +75,7 @@ func (s *Service) ack(ctx context.Context, deliveryID string) (pos at, err error
 	s.finishLocked(l)
 	l.subj.stored = false
 	s.dropSubjectLocked(l.subj)
+	s.count.acked.Add(1)
 	return pos, nil
 }
 
@@ -125,9 +126,11 @@ func (s *Service) nack(ctx context.Context, deliveryID string, o NackOptions) (p
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.finishLocked(l)
+	s.count.nacked.Add(1)
 	sub := l.subj
 	if reason != "" {
 		s.dropSubjectLocked(sub)
+		s.count.deadLettered.Add(1)
 	} else {
 		sub.attempts, sub.notBefore, sub.stored = l.attempt, notBefore, true
 		s.requeueLocked(sub)
@@ -170,6 +173,7 @@ func (s *Service) extend(ctx context.Context, deliveryID string, by time.Duratio
 	defer s.mu.Unlock()
 	l.settling = false
 	l.deadline = deadline
+	s.count.extended.Add(1)
 	if s.leases[l.id] == l {
 		if l.index >= 0 {
 			s.fixDeadlineLocked(l)

@@ -63,3 +63,15 @@ func (e *Engine) ViewSince(after uint64, fn func(tx *graph.Tx, seq, tick uint64,
 	}
 	return true, fn(e.g.Begin(), e.seq, e.tick, sets)
 }
+
+// Metrics reports the engine's durable position and commit pipeline
+// (herald.MetricSource); the HTTP API adds the committed position itself.
+func (e *Engine) Metrics() []herald.Metric {
+	durable, _ := e.Durable()
+	groups, txns := e.Syncs()
+	return []herald.Metric{
+		{Name: "herald_durable_seq", Help: "Sequence number of the last transaction synced to the store.", Value: float64(durable)},
+		{Name: "herald_commits_total", Help: "Transactions committed through the pipeline.", Counter: true, Value: float64(txns)},
+		{Name: "herald_syncs_total", Help: "Group commits (one synced store batch each) made by the pipeline.", Counter: true, Value: float64(groups)},
+	}
+}

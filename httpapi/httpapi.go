@@ -58,6 +58,9 @@ type Options struct {
 	PingInterval time.Duration
 	// Queue serves the queue REST API under /queue/. nil answers it with E4006.
 	Queue Queue
+	// Metrics are the services whose own figures /metrics serves besides the HTTP
+	// ones (the engine, the consume and watch engines, the queues).
+	Metrics []herald.MetricSource
 }
 
 // Handler is the HTTP API. Create it with New.
@@ -110,7 +113,7 @@ func New(eng Engine, opts Options) *Handler {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	h.metrics = newMetrics(reg, eng)
+	h.metrics = newMetrics(reg, eng, opts.Metrics)
 
 	h.handle("/v1/query", "query", h.query, http.MethodPost)
 	h.handle("/v1/watch", "watch", h.watch, http.MethodGet)

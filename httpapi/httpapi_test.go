@@ -286,8 +286,15 @@ func TestHealthAndReadiness(t *testing.T) {
 	}
 }
 
+type fakeSource []herald.Metric
+
+func (f fakeSource) Metrics() []herald.Metric { return f }
+
 func TestMetrics(t *testing.T) {
-	h := newTestHandler(t, &fakeEngine{}, Options{})
+	h := newTestHandler(t, &fakeEngine{}, Options{Metrics: []herald.MetricSource{fakeSource{
+		{Name: "herald_test_level", Help: "A level.", Value: 3},
+		{Name: "herald_test_total", Help: "A total.", Counter: true, Value: 12},
+	}}})
 	do(t, h, "POST", "/v1/query", `{"query":"RETURN 1"}`)
 	do(t, h, "POST", "/v1/query", `{"query":""}`)
 	do(t, h, "GET", "/nowhere", "")
@@ -303,6 +310,8 @@ func TestMetrics(t *testing.T) {
 		`herald_http_request_duration_seconds_count{code="200",route="query"} 1`,
 		`herald_commit_seq 7`,
 		`herald_tick 7`,
+		"# TYPE herald_test_level gauge\nherald_test_level 3",
+		"# TYPE herald_test_total counter\nherald_test_total 12",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)

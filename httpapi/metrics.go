@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/herald-mq/herald"
 )
 
 // metrics holds the Prometheus collectors of one Handler.
@@ -16,7 +18,26 @@ type metrics struct {
 	handler  http.Handler
 }
 
-func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
+// sources collects the services' own metrics (herald.MetricSource) at each scrape.
+type sources []herald.MetricSource
+
+// Describe sends nothing: the set of metrics is the services' to decide, which makes
+// this an unchecked collector.
+func (sources) Describe(chan<- *prometheus.Desc) {}
+
+func (ss sources) Collect(ch chan<- prometheus.Metric) {
+	for _, src := range ss {
+		for _, m := range src.Metrics() {
+			kind := prometheus.GaugeValue
+			if m.Counter {
+				kind = prometheus.CounterValue
+			}
+			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(m.Name, m.Help, nil, nil), kind, m.Value)
+		}
+	}
+}
+
+func newMetrics(reg *prometheus.Registry, eng Engine, srcs []herald.MetricSource) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_http_requests_total",
@@ -37,6 +58,7 @@ func newMetrics(reg *prometheus.Registry, eng Engine) *metrics {
 			Name: "herald_tick",
 			Help: "Current logical tick.",
 		}, func() float64 { _, tick := eng.Position(); return float64(tick) }),
+		sources(srcs),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -88,6 +89,22 @@ type Service struct {
 
 	mu    sync.Mutex
 	locks map[string]*queueMutex
+
+	pushed, popped, acknowledged, lockExpiries atomic.Uint64
+}
+
+// Metrics reports the queue REST API's totals (herald.MetricSource). The leases behind
+// its locks are the consume engine's, counted there too.
+func (s *Service) Metrics() []herald.Metric {
+	total := func(name, help string, v *atomic.Uint64) herald.Metric {
+		return herald.Metric{Name: name, Help: help, Counter: true, Value: float64(v.Load())}
+	}
+	return []herald.Metric{
+		total("herald_queue_pushed_total", "Items pushed through the queue REST API.", &s.pushed),
+		total("herald_queue_popped_total", "Items handed out by pops (with or without a lock).", &s.popped),
+		total("herald_queue_acknowledged_total", "Items deleted by acknowledging their lock.", &s.acknowledged),
+		total("herald_queue_lock_expiries_total", "Locks that expired before their acknowledgement; their items went back to the queue.", &s.lockExpiries),
+	}
 }
 
 type queueMutex struct {
@@ -192,6 +209,7 @@ func (s *Service) Push(ctx context.Context, queue string, item json.RawMessage, 
 	if err != nil {
 		return PushResult{}, err
 	}
+	s.pushed.Add(1)
 	res := PushResult{Priority: priority}
 	if len(resp.Results) == 1 && len(resp.Results[0].Rows) == 1 && len(resp.Results[0].Rows[0]) == 1 {
 		res.ID = herald.NodeID(resp.Results[0].Rows[0][0].AsString())
@@ -301,6 +319,7 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 		return PopResult{}, err
 	}
 	res.Locked, res.LockID, res.LockExpiresAt = true, lockID, expires
+	s.popped.Add(uint64(len(res.Items)))
 	return res, nil
 }
 
@@ -321,6 +340,7 @@ func (s *Service) settleAtOnce(ctx context.Context, evs []herald.Event) (PopResu
 	if len(res.Items) == 0 && firstErr != nil {
 		return PopResult{}, firstErr
 	}
+	s.popped.Add(uint64(len(res.Items)))
 	return res, nil
 }
 
@@ -393,6 +413,7 @@ func (s *Service) Acknowledge(ctx context.Context, queue, lockID string) (AckRes
 	if err := s.deleteLock(ctx, queue); err != nil {
 		return res, err
 	}
+	s.acknowledged.Add(uint64(res.Acknowledged))
 	if res.Acknowledged == 0 && res.Returned > 0 {
 		return res, refuse(Expired, "the lock expired before this acknowledgement; its items are back in the queue")
 	}
@@ -404,6 +425,7 @@ func (s *Service) Acknowledge(ctx context.Context, queue, lockID string) (AckRes
 // original place; a lease that outlives the lock by a moment is given back at once with
 // NACK, which keeps the place too. Nothing is deleted but the lock.
 func (s *Service) clearExpired(ctx context.Context, lk *lock) error {
+	s.lockExpiries.Add(1)
 	for _, id := range lk.deliveries {
 		_ = s.del.Nack(ctx, id, delivery.NackOptions{}) // E8004 for leases that already expired
 	}

@@ -111,6 +111,36 @@ func TestRPCNackRequeuesWithAttemptCountIncremented(t *testing.T) {
 	}
 }
 
+// Without max_attempts a queue has no attempt limit: a message nacked far more often
+// than a consume watch's default redelivery limit keeps coming back, its attempt count
+// rising, and nothing is dead-lettered.
+func TestRPCNoAttemptLimitByDefault(t *testing.T) {
+	e := newEnv(t)
+	if cfg := e.create(Config{Name: "jobs"}); cfg.MaxAttempts != 0 {
+		t.Fatalf("max attempts = %d, want 0 (no limit)", cfg.MaxAttempts)
+	}
+	id := e.enqueue("jobs", Message{Payload: []byte("again")})
+	const nacks = 25
+	for attempt := 1; attempt <= nacks; attempt++ {
+		if d := e.receiveOne("jobs"); d.ID != id || d.Attempt != attempt {
+			t.Fatalf("delivery %+v, want %s at attempt %d", d, id, attempt)
+		}
+		if err := e.q.Nack(bg, "jobs", id, NackOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := e.receiveOne("jobs"); d.Attempt != nacks+1 {
+		t.Fatalf("attempt = %d, want %d", d.Attempt, nacks+1)
+	}
+	resp, err := e.eng.Exec(bg, "", `MATCH d: _DeadLetter RETURN COUNT(d)`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := resp.Results[0].Rows[0][0].AsInt(); n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
+	}
+}
+
 // A nack ends the lease and its expiry in one commit: afterwards the message's
 // _Delivery node holds neither a delivery id nor a deadline, only the attempt count, and
 // the old lease can no longer be settled or expire.

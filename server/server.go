@@ -188,6 +188,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Clock:        s.cfg.Clock,
 		PingInterval: s.cfg.PingInterval,
 		Queue:        queues,
+		Metrics:      []herald.MetricSource{eng, del, wat, queues},
 	})
 	rpc := rpcapi.New(eng, rpcapi.Options{
 		Delivery:     del,

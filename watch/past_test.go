@@ -72,3 +72,29 @@ func TestJoinResumeTooFarBehind(t *testing.T) {
 		}
 	}
 }
+
+// TestOnFullBlock: a watch with on_full: block and a full buffer holds its own events
+// back until the subscriber reads — writers are never held back, and nothing is
+// dropped or reported as a gap.
+func TestOnFullBlock(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	st, err := h.svc.Open(ctx, "", `WATCH t: Task [buffer: 2, on_full: block] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const n = 12
+	for i := 0; i < n; i++ {
+		// Each SPAWN returns although nobody reads the stream.
+		if _, err := h.eng.Exec(ctx, "", fmt.Sprintf(`SPAWN t: Task { n = %d }`, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		ev := <-st.Events()
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(i) {
+			t.Fatalf("event %d: %s %s, want added t.n=%d", i, ev.Type, ev.Match, i)
+		}
+	}
+}

@@ -66,6 +66,16 @@ type Stats struct {
 	DispatchPerCall time.Duration // DispatchTime / Commits
 }
 
+// Metrics reports the watch service's streams and dispatch cost (herald.MetricSource).
+func (s *Service) Metrics() []herald.Metric {
+	st := s.Stats()
+	return []herald.Metric{
+		{Name: "herald_watch_streams", Help: "Open watch-mode streams.", Value: float64(st.Streams)},
+		{Name: "herald_watch_dispatched_commits_total", Help: "Commits the watch service decided which streams to wake for.", Counter: true, Value: float64(st.Commits)},
+		{Name: "herald_watch_dispatch_seconds_total", Help: "Time spent deciding which streams each commit wakes.", Counter: true, Value: st.DispatchTime.Seconds()},
+	}
+}
+
 // Stats returns the service's counters.
 func (s *Service) Stats() Stats {
 	s.mu.Lock()

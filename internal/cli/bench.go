@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ type benchFlags struct {
 	amqpURL, redisAddr          string
 	json, noProgress            bool
 	publishers, consumers, size int
+	cpuProfile                  string
 }
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -78,6 +80,7 @@ the report goes to stdout, as markdown or, with --json, as JSON.`,
 	fl.StringVar(&f.redisAddr, "redis-addr", redisbench.DefaultAddr, "Redis server")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the in-process server included) to this file")
 	return cmd
 }
 
@@ -126,6 +129,17 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 		return usageError(fmt.Errorf("--duration and --timeout must be positive"))
 	case f.size < bench.MinPayloadSize:
 		return usageError(fmt.Errorf("--size must be at least %d", bench.MinPayloadSize))
+	}
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var bar *progressBar
 	if !f.noProgress {
