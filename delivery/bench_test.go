@@ -16,7 +16,10 @@ import (
 
 // BenchmarkConsumeAck measures the consume path in process on Pebble on the real disk
 // with sync on: b.N messages are published (8 concurrent publishers), then 4 consumers
-// of one group take and ACK them all. Each op is one message published and acknowledged.
+// of one group take and ACK them all, each from ackers goroutines. Each op is one message
+// published and acknowledged.
+const ackers = 64
+
 func BenchmarkConsumeAck(b *testing.B) {
 	st, err := pebblestore.Open(b.TempDir(), pebblestore.Options{Logger: quiet})
 	if err != nil {
@@ -61,15 +64,25 @@ func BenchmarkConsumeAck(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer st.Close()
+		// Each consumer acknowledges from ackers goroutines, so that ACKs overlap and
+		// share syncs as they do behind a client with concurrent handlers.
+		ids := make(chan string, 256)
+		for range ackers {
+			go func() {
+				for id := range ids {
+					if err := svc.Ack(ctx, id); err != nil {
+						b.Error(err)
+					}
+					acked.Done()
+				}
+			}()
+		}
 		go func() {
+			defer close(ids)
 			for ev := range st.Events() {
-				if ev.Type != delivery.EventConsumed {
-					continue
+				if ev.Type == delivery.EventConsumed {
+					ids <- ev.DeliveryID
 				}
-				if err := svc.Ack(ctx, ev.DeliveryID); err != nil {
-					b.Error(err)
-				}
-				acked.Done()
 			}
 		}()
 	}

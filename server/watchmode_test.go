@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
+	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store/memstore"
 )
 
@@ -93,4 +95,39 @@ func TestWatchModeOverSSE(t *testing.T) {
 func itoa(n uint64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestWatchSeedWindowedAggregation is the seed's windowed aggregation verbatim, over
+// SSE: task stats of one project every ten seconds, over a join. The server's clock is
+// moved by the test, so the windows close without waiting.
+func TestWatchSeedWindowedAggregation(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Clock: clk, Logger: quietLogger()})
+	start(t, s)
+	addr := s.Addr()
+	post(t, addr, `SPAWN #project_1: Project {}; SPAWN #project_2: Project {}`)
+	post(t, addr, `SPAWN #t1: Task { status = "todo", priority = 2 } LINK belongs_to(#t1, #project_1)`)
+	post(t, addr, `SPAWN #t9: Task { status = "done", priority = 50 } LINK belongs_to(#t9, #project_2)`)
+	r := openWatch(t, t.Context(), addr, `WATCH t: Task, belongs_to(t, #project_1)
+  [window: tumbling(10s)]
+RETURN COUNT(t) AS total,
+       COUNT(t WHERE t.status = "done") AS done,
+       AVG(t.priority) AS avg_priority`, "")
+	post(t, addr, `SPAWN #t2: Task { status = "done", priority = 4 } LINK belongs_to(#t2, #project_1)`)
+	post(t, addr, `MATCH t: Task WHERE t.id = "t1" SET t.priority = 6;`)
+	post(t, addr, `MATCH t: Task WHERE t.id = "t9" SET t.priority = 60;`) // another project's task
+	window := func(what string, total, done float64, avg any) {
+		t.Helper()
+		ev := nextEv(t, r)
+		if ev.Type != "window" || ev.Match["total"] != total || ev.Match["done"] != done || ev.Match["avg_priority"] != avg {
+			t.Fatalf("%s: got %+v, want total %v, done %v, avg_priority %v", what, ev, total, done, avg)
+		}
+	}
+	clk.Advance(10 * time.Second)
+	window("first window", 2, 1, 5.0)
+	post(t, addr, `MATCH t: Task WHERE t.id = "t1" SET t.status = "done";`)
+	clk.Advance(10 * time.Second)
+	window("second window", 1, 1, 6.0)
+	clk.Advance(10 * time.Second)
+	window("an empty window", 0, 0, nil)
 }

@@ -1,9 +1,9 @@
 package e2e
 
 // The seed document's remaining WATCH examples, end to end: watch management through a
-// handle, the inbox as the seed writes it (with #self, from a session bound to an
-// actor), and the windowed aggregation (on an in-process server whose clock the test
-// moves, so the ten-second window takes no time).
+// handle, and the inbox as the seed writes it (with #self, from a session bound to an
+// actor). The windowed aggregation runs in server/watchmode_test.go, on an in-process
+// server whose clock the test moves, so its ten-second window takes no time.
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/herald-mq/herald/heraldtest"
 )
 
 // openSession opens a server session and closes it at cleanup.
@@ -189,38 +187,4 @@ RETURN m.content, m.sent_at`)
 		t.Fatalf("full-options watch got %v, want the third message", m)
 	}
 	mustSettle(t, base, "ACK", ev.DeliveryID, "")
-}
-
-// TestWatchSeedWindowedAggregation is the seed's windowed aggregation verbatim: task
-// stats of one project every ten seconds, over a join.
-func TestWatchSeedWindowedAggregation(t *testing.T) {
-	srv := heraldtest.NewServer(t, heraldtest.WithManualClock(time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC)))
-	base := srv.URL()
-	for _, q := range []string{
-		`SPAWN #project_1: Project {}`,
-		`SPAWN #project_2: Project {}`,
-		`SPAWN #t1: Task { status = "todo", priority = 2 } LINK belongs_to(#t1, #project_1)`,
-		`SPAWN #t9: Task { status = "done", priority = 50 } LINK belongs_to(#t9, #project_2)`,
-	} {
-		mustQuery(t, base, q)
-	}
-	w := openWatchMode(t, base, `WATCH t: Task, belongs_to(t, #project_1)
-  [window: tumbling(10s)]
-RETURN COUNT(t) AS total,
-       COUNT(t WHERE t.status = "done") AS done,
-       AVG(t.priority) AS avg_priority`, "")
-	for _, q := range []string{
-		`SPAWN #t2: Task { status = "done", priority = 4 } LINK belongs_to(#t2, #project_1)`,
-		`MATCH t: Task WHERE t.id = "t1" SET t.priority = 6;`,
-		`MATCH t: Task WHERE t.id = "t9" SET t.priority = 60;`, // another project's task
-	} {
-		mustQuery(t, base, q)
-	}
-	srv.Advance(10 * time.Second)
-	w.expect(t, "first window", `window {"avg_priority":5,"done":1,"total":2}`)
-	mustQuery(t, base, `MATCH t: Task WHERE t.id = "t1" SET t.status = "done";`)
-	srv.Advance(10 * time.Second)
-	w.expect(t, "second window", `window {"avg_priority":6,"done":1,"total":1}`)
-	srv.Advance(10 * time.Second)
-	w.expect(t, "an empty window", `window {"avg_priority":null,"done":0,"total":0}`)
 }
