@@ -48,6 +48,8 @@ type Client struct {
 	timeout time.Duration
 	log     *slog.Logger
 
+	settler settler // coalesces the settlements of messages (settle.go)
+
 	mu     sync.Mutex
 	closed bool
 	subs   map[*Subscription]struct{}
@@ -76,6 +78,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		log:     o.log,
 		subs:    make(map[*Subscription]struct{}),
 	}
+	c.settler.c = c
 	hctx, cancel := c.bound(ctx)
 	defer cancel()
 	if err := c.tr.health(hctx); err != nil {
@@ -117,6 +120,7 @@ func (c *Client) Close() error {
 	for _, s := range subs {
 		s.abort()
 	}
+	c.settler.wait()
 	c.tr.close()
 	return nil
 }

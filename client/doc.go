@@ -69,6 +69,11 @@
 // a lease expires, its id answers E8004 (herald.CodeInvalidDeliveryID), and the
 // redelivered message has a new id.
 //
+// Settlements are coalesced: those made while an earlier one is on its way to the
+// server go together in one POST /v1/settle (one commit, one sync on the server), and
+// each call still returns the server's answer for its own message. Against a server
+// without that endpoint the client settles with ACK, NACK and EXTEND statements.
+//
 // When the server reports a lease expired (a timeout event, E8003), the subscription
 // cancels that message's handler context and refuses its settlements locally with an
 // error matching ErrLeaseExpired and herald.CodeAckTimeout.

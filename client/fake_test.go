@@ -32,6 +32,9 @@ type fakeServer struct {
 	watchErr *herald.Error                                    // answer to GET /v1/watch instead of a stream
 	answer   func(q string, params map[string]any) (int, any) // answer to other queries
 	requests []queryRequest
+	batches  []int         // sizes of the POST /v1/settle requests
+	noSettle bool          // answer POST /v1/settle with 404, as a server from before it
+	gate     chan struct{} // when set, POST /v1/settle waits until it is closed
 }
 
 type fakeStream struct {
@@ -55,6 +58,7 @@ func newFakeServer(t testing.TB) *fakeServer {
 		writeFake(w, 200, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("POST /v1/query", f.query)
+	mux.HandleFunc("POST /v1/settle", f.settle)
 	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
 		writeFake(w, 200, map[string]string{"session": "s1"})
 	})
@@ -120,6 +124,70 @@ func (f *fakeServer) query(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeFake(w, status, body)
+}
+
+// settle answers POST /v1/settle: each settlement is recorded as the statement it
+// stands for (so tests check both ways of settling alike) and checked for double
+// settlement.
+func (f *fakeServer) settle(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	off, gate := f.noSettle, f.gate
+	f.mu.Unlock()
+	if off {
+		http.NotFound(w, r)
+		return
+	}
+	if gate != nil {
+		<-gate
+	}
+	var req settleRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeFakeError(w, herald.Errorf(herald.CodeMalformedRequest, "%v", err))
+		return
+	}
+	f.mu.Lock()
+	f.batches = append(f.batches, len(req.Settlements))
+	f.mu.Unlock()
+	var results []map[string]any
+	for _, it := range req.Settlements {
+		id := fmt.Sprintf("%q", it.DeliveryID)
+		var stmt string
+		switch it.Action {
+		case "ack":
+			stmt = "ACK " + id
+		case "reject":
+			stmt = "NACK " + id + " [no_retry]"
+		case "nack":
+			stmt = "NACK " + id
+			if it.Delay != "" {
+				stmt += " [delay: " + it.Delay + "]"
+			}
+		case "extend":
+			stmt = "EXTEND " + id
+			if it.By != "" {
+				stmt += " [by: " + it.By + "]"
+			}
+		default:
+			writeFakeError(w, herald.Errorf(herald.CodeMalformedRequest, "action %q", it.Action))
+			return
+		}
+		res := map[string]any{"delivery_id": it.DeliveryID, "ok": true}
+		if it.Action != "extend" {
+			f.mu.Lock()
+			again := f.settled[it.DeliveryID]
+			f.settled[it.DeliveryID] = true
+			f.mu.Unlock()
+			if again {
+				res = map[string]any{"delivery_id": it.DeliveryID, "ok": false,
+					"error": map[string]any{"code": "E8004", "name": "INVALID_DELIVERY_ID", "message": "delivery " + it.DeliveryID + " is settled"}}
+				results = append(results, res)
+				continue
+			}
+		}
+		f.stmts <- stmt
+		results = append(results, res)
+	}
+	writeFake(w, 200, map[string]any{"results": results, "seq": 1, "tick": 1})
 }
 
 func (f *fakeServer) watch(w http.ResponseWriter, r *http.Request) {

@@ -56,12 +56,12 @@ func (m *Message) Settled() bool {
 
 // Ack settles the message as done: the server deletes its subject.
 func (m *Message) Ack(ctx context.Context) error {
-	return m.settle(ctx, "ack", "ACK "+quoteID(m.DeliveryID))
+	return m.settle(ctx, "ack", 0)
 }
 
 // Nack returns the message to its queue for redelivery (after the watch's backoff).
 func (m *Message) Nack(ctx context.Context) error {
-	return m.settle(ctx, "nack", "NACK "+quoteID(m.DeliveryID))
+	return m.settle(ctx, "nack", 0)
 }
 
 // NackAfter returns the message to its queue, to be redelivered no earlier than d from
@@ -70,12 +70,12 @@ func (m *Message) NackAfter(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return m.Nack(ctx)
 	}
-	return m.settle(ctx, "nack", fmt.Sprintf("NACK %s [delay: %s]", quoteID(m.DeliveryID), durationLit(d)))
+	return m.settle(ctx, "nack", d)
 }
 
 // Reject dead-letters the message at once, without a retry.
 func (m *Message) Reject(ctx context.Context) error {
-	return m.settle(ctx, "reject", "NACK "+quoteID(m.DeliveryID)+" [no_retry]")
+	return m.settle(ctx, "reject", 0)
 }
 
 // Extend pushes the lease's deadline d further (d <= 0: by the watch's ack_timeout). It
@@ -91,16 +91,16 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 		return ErrSettled
 	}
 	m.mu.Unlock()
-	stmt := "EXTEND " + quoteID(m.DeliveryID)
+	item := settleItem{DeliveryID: m.DeliveryID, Action: "extend"}
 	if d > 0 {
-		stmt += " [by: " + durationLit(d) + "]"
+		item.By = durationLit(d)
 	}
-	_, err := m.sub.c.exec(ctx, "", stmt, nil)
-	return err
+	return m.sub.c.settler.submit(ctx, item, settleText(item, d)).err
 }
 
-// settle makes the one settlement call of m.
-func (m *Message) settle(ctx context.Context, how, stmt string) error {
+// settle makes the one settlement of m: how is ack, nack (after delay, if positive) or
+// reject.
+func (m *Message) settle(ctx context.Context, how string, delay time.Duration) error {
 	m.mu.Lock()
 	switch {
 	case m.expired != nil:
@@ -112,7 +112,11 @@ func (m *Message) settle(ctx context.Context, how, stmt string) error {
 	}
 	m.settled = how
 	m.mu.Unlock()
-	_, err := m.sub.c.exec(ctx, "", stmt, nil)
+	item := settleItem{DeliveryID: m.DeliveryID, Action: how}
+	if how == "nack" && delay > 0 {
+		item.Delay = durationLit(delay)
+	}
+	err := m.sub.c.settler.submit(ctx, item, settleText(item, delay)).err
 	m.sub.forget(m)
 	return err
 }

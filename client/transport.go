@@ -22,6 +22,8 @@ import (
 type transport interface {
 	health(ctx context.Context) error
 	query(ctx context.Context, req queryRequest) (*Response, error)
+	// settle posts a batch of settlements (POST /v1/settle).
+	settle(ctx context.Context, req settleRequest, out *settleAnswer) error
 	openSession(ctx context.Context) (string, error)
 	closeSession(ctx context.Context, id string) error
 	// watch starts a consume stream. It returns once the server has accepted the
@@ -120,6 +122,18 @@ func (t *httpTransport) query(ctx context.Context, q queryRequest) (*Response, e
 	return out.decode(), nil
 }
 
+// errNoSettle says the server has no POST /v1/settle (it answered 404 or 405): it is
+// older than batch settlement, and settlements go as statements instead.
+var errNoSettle = errors.New("client: the server has no settlement endpoint")
+
+func (t *httpTransport) settle(ctx context.Context, req settleRequest, out *settleAnswer) error {
+	status, err := t.post(ctx, "/v1/settle", req, out)
+	if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
+		return errNoSettle
+	}
+	return err
+}
+
 func (t *httpTransport) openSession(ctx context.Context) (string, error) {
 	var out struct {
 		Session string `json:"session"`
@@ -150,31 +164,38 @@ func (t *httpTransport) closeSession(ctx context.Context, id string) error {
 }
 
 func (t *httpTransport) postJSON(ctx context.Context, path string, in, out any) error {
+	_, err := t.post(ctx, path, in, out)
+	return err
+}
+
+// post posts in as JSON and decodes a 200 answer into out; it also returns the HTTP
+// status (0 when no answer came).
+func (t *httpTransport) post(ctx context.Context, path string, in, out any) (int, error) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(in); err != nil {
-		return fmt.Errorf("client: encoding the request: %w", err)
+		return 0, fmt.Errorf("client: encoding the request: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+path, &body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := t.hc.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer drain(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return errorFromBody(resp)
+		return resp.StatusCode, errorFromBody(resp)
 	}
 	dec := json.NewDecoder(resp.Body)
 	dec.UseNumber()
 	if err := dec.Decode(out); err != nil {
-		return fmt.Errorf("client: decoding the answer: %w", err)
+		return resp.StatusCode, fmt.Errorf("client: decoding the answer: %w", err)
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 func (t *httpTransport) watch(ctx context.Context, statement string, params map[string]any) (eventStream, error) {

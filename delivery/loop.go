@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"container/heap"
-	"context"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -34,7 +33,8 @@ func (s *Service) loop() {
 		case <-t.C():
 		case reply := <-s.flush:
 			s.runOnce() // one more round for what the last one committed itself
-			close(reply)
+			// Answer once the completer has done everything queued so far.
+			s.jobs <- job{done: func(error) { close(reply) }}
 		}
 	}
 }
@@ -117,25 +117,36 @@ func (s *Service) runOnce() time.Time {
 	s.mu.Unlock()
 
 	if !w.empty() {
-		seq, tick, err := s.eng.System(context.Background(), func(tx *graph.Tx) error {
+		seq, tick, durable, err := s.eng.SystemAsync(func(tx *graph.Tx) error {
 			s.write(tx, w, now)
 			return nil
 		})
-		s.mu.Lock()
 		if err != nil {
 			s.log.Error("consume: writing delivery state failed", "err", err)
 		} else {
-			s.count.delivered.Add(uint64(len(w.leases)))
-			s.count.deadLettered.Add(uint64(len(w.letters)))
-			for _, l := range w.leases {
-				if s.leases[l.id] == l && l.cons != nil {
-					l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
-				}
-			}
+			// The consumed events go out once the leases are durable; meanwhile the next
+			// round can run.
+			s.jobs <- job{durable: durable, done: func(err error) { s.sent(w, seq, tick, err) }}
 		}
-		s.mu.Unlock()
 	}
 	return s.nextWake()
+}
+
+// sent sends a round's consumed events once its commit is durable.
+func (s *Service) sent(w *work, seq, tick uint64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.log.Error("consume: writing delivery state failed", "err", err)
+		return
+	}
+	s.count.delivered.Add(uint64(len(w.leases)))
+	s.count.deadLettered.Add(uint64(len(w.letters)))
+	for _, l := range w.leases {
+		if s.leases[l.id] == l && l.cons != nil {
+			l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
+		}
+	}
 }
 
 func (s *Service) nextWake() time.Time {

@@ -105,6 +105,16 @@ type Service struct {
 	pendMu  sync.Mutex
 	pending []*herald.ChangeSet
 
+	// The settler's queue (settler.go).
+	setMu      sync.Mutex
+	setQueue   []*settlement
+	setStopped bool
+	setWake    chan struct{}
+	setDone    chan struct{}
+
+	jobs     chan job // to the completer (completer.go)
+	compDone chan struct{}
+
 	count counters
 
 	wake     chan struct{}
@@ -141,6 +151,10 @@ func New(cfg Config) *Service {
 		cleanup:    map[herald.NodeID]bool{},
 		specs:      map[herald.NodeID]*spec{},
 		wake:       make(chan struct{}, 1),
+		setWake:    make(chan struct{}, 1),
+		setDone:    make(chan struct{}),
+		jobs:       make(chan job, 1024),
+		compDone:   make(chan struct{}),
 		flush:      make(chan chan struct{}),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -169,6 +183,8 @@ func (s *Service) Start(ctx context.Context) error {
 	s.eng.AddExtension(s)
 	s.started = true
 	go s.loop()
+	go s.settler()
+	go s.completer()
 	s.log.Info("delivery started", "leases", len(s.leases), "subjects", len(s.subjects))
 	return nil
 }
@@ -189,8 +205,17 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 	s.unlisten()
 	close(s.stop)
+	for _, done := range []chan struct{}{s.done, s.setDone} {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// Nothing queues jobs any more: let the completer finish what is queued.
+	close(s.jobs)
 	select {
-	case <-s.done:
+	case <-s.compDone:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -52,31 +52,38 @@ func (s *Service) Ack(ctx context.Context, deliveryID string) error {
 // at is the position of a settlement's commit.
 type at struct{ seq, tick uint64 }
 
-func (s *Service) ack(ctx context.Context, deliveryID string) (pos at, err error) {
+func (s *Service) ack(ctx context.Context, deliveryID string) (at, error) {
+	st, err := s.prepareAck(deliveryID)
+	if err != nil {
+		return at{}, err
+	}
+	return s.settle(ctx, st)
+}
+
+// prepareAck claims a lease for ACK.
+func (s *Service) prepareAck(deliveryID string) (*settlement, error) {
 	l, _, err := s.begin(deliveryID)
 	if err != nil {
-		return pos, err
+		return nil, err
 	}
-	pos.seq, pos.tick, err = s.eng.System(ctx, func(tx *graph.Tx) error {
-		if tx.Node(l.subj.id) != nil {
-			tx.DeleteNode(l.subj.id)
-		}
-		if d := deliveryNodeID(l.subj.id); tx.Node(d) != nil {
-			tx.DeleteNode(d)
-		}
-		return nil
-	})
-	if err != nil {
-		s.abort(l)
-		return pos, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finishLocked(l)
-	l.subj.stored = false
-	s.dropSubjectLocked(l.subj)
-	s.count.acked.Add(1)
-	return pos, nil
+	return &settlement{
+		l: l,
+		apply: func(tx *graph.Tx) {
+			if tx.Node(l.subj.id) != nil {
+				tx.DeleteNode(l.subj.id)
+			}
+			if d := deliveryNodeID(l.subj.id); tx.Node(d) != nil {
+				tx.DeleteNode(d)
+			}
+		},
+		after: func() error {
+			s.finishLocked(l)
+			l.subj.stored = false
+			s.dropSubjectLocked(l.subj)
+			s.count.acked.Add(1)
+			return nil
+		},
+	}, nil
 }
 
 // Nack settles a delivery as failed: the subject returns to the ready queue at its
@@ -88,10 +95,19 @@ func (s *Service) Nack(ctx context.Context, deliveryID string, o NackOptions) er
 	return err
 }
 
-func (s *Service) nack(ctx context.Context, deliveryID string, o NackOptions) (pos at, err error) {
+func (s *Service) nack(ctx context.Context, deliveryID string, o NackOptions) (at, error) {
+	st, err := s.prepareNack(deliveryID, o)
+	if err != nil {
+		return at{}, err
+	}
+	return s.settle(ctx, st)
+}
+
+// prepareNack claims a lease for NACK.
+func (s *Service) prepareNack(deliveryID string, o NackOptions) (*settlement, error) {
 	l, st, err := s.begin(deliveryID)
 	if err != nil {
-		return pos, err
+		return nil, err
 	}
 	now := s.clock.Now()
 	sp := s.specOf(l)
@@ -109,36 +125,34 @@ func (s *Service) nack(ctx context.Context, deliveryID string, o NackOptions) (p
 		notBefore = now.Add(d)
 	}
 	var dlErr *herald.Error
-	pos.seq, pos.tick, err = s.eng.System(ctx, func(tx *graph.Tx) error {
-		if reason != "" {
-			_, dlErr = s.deadLetter(tx, l.subj.id, l.watch, sp.deadLetter, reason, l.attempt, l.match, now)
+	return &settlement{
+		l: l,
+		apply: func(tx *graph.Tx) {
+			if reason != "" {
+				_, dlErr = s.deadLetter(tx, l.subj.id, l.watch, sp.deadLetter, reason, l.attempt, l.match, now)
+				return
+			}
+			if tx.Node(l.subj.id) != nil {
+				deliveryState{subject: st.subject, attempts: st.attempts, notBefore: notBefore}.put(tx)
+			}
+		},
+		after: func() error {
+			s.finishLocked(l)
+			s.count.nacked.Add(1)
+			sub := l.subj
+			if reason != "" {
+				s.dropSubjectLocked(sub)
+				s.count.deadLettered.Add(1)
+			} else {
+				sub.attempts, sub.notBefore, sub.stored = l.attempt, notBefore, true
+				s.requeueLocked(sub)
+			}
+			if dlErr != nil {
+				return dlErr
+			}
 			return nil
-		}
-		if tx.Node(l.subj.id) != nil {
-			deliveryState{subject: st.subject, attempts: st.attempts, notBefore: notBefore}.put(tx)
-		}
-		return nil
-	})
-	if err != nil {
-		s.abort(l)
-		return pos, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finishLocked(l)
-	s.count.nacked.Add(1)
-	sub := l.subj
-	if reason != "" {
-		s.dropSubjectLocked(sub)
-		s.count.deadLettered.Add(1)
-	} else {
-		sub.attempts, sub.notBefore, sub.stored = l.attempt, notBefore, true
-		s.requeueLocked(sub)
-	}
-	if dlErr != nil {
-		return pos, dlErr
-	}
-	return pos, nil
+		},
+	}, nil
 }
 
 // Extend moves a lease's deadline to now + by (by 0: the watch's ack_timeout) and
@@ -149,40 +163,119 @@ func (s *Service) Extend(ctx context.Context, deliveryID string, by time.Duratio
 }
 
 func (s *Service) extend(ctx context.Context, deliveryID string, by time.Duration) (time.Time, at, error) {
-	var pos at
-	l, st, err := s.begin(deliveryID)
+	st, err := s.prepareExtend(deliveryID, by)
+	if err != nil {
+		return time.Time{}, at{}, err
+	}
+	pos, err := s.settle(ctx, st)
 	if err != nil {
 		return time.Time{}, pos, err
+	}
+	return st.deadline, pos, nil
+}
+
+// prepareExtend claims a lease for EXTEND; the settlement's deadline is the new one.
+func (s *Service) prepareExtend(deliveryID string, by time.Duration) (*settlement, error) {
+	l, st, err := s.begin(deliveryID)
+	if err != nil {
+		return nil, err
 	}
 	if by <= 0 {
 		by = s.specOf(l).ackTimeout
 	}
 	deadline := s.clock.Now().Add(by)
-	pos.seq, pos.tick, err = s.eng.System(ctx, func(tx *graph.Tx) error {
-		if tx.Node(l.subj.id) != nil {
-			st.deadline = deadline
-			st.put(tx)
+	return &settlement{
+		l:        l,
+		deadline: deadline,
+		apply: func(tx *graph.Tx) {
+			if tx.Node(l.subj.id) != nil {
+				st.deadline = deadline
+				st.put(tx)
+			}
+		},
+		after: func() error {
+			l.settling = false
+			l.deadline = deadline
+			s.count.extended.Add(1)
+			if s.leases[l.id] == l {
+				if l.index >= 0 {
+					s.fixDeadlineLocked(l)
+				} else {
+					s.pushDeadlineLocked(l)
+				}
+			}
+			s.kick()
+			return nil
+		},
+	}, nil
+}
+
+// Action is what a settlement of a batch does.
+type Action int
+
+// Settlement actions.
+const (
+	ActAck    Action = iota + 1 // ACK
+	ActNack                     // NACK, with Delay
+	ActReject                   // NACK [no_retry]: dead-letter at once
+	ActExtend                   // EXTEND, with By
+)
+
+// Settle is one settlement of a batch.
+type Settle struct {
+	DeliveryID string
+	Action     Action
+	Delay      time.Duration // ActNack: redeliver no earlier than this (0: the watch's backoff)
+	By         time.Duration // ActExtend: the new deadline is now + By (0: the watch's ack_timeout)
+}
+
+// SettleResult is the outcome of one settlement of a batch.
+type SettleResult struct {
+	Err      error     // nil, E8004 (unknown, settled or expired), E8007 (letter kept without its destination), …
+	Deadline time.Time // ActExtend: the new deadline
+}
+
+// SettleMany settles a batch of deliveries in one commit (claims that fail answer on
+// their own and change nothing). Each settlement behaves as Ack, Nack or Extend would;
+// seq and tick are the position of the commit (zero when nothing was committed).
+func (s *Service) SettleMany(ctx context.Context, items []Settle) (results []SettleResult, seq, tick uint64) {
+	results = make([]SettleResult, len(items))
+	sts := make([]*settlement, len(items))
+	var batch []*settlement
+	for i, it := range items {
+		var st *settlement
+		var err error
+		switch it.Action {
+		case ActAck:
+			st, err = s.prepareAck(it.DeliveryID)
+		case ActNack:
+			st, err = s.prepareNack(it.DeliveryID, NackOptions{Delay: it.Delay})
+		case ActReject:
+			st, err = s.prepareNack(it.DeliveryID, NackOptions{NoRetry: true})
+		case ActExtend:
+			st, err = s.prepareExtend(it.DeliveryID, it.By)
+		default:
+			err = herald.Errorf(herald.CodeMalformedRequest, "unknown settlement action %d", it.Action)
 		}
-		return nil
-	})
-	if err != nil {
-		s.abort(l)
-		return time.Time{}, pos, err
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		sts[i] = st
+		batch = append(batch, st)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l.settling = false
-	l.deadline = deadline
-	s.count.extended.Add(1)
-	if s.leases[l.id] == l {
-		if l.index >= 0 {
-			s.fixDeadlineLocked(l)
-		} else {
-			s.pushDeadlineLocked(l)
+	s.enqueue(batch)
+	for i, st := range sts {
+		if st == nil {
+			continue
+		}
+		pos, err := s.wait(ctx, st)
+		results[i] = SettleResult{Err: err, Deadline: st.deadline}
+		if err == nil && pos.seq > seq {
+			seq, tick = pos.seq, pos.tick
 		}
 	}
-	s.kick()
-	return deadline, pos, nil
+	return results, seq, tick
 }
 
 // specOf returns the options governing l.

@@ -65,14 +65,26 @@ func (e *Engine) View(fn func(tx *graph.Tx, seq, tick uint64) error) error {
 // commits it and waits until it is durable. fn returning an error aborts it. It returns
 // the commit's seq and tick, or the current position when fn changed nothing.
 func (e *Engine) System(ctx context.Context, fn func(tx *graph.Tx) error) (seq, tick uint64, err error) {
-	if e.closing.Load() {
-		return 0, 0, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
-	}
-	p, seq, tick, err := e.system(fn)
+	seq, tick, durable, err := e.SystemAsync(fn)
 	if err != nil {
 		return 0, 0, err
 	}
-	return seq, tick, p.wait(ctx)
+	return seq, tick, durable(ctx)
+}
+
+// SystemAsync is System without the wait: the transaction is committed (applied to the
+// graph and handed to the pipeline) when it returns, and durable reports when it is
+// durable (nil) or failed. Services use it to commit their next batch while the last
+// one syncs; nothing that depends on the commit may be told before durable returns nil.
+func (e *Engine) SystemAsync(fn func(tx *graph.Tx) error) (seq, tick uint64, durable func(context.Context) error, err error) {
+	if e.closing.Load() {
+		return 0, 0, nil, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
+	}
+	p, seq, tick, err := e.system(fn)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	return seq, tick, p.wait, nil
 }
 
 func (e *Engine) system(fn func(tx *graph.Tx) error) (*pending, uint64, uint64, error) {

@@ -117,6 +117,7 @@ func New(eng Engine, opts Options) *Handler {
 
 	h.handle("/v1/query", "query", h.query, http.MethodPost)
 	h.handle("/v1/watch", "watch", h.watch, http.MethodGet)
+	h.handle("/v1/settle", "settle", h.settle, http.MethodPost)
 	h.handle("/v1/sessions", "sessions", h.openSession, http.MethodPost)
 	h.handle("/v1/sessions/{id}", "session", h.closeSession, http.MethodDelete)
 	h.queueRoutes(opts.Queue)

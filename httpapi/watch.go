@@ -19,13 +19,14 @@ import (
 const DefaultPingInterval = 15 * time.Second
 
 // Delivery is what the watch stream needs from the consume engine. *delivery.Service
-// implements it; tests use a fake. Settlement goes through POST /v1/query (ACK "…"), so
-// only Consume is called here; the other methods keep the set identical to rpcapi's.
+// implements it; tests use a fake. Single settlements go through POST /v1/query
+// (ACK "…"); SettleMany serves POST /v1/settle.
 type Delivery interface {
 	Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error)
 	Ack(ctx context.Context, deliveryID string) error
 	Nack(ctx context.Context, deliveryID string, o delivery.NackOptions) error
 	Extend(ctx context.Context, deliveryID string, by time.Duration) (deadline time.Time, err error)
+	SettleMany(ctx context.Context, items []delivery.Settle) (results []delivery.SettleResult, seq, tick uint64)
 }
 
 // Watcher is what the watch stream needs from the watch-mode engine; *watch.Service

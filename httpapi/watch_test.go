@@ -47,6 +47,7 @@ type fakeDelivery struct {
 	session string
 	query   string
 	params  map[string]herald.Value
+	settled []delivery.Settle
 }
 
 func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error) {
@@ -65,6 +66,23 @@ func (f *fakeDelivery) Nack(ctx context.Context, id string, o delivery.NackOptio
 }
 func (f *fakeDelivery) Extend(ctx context.Context, id string, by time.Duration) (time.Time, error) {
 	return time.Time{}, nil
+}
+
+// SettleMany records the batch; ids starting with "bad" are unknown, an extension ends
+// at epoch + by.
+func (f *fakeDelivery) SettleMany(ctx context.Context, items []delivery.Settle) ([]delivery.SettleResult, uint64, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled = append(f.settled, items...)
+	out := make([]delivery.SettleResult, len(items))
+	for i, it := range items {
+		if strings.HasPrefix(it.DeliveryID, "bad") {
+			out[i].Err = herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %q is unknown", it.DeliveryID)
+		} else if it.Action == delivery.ActExtend {
+			out[i].Deadline = epoch.Add(it.By)
+		}
+	}
+	return out, 42, 40
 }
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
