@@ -14,6 +14,13 @@ import (
 	"github.com/herald-mq/herald/engine"
 )
 
+// Bounds of one write of a stream: events already waiting are written together, up to
+// these, and flushed once.
+const (
+	maxEventsPerFlush = 256
+	maxBytesPerFlush  = 256 << 10
+)
+
 // DefaultPingInterval is how often a watch stream sends a ": ping" comment line when
 // Options.PingInterval is zero; it keeps proxies from closing a quiet connection.
 const DefaultPingInterval = 15 * time.Second
@@ -222,8 +229,9 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var buf bytes.Buffer
-	send := func(ev delivery.Event) bool {
-		buf.Reset()
+	events := st.Events()
+	// write encodes one event into buf; it reports false when the stream must end.
+	write := func(ev delivery.Event) bool {
 		if err := appendSSE(&buf, ev); err != nil {
 			h.log.Error("encoding a watch event", "err", err)
 			return false
@@ -232,14 +240,33 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 			if rec, ok := w.(*recorder); ok {
 				rec.code = toWire(ev).Code
 			}
+			return false
+		}
+		return true
+	}
+	// send writes ev and whatever else is already waiting (up to a bound), then flushes
+	// once: a busy stream costs one write per batch of events, an idle one no delay.
+	send := func(ev delivery.Event) bool {
+		buf.Reset()
+		more := write(ev)
+		for n := 1; more && n < maxEventsPerFlush && buf.Len() < maxBytesPerFlush; n++ {
+			select {
+			case next, ok := <-events:
+				if !ok {
+					more = false
+					break
+				}
+				more = write(next)
+			default:
+				n = maxEventsPerFlush
+			}
 		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return false
 		}
-		return rc.Flush() == nil && ev.Type != delivery.EventError
+		return rc.Flush() == nil && more
 	}
 
-	events := st.Events()
 	for {
 		select {
 		case <-ctx.Done():
