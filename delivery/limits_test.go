@@ -287,3 +287,30 @@ func TestConcurrentChurn(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumePolicy: consume mode never takes a system type as its subject (an ACK would
+// delete server state), and the server's policy denies the types it lists; E8001 both.
+func TestConsumePolicy(t *testing.T) {
+	eng, svc := openService(t, delivery.Config{Policy: herald.WatchPolicy{DenyTypes: []string{"Secret"}}})
+	ctx := context.Background()
+	if _, err := eng.Exec(ctx, "", `SPAWN #j: Job {}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`WATCH w: _Watch [mode: consume] RETURN w`,
+		`WATCH d: _DeadLetter [mode: consume, group: "x"] RETURN d`,
+		`WATCH s: Secret [mode: consume] RETURN s`,
+		`WATCH j: Job, s: Secret, about(j, s) [mode: consume] RETURN j`,
+	} {
+		if _, err := svc.Consume(ctx, "", q, nil); herald.CodeOf(err) != herald.CodeWatchPatternDenied {
+			t.Errorf("%s: %v, want E8001", q, err)
+		}
+	}
+	// A user type with a system type elsewhere in the pattern is fine: only the subject
+	// is deleted.
+	st, err := svc.Consume(ctx, "", `WATCH j: Job [mode: consume] RETURN j`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ type Config struct {
 	MaxConsumers int
 	// MaxConsumersPerSession caps the consumers of one session (0: 100).
 	MaxConsumersPerSession int
+	// Policy refuses patterns with E8001 (consume mode never takes a system type).
+	Policy herald.WatchPolicy
 }
 
 // subject is a message: a node some consume group matches, or one with durable
@@ -255,6 +258,9 @@ func (s *Service) Consume(ctx context.Context, sessionID, query string, params m
 func (s *Service) consume(ctx context.Context, sessionID string, actor herald.NodeID, query string, params map[string]herald.Value, capacity int) (Stream, error) {
 	sp, err := compileSpec(s.eng, query, params, actor, sessionID)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, sortedKeys(sp.types)); err != nil {
 		return nil, err
 	}
 	cid := randToken(12)
@@ -583,6 +589,15 @@ func (c *consumer) send(ev Event) {
 	default:
 		c.svc.log.Error("consumer event buffer full; event dropped", "consumer", c.id, "type", ev.Type)
 	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // randToken returns n random bytes, URL-safe base64.

@@ -59,6 +59,8 @@ type Config struct {
 	// PingInterval is the period of the keep-alive comment on /v1/watch streams; 0 means
 	// httpapi.DefaultPingInterval.
 	PingInterval time.Duration
+	// WatchPolicy refuses WATCH patterns with E8001 in both modes.
+	WatchPolicy herald.WatchPolicy
 }
 
 type state int
@@ -157,13 +159,14 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Logger:                 s.log.With("component", "delivery"),
 		MaxConsumers:           s.cfg.MaxConsumers,
 		MaxConsumersPerSession: s.cfg.MaxConsumersPerSession,
+		Policy:                 s.cfg.WatchPolicy,
 	})
 	if err := del.Start(ctx); err != nil {
 		return fmt.Errorf("server: start delivery: %w", err)
 	}
 	cleanup = append(cleanup, func() { _ = del.Stop(context.Background()) })
 
-	wat := watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch")})
+	wat := watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy})
 	if err := wat.Start(ctx); err != nil {
 		return fmt.Errorf("server: start watch: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/store/memstore"
 )
 
@@ -111,5 +112,32 @@ func TestRPCOnTheSamePort(t *testing.T) {
 	code, hdr, out := call("Ack", `{"deliveryId": "nope"}`)
 	if code != 404 || out["code"] != "not_found" || hdr.Get("Herald-Code") != "E8004" {
 		t.Fatalf("Ack of an unknown id: %d %v %v", code, hdr, out)
+	}
+}
+
+// TestWatchPolicyOverHTTP: a WATCH the server's policy denies answers 403 E8001 in both
+// modes, and so does consume mode on a system type.
+func TestWatchPolicyOverHTTP(t *testing.T) {
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger(),
+		WatchPolicy: herald.WatchPolicy{DenyTypes: []string{"Secret"}}})
+	start(t, s)
+	for _, stmt := range []string{
+		`WATCH s: Secret RETURN s`,
+		`WATCH s: Secret [mode: consume] RETURN s`,
+		`WATCH w: _Watch [mode: consume] RETURN w`,
+	} {
+		q := url.Values{"query": {stmt}}
+		resp, err := http.Get("http://" + s.Addr() + "/v1/watch?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code, Name string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || body.Error.Code != "E8001" || body.Error.Name != "WATCH_PATTERN_DENIED" {
+			t.Errorf("%s: status %d %+v, want 403 E8001", stmt, resp.StatusCode, body.Error)
+		}
 	}
 }

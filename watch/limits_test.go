@@ -60,3 +60,35 @@ func TestWatchLimits(t *testing.T) {
 		t.Fatalf("after a close the place and the handle are free: %v", err)
 	}
 }
+
+// TestWatchPolicy: a pattern that mentions a type the policy denies answers E8001, in
+// any position of the pattern; others open.
+func TestWatchPolicy(t *testing.T) {
+	st, err := pebblestore.Open("db", pebblestore.Options{FS: vfs.NewMem(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := watch.New(watch.Config{Engine: eng, Logger: quiet, Policy: herald.WatchPolicy{DenyTypes: []string{"Secret", "owns"}}})
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = svc.Stop(context.Background())
+		_ = eng.Close(context.Background())
+	})
+	ctx := context.Background()
+	for _, q := range []string{`WATCH s: Secret RETURN s`, `WATCH t: Task, owns(t, _) RETURN t`, `WATCH t: Task, s: Secret, x(t, s) RETURN t`} {
+		if _, err := svc.Open(ctx, "", q, nil, 0); herald.CodeOf(err) != herald.CodeWatchPatternDenied {
+			t.Errorf("%s: %v, want E8001", q, err)
+		}
+	}
+	st2, err := svc.Open(ctx, "", `WATCH w: _Watch RETURN w.mode`, nil, 0)
+	if err != nil {
+		t.Fatalf("watching a system type in watch mode: %v", err)
+	}
+	st2.Close()
+}

@@ -30,6 +30,8 @@ type Config struct {
 	MaxWatches int
 	// MaxWatchesPerSession caps the streams of one session (0: 100).
 	MaxWatchesPerSession int
+	// Policy refuses patterns with E8001.
+	Policy herald.WatchPolicy
 }
 
 // Service runs watch-mode streams.
@@ -256,6 +258,13 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	}
 	sp, stmt, err := compile(s.eng, query, params, actor, sessionID)
 	if err != nil {
+		return nil, err
+	}
+	types := make([]string, 0, len(sp.types))
+	for t := range sp.types {
+		types = append(types, t)
+	}
+	if err := s.cfg.Policy.Check("watch", sp.typ, types); err != nil {
 		return nil, err
 	}
 	w := &watcher{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/server"
 )
@@ -20,6 +21,7 @@ type serveFlags struct {
 	maxBody             int64
 	logLevel, logFormat string
 	shutdownTimeout     time.Duration
+	denyWatch           []string
 }
 
 func newServeCmd() *cobra.Command {
@@ -53,6 +55,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
+	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
 	return cmd
 }
 
@@ -76,6 +79,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		Retention:    f.retention,
 		MaxBodyBytes: f.maxBody,
 		Logger:       logger,
+		WatchPolicy:  herald.WatchPolicy{DenyTypes: f.denyWatch},
 	})
 	if err := s.Start(ctx); err != nil {
 		return err
