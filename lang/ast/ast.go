@@ -547,6 +547,25 @@ type (
 		Handle  Expr
 		Options []*OptionList
 	}
+
+	// ConstraintDeclStmt is `constraint name: pattern => condition`: every binding of
+	// the pattern must satisfy the condition after every commit. "constraint" is a
+	// keyword only at the start of a statement.
+	ConstraintDeclStmt struct {
+		Constraint token.Pos // position of "constraint"
+		Name       *Ident
+		Colon      token.Pos
+		Pattern    *Pattern
+		Arrow      token.Pos // position of "=>"
+		Cond       Expr
+	}
+
+	// DropConstraintStmt is `DROP CONSTRAINT name`. Both words are keywords only at the
+	// start of a statement.
+	DropConstraintStmt struct {
+		Drop token.Pos
+		Name *Ident
+	}
 )
 
 func (s *BadStmt) Pos() token.Pos          { return s.From }
@@ -577,6 +596,8 @@ func (s *ExtendStmt) Pos() token.Pos       { return s.Extend }
 func (s *WatchControlStmt) Pos() token.Pos { return s.OpPos }
 func (s *AlterWatchStmt) Pos() token.Pos   { return s.Alter }
 func (o *OnMatch) Pos() token.Pos          { return o.On }
+func (s *ConstraintDeclStmt) Pos() token.Pos { return s.Constraint }
+func (s *DropConstraintStmt) Pos() token.Pos { return s.Drop }
 
 func (s *BadStmt) End() token.Pos { return s.To }
 func (s *NodeDeclStmt) End() token.Pos {
@@ -676,6 +697,13 @@ func (s *ExtendStmt) End() token.Pos {
 	return s.ID.End()
 }
 func (s *WatchControlStmt) End() token.Pos { return s.Handle.End() }
+func (s *ConstraintDeclStmt) End() token.Pos {
+	if s.Cond != nil {
+		return s.Cond.End()
+	}
+	return s.Arrow + 2
+}
+func (s *DropConstraintStmt) End() token.Pos { return s.Name.End() }
 func (s *AlterWatchStmt) End() token.Pos {
 	if len(s.Options) == 0 {
 		return s.Handle.End()
@@ -705,11 +733,14 @@ func (*NackStmt) stmtNode()         {}
 func (*ExtendStmt) stmtNode()       {}
 func (*WatchControlStmt) stmtNode() {}
 func (*AlterWatchStmt) stmtNode()   {}
+func (*ConstraintDeclStmt) stmtNode() {}
+func (*DropConstraintStmt) stmtNode() {}
 
 // IsMutation reports whether s changes the graph when executed on its own.
 func IsMutation(s Stmt) bool {
 	switch s := s.(type) {
-	case *NodeDeclStmt, *EdgeDeclStmt, *SpawnStmt, *KillStmt, *LinkStmt, *UnlinkStmt, *SetStmt:
+	case *NodeDeclStmt, *EdgeDeclStmt, *SpawnStmt, *KillStmt, *LinkStmt, *UnlinkStmt, *SetStmt,
+		*ConstraintDeclStmt, *DropConstraintStmt:
 		return true
 	case *MatchStmt:
 		return len(s.Actions) > 0

@@ -219,6 +219,12 @@ func walkChildren(n Node, f func(Node) bool) {
 		for _, o := range n.Options {
 			Inspect(o, f)
 		}
+	case *ConstraintDeclStmt:
+		Inspect(n.Name, f)
+		Inspect(n.Pattern, f)
+		Inspect(n.Cond, f)
+	case *DropConstraintStmt:
+		Inspect(n.Name, f)
 	}
 }
 

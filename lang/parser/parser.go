@@ -160,6 +160,14 @@ func (p *parser) peek(n int) token.Token {
 	return token.EOF
 }
 
+// peekLit returns the literal of the token n ahead.
+func (p *parser) peekLit(n int) string {
+	if i := p.idx + n; i < len(p.toks) {
+		return p.toks[i].lit
+	}
+	return ""
+}
+
 // ---------------------------------------------------------------------------
 // Errors
 
@@ -248,7 +256,14 @@ func (p *parser) atStmtStart() bool {
 		token.RESUME, token.CANCEL, token.ALTER:
 		return true
 	case token.IDENT:
-		return p.peek(1) == token.EQL && p.peek(2) == token.WATCH
+		switch {
+		case p.peek(1) == token.EQL && p.peek(2) == token.WATCH:
+			return true
+		case strings.EqualFold(p.lit, "constraint"):
+			return (p.peek(1) == token.IDENT || p.peek(1).IsKeyword()) && p.peek(2) == token.COLON
+		case strings.EqualFold(p.lit, "drop"):
+			return p.peek(1) == token.IDENT && strings.EqualFold(p.peekLit(1), "constraint")
+		}
 	}
 	return false
 }

@@ -13,6 +13,13 @@ import (
 
 // validScripts must parse without errors and survive the print/parse round trip.
 var validScripts = []string{
+	"constraint positive: j: Job => j.priority >= 0",
+	"CONSTRAINT owned: t: Task, owns(a, t) => a.active = TRUE OR t.orphan",
+	"constraint match: x: Job => x.n > 0",
+	"DROP CONSTRAINT positive",
+	"drop constraint positive",
+	"constraint = WATCH j: Job RETURN j", // a handle named constraint
+	"MATCH constraint: Job RETURN constraint.n",
 	``,
 	`;;`,
 	`-- only a comment`,

@@ -1,9 +1,9 @@
 package parser_test
 
 // seedExamples holds every example statement of the design seeds for WATCH and for
-// ACK/NACK, as written there (comments included). Event payloads and constraint
-// declarations shown in those documents are not statements of the language and are
-// left out.
+// ACK/NACK, as written there (comments included), the Layer 0 constraint declarations
+// included. Event payloads shown in those documents are not statements of the language
+// and are left out.
 var seedExamples = []string{
 	// ACK / NACK.
 	`-- Acknowledge successful processing
@@ -141,6 +141,17 @@ edge _watch_event(watch: _Watch, event: _WatchEvent) {
 edge _watch_dead_letter(watch: _Watch, letter: _DeadLetter) {}
 
 edge _ontology_declares_watch(ontology: _Ontology, watch: _Watch) {}`,
+	`constraint _watch_has_pattern:
+  w: _Watch => w.pattern != null AND length(w.pattern) > 0
+
+constraint _watch_valid_mode:
+  w: _Watch => w.mode = "watch" OR w.mode = "consume"
+
+constraint _watch_valid_status:
+  w: _Watch => w.status = "active" OR w.status = "paused" OR w.status = "cancelled"
+
+constraint _watch_valid_on_full:
+  w: _Watch => w.on_full = "drop" OR w.on_full = "block" OR w.on_full = "error"`,
 	`-- Watch all tasks in a project for dashboard
 WATCH t: Task, belongs_to(t, #project_1)
   [mode: watch, delivery: reliable]

@@ -1,6 +1,8 @@
 package parser
 
 import (
+	"strings"
+
 	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/token"
 )
@@ -49,6 +51,20 @@ func (p *parser) parseStmt() ast.Stmt {
 	case token.WATCH:
 		return p.parseWatch(nil)
 	case token.IDENT:
+		switch {
+		case strings.EqualFold(p.lit, "constraint") && (p.peek(1) == token.IDENT || p.peek(1).IsKeyword()):
+			return p.parseConstraintDecl()
+		case strings.EqualFold(p.lit, "drop") && p.peek(1) != token.EQL:
+			s := &ast.DropConstraintStmt{Drop: p.pos}
+			p.next()
+			if p.tok != token.IDENT || !strings.EqualFold(p.lit, "constraint") {
+				p.errorExpected(p.pos, "'CONSTRAINT'")
+			} else {
+				p.next()
+			}
+			s.Name = p.word("constraint name")
+			return s
+		}
 		if p.peek(1) == token.EQL {
 			h := p.ident()
 			p.next()
@@ -108,6 +124,18 @@ func (p *parser) parseStmt() ast.Stmt {
 
 // ---------------------------------------------------------------------------
 // Declarations
+
+// parseConstraintDecl parses `constraint name: pattern => condition`.
+func (p *parser) parseConstraintDecl() *ast.ConstraintDeclStmt {
+	s := &ast.ConstraintDeclStmt{Constraint: p.pos}
+	p.next()
+	s.Name = p.word("constraint name")
+	s.Colon = p.expect(token.COLON)
+	s.Pattern = p.parsePattern()
+	s.Arrow = p.expect(token.ARROW)
+	s.Cond = p.parseExpr()
+	return s
+}
 
 func (p *parser) parseNodeDecl() *ast.NodeDeclStmt {
 	s := &ast.NodeDeclStmt{Node: p.pos}

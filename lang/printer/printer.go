@@ -251,6 +251,13 @@ func (p *printer) stmt(s ast.Stmt) {
 	case *ast.RedriveStmt:
 		p.print("REDRIVE ")
 		p.expr(s.ID)
+	case *ast.ConstraintDeclStmt:
+		p.print("CONSTRAINT ", s.Name.Name, ": ")
+		p.pattern(s.Pattern)
+		p.print(" => ")
+		p.expr(s.Cond)
+	case *ast.DropConstraintStmt:
+		p.print("DROP CONSTRAINT ", s.Name.Name)
 	case *ast.NackStmt:
 		p.print("NACK ")
 		p.expr(s.ID)

@@ -331,6 +331,10 @@ scanAgain:
 			tok = token.REM
 		case '=':
 			tok = token.EQL
+			if s.ch == '>' {
+				s.next()
+				tok = token.ARROW
+			}
 		case '!':
 			if s.ch == '=' {
 				s.next()

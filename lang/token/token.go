@@ -50,6 +50,7 @@ const (
 	COLON  // :
 	SEMI   // ;
 	QUEST  // ?
+	ARROW  // =>
 	operatorEnd
 
 	keywordBeg
@@ -134,6 +135,7 @@ var tokens = [...]string{
 	COLON:  ":",
 	SEMI:   ";",
 	QUEST:  "?",
+	ARROW:  "=>",
 
 	AND:       "AND",
 	OR:        "OR",
