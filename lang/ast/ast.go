@@ -589,13 +589,13 @@ func (s *WatchStmt) Pos() token.Pos {
 	}
 	return s.Watch
 }
-func (s *AckStmt) Pos() token.Pos          { return s.Ack }
-func (s *RedriveStmt) Pos() token.Pos      { return s.Redrive }
-func (s *NackStmt) Pos() token.Pos         { return s.Nack }
-func (s *ExtendStmt) Pos() token.Pos       { return s.Extend }
-func (s *WatchControlStmt) Pos() token.Pos { return s.OpPos }
-func (s *AlterWatchStmt) Pos() token.Pos   { return s.Alter }
-func (o *OnMatch) Pos() token.Pos          { return o.On }
+func (s *AckStmt) Pos() token.Pos            { return s.Ack }
+func (s *RedriveStmt) Pos() token.Pos        { return s.Redrive }
+func (s *NackStmt) Pos() token.Pos           { return s.Nack }
+func (s *ExtendStmt) Pos() token.Pos         { return s.Extend }
+func (s *WatchControlStmt) Pos() token.Pos   { return s.OpPos }
+func (s *AlterWatchStmt) Pos() token.Pos     { return s.Alter }
+func (o *OnMatch) Pos() token.Pos            { return o.On }
 func (s *ConstraintDeclStmt) Pos() token.Pos { return s.Constraint }
 func (s *DropConstraintStmt) Pos() token.Pos { return s.Drop }
 
@@ -711,28 +711,28 @@ func (s *AlterWatchStmt) End() token.Pos {
 	return s.Options[len(s.Options)-1].End()
 }
 
-func (*BadStmt) stmtNode()          {}
-func (*NodeDeclStmt) stmtNode()     {}
-func (*EdgeDeclStmt) stmtNode()     {}
-func (*SpawnStmt) stmtNode()        {}
-func (*KillStmt) stmtNode()         {}
-func (*LinkStmt) stmtNode()         {}
-func (*UnlinkStmt) stmtNode()       {}
-func (*SetStmt) stmtNode()          {}
-func (*MatchStmt) stmtNode()        {}
-func (*BeginStmt) stmtNode()        {}
-func (*CommitStmt) stmtNode()       {}
-func (*RollbackStmt) stmtNode()     {}
-func (*BeginSessionStmt) stmtNode() {}
-func (*EndSessionStmt) stmtNode()   {}
-func (*TickStmt) stmtNode()         {}
-func (*WatchStmt) stmtNode()        {}
-func (*AckStmt) stmtNode()          {}
-func (*RedriveStmt) stmtNode()      {}
-func (*NackStmt) stmtNode()         {}
-func (*ExtendStmt) stmtNode()       {}
-func (*WatchControlStmt) stmtNode() {}
-func (*AlterWatchStmt) stmtNode()   {}
+func (*BadStmt) stmtNode()            {}
+func (*NodeDeclStmt) stmtNode()       {}
+func (*EdgeDeclStmt) stmtNode()       {}
+func (*SpawnStmt) stmtNode()          {}
+func (*KillStmt) stmtNode()           {}
+func (*LinkStmt) stmtNode()           {}
+func (*UnlinkStmt) stmtNode()         {}
+func (*SetStmt) stmtNode()            {}
+func (*MatchStmt) stmtNode()          {}
+func (*BeginStmt) stmtNode()          {}
+func (*CommitStmt) stmtNode()         {}
+func (*RollbackStmt) stmtNode()       {}
+func (*BeginSessionStmt) stmtNode()   {}
+func (*EndSessionStmt) stmtNode()     {}
+func (*TickStmt) stmtNode()           {}
+func (*WatchStmt) stmtNode()          {}
+func (*AckStmt) stmtNode()            {}
+func (*RedriveStmt) stmtNode()        {}
+func (*NackStmt) stmtNode()           {}
+func (*ExtendStmt) stmtNode()         {}
+func (*WatchControlStmt) stmtNode()   {}
+func (*AlterWatchStmt) stmtNode()     {}
 func (*ConstraintDeclStmt) stmtNode() {}
 func (*DropConstraintStmt) stmtNode() {}
 
