@@ -35,6 +35,8 @@ const (
 	CodeEndpointMismatch  Code = "E2007"
 	CodeEvaluation        Code = "E2008"
 	CodeUnknownAttribute  Code = "E2009"
+	CodeConstraint        Code = "E2010"
+	CodeNoConstraint      Code = "E2011"
 
 	CodeTxState    Code = "E3001"
 	CodeTxConflict Code = "E3002"
@@ -91,6 +93,8 @@ var codeTable = []CodeInfo{
 	{CodeEndpointMismatch, "ENDPOINT_MISMATCH", 400, "invalid_argument", "an edge endpoint has the wrong type or the edge the wrong arity"},
 	{CodeEvaluation, "EVALUATION_ERROR", 400, "invalid_argument", "an expression cannot be evaluated (bad operands, division by zero, unknown function)"},
 	{CodeUnknownAttribute, "UNKNOWN_ATTRIBUTE", 400, "invalid_argument", "an attribute is not declared on its type"},
+	{CodeConstraint, "CONSTRAINT_VIOLATION", 409, "failed_precondition", "the commit (or a new constraint) would leave a binding that breaks a constraint"},
+	{CodeNoConstraint, "CONSTRAINT_NOT_FOUND", 404, "not_found", "DROP CONSTRAINT names no declared constraint"},
 
 	{CodeTxState, "TRANSACTION_STATE", 409, "failed_precondition", "BEGIN inside a transaction, COMMIT or ROLLBACK outside one, and similar"},
 	{CodeTxConflict, "TRANSACTION_CONFLICT", 409, "aborted", "a concurrent transaction changed what this one wrote; retry"},

@@ -23,6 +23,10 @@ type Stats struct {
 	EdgesDeleted  int `json:"edges_deleted,omitempty"`
 	AttrsSet      int `json:"attributes_set,omitempty"`
 	TypesDeclared int `json:"types_declared,omitempty"`
+	// ConstraintsDeclared and ConstraintsDropped count constraint declarations and
+	// DROP CONSTRAINT.
+	ConstraintsDeclared int `json:"constraints_declared,omitempty"`
+	ConstraintsDropped  int `json:"constraints_dropped,omitempty"`
 	// RowsScanned counts candidate bindings the executor examined; an indexed lookup
 	// keeps it close to the number of rows returned.
 	RowsScanned int `json:"rows_scanned"`

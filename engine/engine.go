@@ -15,6 +15,7 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/lang/eval"
 	"github.com/herald-mq/herald/store"
 )
 
@@ -33,6 +34,7 @@ type Engine struct {
 	g         *graph.Graph
 	seq, tick uint64
 	recent    recent // the newest change sets, for ViewSince
+	cons      *constraints
 
 	pipe *pipeline
 
@@ -91,7 +93,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: load graph: %w", err)
 	}
+	cons, err := loadConstraints(g)
+	if err != nil {
+		return nil, err
+	}
 	e := &Engine{
+		cons:     cons,
 		cfg:      cfg,
 		clock:    cfg.Clock,
 		log:      cfg.Logger,
@@ -224,6 +231,9 @@ func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.
 	if len(changes) == 0 && tickBy == 0 {
 		return nil, nil
 	}
+	if err := e.cons.verify(tx, changes, func() eval.Context { return eval.Context{Now: e.clock.Now().UTC()} }); err != nil {
+		return nil, err
+	}
 	tick := e.tick + tickBy
 	if e.cfg.TickMode == TickCommit && tickBy == 0 {
 		tick = e.tick + 1
@@ -240,6 +250,7 @@ func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.
 		}
 	}
 	e.g.Apply(cs)
+	e.cons.applied(changes)
 	e.recent.add(cs)
 	e.seq, e.tick = cs.Seq, cs.Tick
 	if announce != nil {

@@ -236,6 +236,8 @@ func statsString(s engine.Stats) string {
 		}
 	}
 	add("types", s.TypesDeclared)
+	add("constraints+", s.ConstraintsDeclared)
+	add("constraints-", s.ConstraintsDropped)
 	add("nodes+", s.NodesCreated)
 	add("nodes-", s.NodesDeleted)
 	add("edges+", s.EdgesCreated)

@@ -389,6 +389,10 @@ func (x *execution) run(st ast.Stmt) (Result, error) {
 		return x.declareNode(s)
 	case *ast.EdgeDeclStmt:
 		return x.declareEdge(s)
+	case *ast.ConstraintDeclStmt:
+		return x.declareConstraint(s)
+	case *ast.DropConstraintStmt:
+		return x.dropConstraint(s)
 	case *ast.MatchStmt:
 		return x.match(s)
 	}
