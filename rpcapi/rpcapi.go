@@ -33,6 +33,7 @@ type Engine interface {
 	Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error)
 	OpenSession() (string, error)
 	CloseSession(id string) error
+	Position() (seq, tick uint64)
 }
 
 var _ Engine = (*engine.Engine)(nil)
@@ -44,6 +45,7 @@ type Delivery interface {
 	Ack(ctx context.Context, deliveryID string) error
 	Nack(ctx context.Context, deliveryID string, o delivery.NackOptions) error
 	Extend(ctx context.Context, deliveryID string, by time.Duration) (deadline time.Time, err error)
+	SettleMany(ctx context.Context, items []delivery.Settle) (results []delivery.SettleResult, seq, tick uint64)
 }
 
 // Watcher is what the service needs from the watch-mode engine. *watch.Service
@@ -445,14 +447,21 @@ func toConnect(err error) error {
 	}
 	ce = connect.NewError(code, errors.New(he.Message))
 	ce.Meta().Set(HeaderCode, string(info.Code))
-	if d, derr := connect.NewErrorDetail(&heraldv1.ErrorDetail{
+	if d, derr := connect.NewErrorDetail(errorDetail(err)); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// errorDetail describes err as the wire's ErrorDetail.
+func errorDetail(err error) *heraldv1.ErrorDetail {
+	he := herald.AsError(err)
+	info := he.Code.Info()
+	return &heraldv1.ErrorDetail{
 		Code:    string(info.Code),
 		Name:    info.Name,
 		Message: he.Message,
 		Line:    int32(he.Line),
 		Column:  int32(he.Column),
-	}); derr == nil {
-		ce.AddDetail(d)
 	}
-	return ce
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,8 @@ func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params m
 }
 
 func (f *fakeEngine) OpenSession() (string, error) { return "s1", nil }
+
+func (f *fakeEngine) Position() (uint64, uint64) { return 7, 7 }
 
 func (f *fakeEngine) CloseSession(id string) error {
 	f.mu.Lock()
@@ -86,6 +89,7 @@ type fakeDelivery struct {
 	nack     delivery.NackOptions
 	by       time.Duration
 	deadline time.Time
+	settled  []delivery.Settle
 }
 
 func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error) {
@@ -117,6 +121,24 @@ func (f *fakeDelivery) Extend(ctx context.Context, id string, by time.Duration) 
 	defer f.mu.Unlock()
 	f.id, f.by = id, by
 	return f.deadline, f.err
+}
+
+// SettleMany records the batch; ids starting with "bad" are unknown, an extension ends
+// at f.deadline.
+func (f *fakeDelivery) SettleMany(ctx context.Context, items []delivery.Settle) ([]delivery.SettleResult, uint64, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.settled = append(f.settled, items...)
+	out := make([]delivery.SettleResult, len(items))
+	for i, it := range items {
+		switch {
+		case strings.HasPrefix(it.DeliveryID, "bad"):
+			out[i].Err = herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %q is unknown", it.DeliveryID)
+		case it.Action == delivery.ActExtend:
+			out[i].Deadline = f.deadline
+		}
+	}
+	return out, 42, 41
 }
 
 // serve starts the service over HTTP/1.1 and returns a Connect-protocol client.

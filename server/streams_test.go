@@ -141,3 +141,51 @@ func TestWatchPolicyOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleOverHTTP: POST /v1/settle against the real consume engine: the first ACK of
+// a delivery settles it, a second in the same batch is E8004, and the job is gone.
+func TestSettleOverHTTP(t *testing.T) {
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger()})
+	start(t, s)
+	addr := s.Addr()
+	post(t, addr, `SPAWN j: Job {}`)
+	q := url.Values{"query": {`WATCH j: Job [mode: consume] RETURN j`}}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/v1/watch?"+q.Encode(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, data := readSSE(t, bufio.NewReader(resp.Body))
+	var ev struct {
+		DeliveryID string `json:"delivery_id"`
+	}
+	if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.DeliveryID == "" {
+		t.Fatalf("event %s: %v", data, err)
+	}
+	body := `{"settlements": [{"delivery_id": "` + ev.DeliveryID + `", "action": "ack"}, {"delivery_id": "` + ev.DeliveryID + `", "action": "ack"}]}`
+	sr, err := http.Post("http://"+addr+"/v1/settle", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sr.Body.Close()
+	var out struct {
+		Results []struct {
+			OK    bool `json:"ok"`
+			Error *struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		} `json:"results"`
+		Seq uint64 `json:"seq"`
+	}
+	if err := json.NewDecoder(sr.Body).Decode(&out); err != nil || sr.StatusCode != 200 {
+		t.Fatalf("settle: status %d, %v", sr.StatusCode, err)
+	}
+	if len(out.Results) != 2 || !out.Results[0].OK || out.Results[1].OK || out.Results[1].Error == nil || out.Results[1].Error.Code != "E8004" || out.Seq == 0 {
+		t.Fatalf("settle answer %+v", out)
+	}
+	_, count := post(t, addr, `MATCH j: Job RETURN COUNT(j)`)
+	if rows, _ := json.Marshal(count["results"].([]any)[0].(map[string]any)["rows"]); string(rows) != `[[0]]` {
+		t.Fatalf("jobs left: %s", rows)
+	}
+}

@@ -27,6 +27,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type Settlement_Action int32
+
+const (
+	Settlement_ACTION_UNSPECIFIED Settlement_Action = 0
+	Settlement_ACTION_ACK         Settlement_Action = 1
+	Settlement_ACTION_NACK        Settlement_Action = 2
+	Settlement_ACTION_REJECT      Settlement_Action = 3 // NACK [no_retry]: dead-lettered at once
+	Settlement_ACTION_EXTEND      Settlement_Action = 4
+)
+
+// Enum value maps for Settlement_Action.
+var (
+	Settlement_Action_name = map[int32]string{
+		0: "ACTION_UNSPECIFIED",
+		1: "ACTION_ACK",
+		2: "ACTION_NACK",
+		3: "ACTION_REJECT",
+		4: "ACTION_EXTEND",
+	}
+	Settlement_Action_value = map[string]int32{
+		"ACTION_UNSPECIFIED": 0,
+		"ACTION_ACK":         1,
+		"ACTION_NACK":        2,
+		"ACTION_REJECT":      3,
+		"ACTION_EXTEND":      4,
+	}
+)
+
+func (x Settlement_Action) Enum() *Settlement_Action {
+	p := new(Settlement_Action)
+	*p = x
+	return p
+}
+
+func (x Settlement_Action) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Settlement_Action) Descriptor() protoreflect.EnumDescriptor {
+	return file_herald_proto_enumTypes[0].Descriptor()
+}
+
+func (Settlement_Action) Type() protoreflect.EnumType {
+	return &file_herald_proto_enumTypes[0]
+}
+
+func (x Settlement_Action) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Settlement_Action.Descriptor instead.
+func (Settlement_Action) EnumDescriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{17, 0}
+}
+
 type QueryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One or more statements separated by semicolons.
@@ -972,6 +1027,253 @@ func (x *ExtendResponse) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+type SettleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Settlements   []*Settlement          `protobuf:"bytes,1,rep,name=settlements,proto3" json:"settlements,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_herald_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SettleRequest) GetSettlements() []*Settlement {
+	if x != nil {
+		return x.Settlements
+	}
+	return nil
+}
+
+// Settlement is one ACK, NACK, NACK [no_retry] or EXTEND of a batch.
+type Settlement struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeliveryId string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	Action     Settlement_Action      `protobuf:"varint,2,opt,name=action,proto3,enum=herald.v1.Settlement_Action" json:"action,omitempty"`
+	// NACK: redeliver no earlier than this (unset: the watch's backoff).
+	Delay *durationpb.Duration `protobuf:"bytes,3,opt,name=delay,proto3" json:"delay,omitempty"`
+	// EXTEND: the new deadline is now + by (unset: the watch's ack_timeout).
+	By            *durationpb.Duration `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Settlement) Reset() {
+	*x = Settlement{}
+	mi := &file_herald_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Settlement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Settlement) ProtoMessage() {}
+
+func (x *Settlement) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
+func (*Settlement) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Settlement) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *Settlement) GetAction() Settlement_Action {
+	if x != nil {
+		return x.Action
+	}
+	return Settlement_ACTION_UNSPECIFIED
+}
+
+func (x *Settlement) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
+}
+
+func (x *Settlement) GetBy() *durationpb.Duration {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+type SettleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per settlement, in order.
+	Results []*SettleResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// The position of the commit that carried them.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tick          uint64 `protobuf:"varint,3,opt,name=tick,proto3" json:"tick,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_herald_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SettleResponse) GetResults() []*SettleResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *SettleResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetTick() uint64 {
+	if x != nil {
+		return x.Tick
+	}
+	return 0
+}
+
+type SettleResult struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	DeliveryId string                 `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	Ok         bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// EXTEND: the new deadline.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Set when the settlement failed.
+	Error         *ErrorDetail `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResult) Reset() {
+	*x = SettleResult{}
+	mi := &file_herald_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResult) ProtoMessage() {}
+
+func (x *SettleResult) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
+func (*SettleResult) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SettleResult) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *SettleResult) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *SettleResult) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *SettleResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // ErrorDetail is attached to every error the service returns, so a client can rebuild
 // Herald's error exactly.
 type ErrorDetail struct {
@@ -990,7 +1292,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_herald_proto_msgTypes[16]
+	mi := &file_herald_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1304,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[16]
+	mi := &file_herald_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1317,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{16}
+	return file_herald_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -1074,7 +1376,7 @@ type CreateQueueRequest struct {
 
 func (x *CreateQueueRequest) Reset() {
 	*x = CreateQueueRequest{}
-	mi := &file_herald_proto_msgTypes[17]
+	mi := &file_herald_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1388,7 @@ func (x *CreateQueueRequest) String() string {
 func (*CreateQueueRequest) ProtoMessage() {}
 
 func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[17]
+	mi := &file_herald_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1401,7 @@ func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueRequest.ProtoReflect.Descriptor instead.
 func (*CreateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{17}
+	return file_herald_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateQueueRequest) GetName() string {
@@ -1146,7 +1448,7 @@ type CreateQueueResponse struct {
 
 func (x *CreateQueueResponse) Reset() {
 	*x = CreateQueueResponse{}
-	mi := &file_herald_proto_msgTypes[18]
+	mi := &file_herald_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1460,7 @@ func (x *CreateQueueResponse) String() string {
 func (*CreateQueueResponse) ProtoMessage() {}
 
 func (x *CreateQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[18]
+	mi := &file_herald_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1473,7 @@ func (x *CreateQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueResponse.ProtoReflect.Descriptor instead.
 func (*CreateQueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{18}
+	return file_herald_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateQueueResponse) GetQueue() *Queue {
@@ -1196,7 +1498,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_herald_proto_msgTypes[19]
+	mi := &file_herald_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1510,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[19]
+	mi := &file_herald_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1523,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{19}
+	return file_herald_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Queue) GetName() string {
@@ -1275,7 +1577,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_herald_proto_msgTypes[20]
+	mi := &file_herald_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1287,7 +1589,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[20]
+	mi := &file_herald_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1300,7 +1602,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{20}
+	return file_herald_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteQueueRequest) GetName() string {
@@ -1320,7 +1622,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_herald_proto_msgTypes[21]
+	mi := &file_herald_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1634,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[21]
+	mi := &file_herald_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1647,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{21}
+	return file_herald_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteQueueResponse) GetMessagesDeleted() int64 {
@@ -1373,7 +1675,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_herald_proto_msgTypes[22]
+	mi := &file_herald_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1687,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[22]
+	mi := &file_herald_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1700,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{22}
+	return file_herald_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EnqueueRequest) GetQueue() string {
@@ -1452,7 +1754,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_herald_proto_msgTypes[23]
+	mi := &file_herald_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1766,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[23]
+	mi := &file_herald_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1779,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{23}
+	return file_herald_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *EnqueueResponse) GetMessageId() string {
@@ -1496,7 +1798,7 @@ type ConsumeQueueRequest struct {
 
 func (x *ConsumeQueueRequest) Reset() {
 	*x = ConsumeQueueRequest{}
-	mi := &file_herald_proto_msgTypes[24]
+	mi := &file_herald_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1810,7 @@ func (x *ConsumeQueueRequest) String() string {
 func (*ConsumeQueueRequest) ProtoMessage() {}
 
 func (x *ConsumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[24]
+	mi := &file_herald_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1823,7 @@ func (x *ConsumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{24}
+	return file_herald_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConsumeQueueRequest) GetQueue() string {
@@ -1553,7 +1855,7 @@ type QueueMessage struct {
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_herald_proto_msgTypes[25]
+	mi := &file_herald_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1867,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[25]
+	mi := &file_herald_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1880,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{25}
+	return file_herald_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *QueueMessage) GetMessageId() string {
@@ -1661,7 +1963,7 @@ type QueueAckRequest struct {
 
 func (x *QueueAckRequest) Reset() {
 	*x = QueueAckRequest{}
-	mi := &file_herald_proto_msgTypes[26]
+	mi := &file_herald_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1975,7 @@ func (x *QueueAckRequest) String() string {
 func (*QueueAckRequest) ProtoMessage() {}
 
 func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[26]
+	mi := &file_herald_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1988,7 @@ func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckRequest.ProtoReflect.Descriptor instead.
 func (*QueueAckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{26}
+	return file_herald_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *QueueAckRequest) GetQueue() string {
@@ -1711,7 +2013,7 @@ type QueueAckResponse struct {
 
 func (x *QueueAckResponse) Reset() {
 	*x = QueueAckResponse{}
-	mi := &file_herald_proto_msgTypes[27]
+	mi := &file_herald_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +2025,7 @@ func (x *QueueAckResponse) String() string {
 func (*QueueAckResponse) ProtoMessage() {}
 
 func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[27]
+	mi := &file_herald_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +2038,7 @@ func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckResponse.ProtoReflect.Descriptor instead.
 func (*QueueAckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{27}
+	return file_herald_proto_rawDescGZIP(), []int{31}
 }
 
 type QueueNackRequest struct {
@@ -1753,7 +2055,7 @@ type QueueNackRequest struct {
 
 func (x *QueueNackRequest) Reset() {
 	*x = QueueNackRequest{}
-	mi := &file_herald_proto_msgTypes[28]
+	mi := &file_herald_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2067,7 @@ func (x *QueueNackRequest) String() string {
 func (*QueueNackRequest) ProtoMessage() {}
 
 func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[28]
+	mi := &file_herald_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2080,7 @@ func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackRequest.ProtoReflect.Descriptor instead.
 func (*QueueNackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{28}
+	return file_herald_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *QueueNackRequest) GetQueue() string {
@@ -1817,7 +2119,7 @@ type QueueNackResponse struct {
 
 func (x *QueueNackResponse) Reset() {
 	*x = QueueNackResponse{}
-	mi := &file_herald_proto_msgTypes[29]
+	mi := &file_herald_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2131,7 @@ func (x *QueueNackResponse) String() string {
 func (*QueueNackResponse) ProtoMessage() {}
 
 func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[29]
+	mi := &file_herald_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2144,7 @@ func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackResponse.ProtoReflect.Descriptor instead.
 func (*QueueNackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{29}
+	return file_herald_proto_rawDescGZIP(), []int{33}
 }
 
 type QueueExtendRequest struct {
@@ -1858,7 +2160,7 @@ type QueueExtendRequest struct {
 
 func (x *QueueExtendRequest) Reset() {
 	*x = QueueExtendRequest{}
-	mi := &file_herald_proto_msgTypes[30]
+	mi := &file_herald_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1870,7 +2172,7 @@ func (x *QueueExtendRequest) String() string {
 func (*QueueExtendRequest) ProtoMessage() {}
 
 func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[30]
+	mi := &file_herald_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1883,7 +2185,7 @@ func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendRequest.ProtoReflect.Descriptor instead.
 func (*QueueExtendRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{30}
+	return file_herald_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *QueueExtendRequest) GetQueue() string {
@@ -1916,7 +2218,7 @@ type QueueExtendResponse struct {
 
 func (x *QueueExtendResponse) Reset() {
 	*x = QueueExtendResponse{}
-	mi := &file_herald_proto_msgTypes[31]
+	mi := &file_herald_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2230,7 @@ func (x *QueueExtendResponse) String() string {
 func (*QueueExtendResponse) ProtoMessage() {}
 
 func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[31]
+	mi := &file_herald_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2243,7 @@ func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendResponse.ProtoReflect.Descriptor instead.
 func (*QueueExtendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{31}
+	return file_herald_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *QueueExtendResponse) GetDeadline() *timestamppb.Timestamp {
@@ -1960,7 +2262,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_herald_proto_msgTypes[32]
+	mi := &file_herald_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2274,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[32]
+	mi := &file_herald_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2287,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{32}
+	return file_herald_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RedriveDeadLettersRequest) GetQueue() string {
@@ -2005,7 +2307,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_herald_proto_msgTypes[33]
+	mi := &file_herald_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2319,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[33]
+	mi := &file_herald_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2332,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{33}
+	return file_herald_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RedriveDeadLettersResponse) GetRedriven() int64 {
@@ -2114,7 +2416,33 @@ const file_herald_proto_rawDesc = "" +
 	"deliveryId\x12)\n" +
 	"\x02by\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x02by\"H\n" +
 	"\x0eExtendResponse\x126\n" +
-	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"{\n" +
+	"\bdeadline\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"H\n" +
+	"\rSettleRequest\x127\n" +
+	"\vsettlements\x18\x01 \x03(\v2\x15.herald.v1.SettlementR\vsettlements\"\xa8\x02\n" +
+	"\n" +
+	"Settlement\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x124\n" +
+	"\x06action\x18\x02 \x01(\x0e2\x1c.herald.v1.Settlement.ActionR\x06action\x12/\n" +
+	"\x05delay\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x12)\n" +
+	"\x02by\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x02by\"g\n" +
+	"\x06Action\x12\x16\n" +
+	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"ACTION_ACK\x10\x01\x12\x0f\n" +
+	"\vACTION_NACK\x10\x02\x12\x11\n" +
+	"\rACTION_REJECT\x10\x03\x12\x11\n" +
+	"\rACTION_EXTEND\x10\x04\"i\n" +
+	"\x0eSettleResponse\x121\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.herald.v1.SettleResultR\aresults\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04tick\x18\x03 \x01(\x04R\x04tick\"\xa5\x01\n" +
+	"\fSettleResult\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12,\n" +
+	"\x05error\x18\x04 \x01(\v2\x16.herald.v1.ErrorDetailR\x05error\"{\n" +
 	"\vErrorDetail\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
@@ -2202,7 +2530,7 @@ const file_herald_proto_rawDesc = "" +
 	"\x19RedriveDeadLettersRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"8\n" +
 	"\x1aRedriveDeadLettersResponse\x12\x1a\n" +
-	"\bredriven\x18\x01 \x01(\x03R\bredriven2\xcb\x03\n" +
+	"\bredriven\x18\x01 \x01(\x03R\bredriven2\x8a\x04\n" +
 	"\x06Herald\x12:\n" +
 	"\x05Query\x12\x17.herald.v1.QueryRequest\x1a\x18.herald.v1.QueryResponse\x12L\n" +
 	"\vOpenSession\x12\x1d.herald.v1.OpenSessionRequest\x1a\x1e.herald.v1.OpenSessionResponse\x12O\n" +
@@ -2210,7 +2538,8 @@ const file_herald_proto_rawDesc = "" +
 	"\aConsume\x12\x19.herald.v1.ConsumeRequest\x1a\x10.herald.v1.Event0\x01\x124\n" +
 	"\x03Ack\x12\x15.herald.v1.AckRequest\x1a\x16.herald.v1.AckResponse\x127\n" +
 	"\x04Nack\x12\x16.herald.v1.NackRequest\x1a\x17.herald.v1.NackResponse\x12=\n" +
-	"\x06Extend\x12\x18.herald.v1.ExtendRequest\x1a\x19.herald.v1.ExtendResponse2\xe0\x04\n" +
+	"\x06Extend\x12\x18.herald.v1.ExtendRequest\x1a\x19.herald.v1.ExtendResponse\x12=\n" +
+	"\x06Settle\x12\x18.herald.v1.SettleRequest\x1a\x19.herald.v1.SettleResponse2\xe0\x04\n" +
 	"\x06Queues\x12L\n" +
 	"\vCreateQueue\x12\x1d.herald.v1.CreateQueueRequest\x1a\x1e.herald.v1.CreateQueueResponse\x12L\n" +
 	"\vDeleteQueue\x12\x1d.herald.v1.DeleteQueueRequest\x1a\x1e.herald.v1.DeleteQueueResponse\x12@\n" +
@@ -2233,116 +2562,131 @@ func file_herald_proto_rawDescGZIP() []byte {
 	return file_herald_proto_rawDescData
 }
 
-var file_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_herald_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_herald_proto_goTypes = []any{
-	(*QueryRequest)(nil),               // 0: herald.v1.QueryRequest
-	(*QueryResponse)(nil),              // 1: herald.v1.QueryResponse
-	(*Result)(nil),                     // 2: herald.v1.Result
-	(*Stats)(nil),                      // 3: herald.v1.Stats
-	(*OpenSessionRequest)(nil),         // 4: herald.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),        // 5: herald.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),        // 6: herald.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),       // 7: herald.v1.CloseSessionResponse
-	(*ConsumeRequest)(nil),             // 8: herald.v1.ConsumeRequest
-	(*Event)(nil),                      // 9: herald.v1.Event
-	(*AckRequest)(nil),                 // 10: herald.v1.AckRequest
-	(*AckResponse)(nil),                // 11: herald.v1.AckResponse
-	(*NackRequest)(nil),                // 12: herald.v1.NackRequest
-	(*NackResponse)(nil),               // 13: herald.v1.NackResponse
-	(*ExtendRequest)(nil),              // 14: herald.v1.ExtendRequest
-	(*ExtendResponse)(nil),             // 15: herald.v1.ExtendResponse
-	(*ErrorDetail)(nil),                // 16: herald.v1.ErrorDetail
-	(*CreateQueueRequest)(nil),         // 17: herald.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),        // 18: herald.v1.CreateQueueResponse
-	(*Queue)(nil),                      // 19: herald.v1.Queue
-	(*DeleteQueueRequest)(nil),         // 20: herald.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),        // 21: herald.v1.DeleteQueueResponse
-	(*EnqueueRequest)(nil),             // 22: herald.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),            // 23: herald.v1.EnqueueResponse
-	(*ConsumeQueueRequest)(nil),        // 24: herald.v1.ConsumeQueueRequest
-	(*QueueMessage)(nil),               // 25: herald.v1.QueueMessage
-	(*QueueAckRequest)(nil),            // 26: herald.v1.QueueAckRequest
-	(*QueueAckResponse)(nil),           // 27: herald.v1.QueueAckResponse
-	(*QueueNackRequest)(nil),           // 28: herald.v1.QueueNackRequest
-	(*QueueNackResponse)(nil),          // 29: herald.v1.QueueNackResponse
-	(*QueueExtendRequest)(nil),         // 30: herald.v1.QueueExtendRequest
-	(*QueueExtendResponse)(nil),        // 31: herald.v1.QueueExtendResponse
-	(*RedriveDeadLettersRequest)(nil),  // 32: herald.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil), // 33: herald.v1.RedriveDeadLettersResponse
-	nil,                                // 34: herald.v1.QueryRequest.ParamsEntry
-	nil,                                // 35: herald.v1.ConsumeRequest.ParamsEntry
-	nil,                                // 36: herald.v1.CreateQueueRequest.FairnessWeightsEntry
-	nil,                                // 37: herald.v1.Queue.FairnessWeightsEntry
-	nil,                                // 38: herald.v1.EnqueueRequest.HeadersEntry
-	nil,                                // 39: herald.v1.QueueMessage.HeadersEntry
-	(*structpb.ListValue)(nil),         // 40: google.protobuf.ListValue
-	(*structpb.Value)(nil),             // 41: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil),      // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 43: google.protobuf.Duration
+	(Settlement_Action)(0),             // 0: herald.v1.Settlement.Action
+	(*QueryRequest)(nil),               // 1: herald.v1.QueryRequest
+	(*QueryResponse)(nil),              // 2: herald.v1.QueryResponse
+	(*Result)(nil),                     // 3: herald.v1.Result
+	(*Stats)(nil),                      // 4: herald.v1.Stats
+	(*OpenSessionRequest)(nil),         // 5: herald.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),        // 6: herald.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),        // 7: herald.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 8: herald.v1.CloseSessionResponse
+	(*ConsumeRequest)(nil),             // 9: herald.v1.ConsumeRequest
+	(*Event)(nil),                      // 10: herald.v1.Event
+	(*AckRequest)(nil),                 // 11: herald.v1.AckRequest
+	(*AckResponse)(nil),                // 12: herald.v1.AckResponse
+	(*NackRequest)(nil),                // 13: herald.v1.NackRequest
+	(*NackResponse)(nil),               // 14: herald.v1.NackResponse
+	(*ExtendRequest)(nil),              // 15: herald.v1.ExtendRequest
+	(*ExtendResponse)(nil),             // 16: herald.v1.ExtendResponse
+	(*SettleRequest)(nil),              // 17: herald.v1.SettleRequest
+	(*Settlement)(nil),                 // 18: herald.v1.Settlement
+	(*SettleResponse)(nil),             // 19: herald.v1.SettleResponse
+	(*SettleResult)(nil),               // 20: herald.v1.SettleResult
+	(*ErrorDetail)(nil),                // 21: herald.v1.ErrorDetail
+	(*CreateQueueRequest)(nil),         // 22: herald.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),        // 23: herald.v1.CreateQueueResponse
+	(*Queue)(nil),                      // 24: herald.v1.Queue
+	(*DeleteQueueRequest)(nil),         // 25: herald.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),        // 26: herald.v1.DeleteQueueResponse
+	(*EnqueueRequest)(nil),             // 27: herald.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),            // 28: herald.v1.EnqueueResponse
+	(*ConsumeQueueRequest)(nil),        // 29: herald.v1.ConsumeQueueRequest
+	(*QueueMessage)(nil),               // 30: herald.v1.QueueMessage
+	(*QueueAckRequest)(nil),            // 31: herald.v1.QueueAckRequest
+	(*QueueAckResponse)(nil),           // 32: herald.v1.QueueAckResponse
+	(*QueueNackRequest)(nil),           // 33: herald.v1.QueueNackRequest
+	(*QueueNackResponse)(nil),          // 34: herald.v1.QueueNackResponse
+	(*QueueExtendRequest)(nil),         // 35: herald.v1.QueueExtendRequest
+	(*QueueExtendResponse)(nil),        // 36: herald.v1.QueueExtendResponse
+	(*RedriveDeadLettersRequest)(nil),  // 37: herald.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 38: herald.v1.RedriveDeadLettersResponse
+	nil,                                // 39: herald.v1.QueryRequest.ParamsEntry
+	nil,                                // 40: herald.v1.ConsumeRequest.ParamsEntry
+	nil,                                // 41: herald.v1.CreateQueueRequest.FairnessWeightsEntry
+	nil,                                // 42: herald.v1.Queue.FairnessWeightsEntry
+	nil,                                // 43: herald.v1.EnqueueRequest.HeadersEntry
+	nil,                                // 44: herald.v1.QueueMessage.HeadersEntry
+	(*structpb.ListValue)(nil),         // 45: google.protobuf.ListValue
+	(*structpb.Value)(nil),             // 46: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil),      // 47: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 48: google.protobuf.Duration
 }
 var file_herald_proto_depIdxs = []int32{
-	34, // 0: herald.v1.QueryRequest.params:type_name -> herald.v1.QueryRequest.ParamsEntry
-	2,  // 1: herald.v1.QueryResponse.results:type_name -> herald.v1.Result
-	40, // 2: herald.v1.Result.rows:type_name -> google.protobuf.ListValue
-	3,  // 3: herald.v1.Result.stats:type_name -> herald.v1.Stats
-	35, // 4: herald.v1.ConsumeRequest.params:type_name -> herald.v1.ConsumeRequest.ParamsEntry
-	41, // 5: herald.v1.Event.match:type_name -> google.protobuf.Value
-	42, // 6: herald.v1.Event.deadline:type_name -> google.protobuf.Timestamp
-	41, // 7: herald.v1.Event.prev:type_name -> google.protobuf.Value
-	43, // 8: herald.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	43, // 9: herald.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	42, // 10: herald.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	43, // 11: herald.v1.CreateQueueRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	36, // 12: herald.v1.CreateQueueRequest.fairness_weights:type_name -> herald.v1.CreateQueueRequest.FairnessWeightsEntry
-	19, // 13: herald.v1.CreateQueueResponse.queue:type_name -> herald.v1.Queue
-	43, // 14: herald.v1.Queue.visibility_timeout:type_name -> google.protobuf.Duration
-	37, // 15: herald.v1.Queue.fairness_weights:type_name -> herald.v1.Queue.FairnessWeightsEntry
-	42, // 16: herald.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
-	38, // 17: herald.v1.EnqueueRequest.headers:type_name -> herald.v1.EnqueueRequest.HeadersEntry
-	43, // 18: herald.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
-	39, // 19: herald.v1.QueueMessage.headers:type_name -> herald.v1.QueueMessage.HeadersEntry
-	42, // 20: herald.v1.QueueMessage.deadline:type_name -> google.protobuf.Timestamp
-	42, // 21: herald.v1.QueueMessage.enqueued_at:type_name -> google.protobuf.Timestamp
-	43, // 22: herald.v1.QueueNackRequest.delay:type_name -> google.protobuf.Duration
-	43, // 23: herald.v1.QueueExtendRequest.by:type_name -> google.protobuf.Duration
-	42, // 24: herald.v1.QueueExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	41, // 25: herald.v1.QueryRequest.ParamsEntry.value:type_name -> google.protobuf.Value
-	41, // 26: herald.v1.ConsumeRequest.ParamsEntry.value:type_name -> google.protobuf.Value
-	0,  // 27: herald.v1.Herald.Query:input_type -> herald.v1.QueryRequest
-	4,  // 28: herald.v1.Herald.OpenSession:input_type -> herald.v1.OpenSessionRequest
-	6,  // 29: herald.v1.Herald.CloseSession:input_type -> herald.v1.CloseSessionRequest
-	8,  // 30: herald.v1.Herald.Consume:input_type -> herald.v1.ConsumeRequest
-	10, // 31: herald.v1.Herald.Ack:input_type -> herald.v1.AckRequest
-	12, // 32: herald.v1.Herald.Nack:input_type -> herald.v1.NackRequest
-	14, // 33: herald.v1.Herald.Extend:input_type -> herald.v1.ExtendRequest
-	17, // 34: herald.v1.Queues.CreateQueue:input_type -> herald.v1.CreateQueueRequest
-	20, // 35: herald.v1.Queues.DeleteQueue:input_type -> herald.v1.DeleteQueueRequest
-	22, // 36: herald.v1.Queues.Enqueue:input_type -> herald.v1.EnqueueRequest
-	24, // 37: herald.v1.Queues.ConsumeQueue:input_type -> herald.v1.ConsumeQueueRequest
-	26, // 38: herald.v1.Queues.Ack:input_type -> herald.v1.QueueAckRequest
-	28, // 39: herald.v1.Queues.Nack:input_type -> herald.v1.QueueNackRequest
-	30, // 40: herald.v1.Queues.Extend:input_type -> herald.v1.QueueExtendRequest
-	32, // 41: herald.v1.Queues.RedriveDeadLetters:input_type -> herald.v1.RedriveDeadLettersRequest
-	1,  // 42: herald.v1.Herald.Query:output_type -> herald.v1.QueryResponse
-	5,  // 43: herald.v1.Herald.OpenSession:output_type -> herald.v1.OpenSessionResponse
-	7,  // 44: herald.v1.Herald.CloseSession:output_type -> herald.v1.CloseSessionResponse
-	9,  // 45: herald.v1.Herald.Consume:output_type -> herald.v1.Event
-	11, // 46: herald.v1.Herald.Ack:output_type -> herald.v1.AckResponse
-	13, // 47: herald.v1.Herald.Nack:output_type -> herald.v1.NackResponse
-	15, // 48: herald.v1.Herald.Extend:output_type -> herald.v1.ExtendResponse
-	18, // 49: herald.v1.Queues.CreateQueue:output_type -> herald.v1.CreateQueueResponse
-	21, // 50: herald.v1.Queues.DeleteQueue:output_type -> herald.v1.DeleteQueueResponse
-	23, // 51: herald.v1.Queues.Enqueue:output_type -> herald.v1.EnqueueResponse
-	25, // 52: herald.v1.Queues.ConsumeQueue:output_type -> herald.v1.QueueMessage
-	27, // 53: herald.v1.Queues.Ack:output_type -> herald.v1.QueueAckResponse
-	29, // 54: herald.v1.Queues.Nack:output_type -> herald.v1.QueueNackResponse
-	31, // 55: herald.v1.Queues.Extend:output_type -> herald.v1.QueueExtendResponse
-	33, // 56: herald.v1.Queues.RedriveDeadLetters:output_type -> herald.v1.RedriveDeadLettersResponse
-	42, // [42:57] is the sub-list for method output_type
-	27, // [27:42] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	39, // 0: herald.v1.QueryRequest.params:type_name -> herald.v1.QueryRequest.ParamsEntry
+	3,  // 1: herald.v1.QueryResponse.results:type_name -> herald.v1.Result
+	45, // 2: herald.v1.Result.rows:type_name -> google.protobuf.ListValue
+	4,  // 3: herald.v1.Result.stats:type_name -> herald.v1.Stats
+	40, // 4: herald.v1.ConsumeRequest.params:type_name -> herald.v1.ConsumeRequest.ParamsEntry
+	46, // 5: herald.v1.Event.match:type_name -> google.protobuf.Value
+	47, // 6: herald.v1.Event.deadline:type_name -> google.protobuf.Timestamp
+	46, // 7: herald.v1.Event.prev:type_name -> google.protobuf.Value
+	48, // 8: herald.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	48, // 9: herald.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	47, // 10: herald.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	18, // 11: herald.v1.SettleRequest.settlements:type_name -> herald.v1.Settlement
+	0,  // 12: herald.v1.Settlement.action:type_name -> herald.v1.Settlement.Action
+	48, // 13: herald.v1.Settlement.delay:type_name -> google.protobuf.Duration
+	48, // 14: herald.v1.Settlement.by:type_name -> google.protobuf.Duration
+	20, // 15: herald.v1.SettleResponse.results:type_name -> herald.v1.SettleResult
+	47, // 16: herald.v1.SettleResult.deadline:type_name -> google.protobuf.Timestamp
+	21, // 17: herald.v1.SettleResult.error:type_name -> herald.v1.ErrorDetail
+	48, // 18: herald.v1.CreateQueueRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	41, // 19: herald.v1.CreateQueueRequest.fairness_weights:type_name -> herald.v1.CreateQueueRequest.FairnessWeightsEntry
+	24, // 20: herald.v1.CreateQueueResponse.queue:type_name -> herald.v1.Queue
+	48, // 21: herald.v1.Queue.visibility_timeout:type_name -> google.protobuf.Duration
+	42, // 22: herald.v1.Queue.fairness_weights:type_name -> herald.v1.Queue.FairnessWeightsEntry
+	47, // 23: herald.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	43, // 24: herald.v1.EnqueueRequest.headers:type_name -> herald.v1.EnqueueRequest.HeadersEntry
+	48, // 25: herald.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
+	44, // 26: herald.v1.QueueMessage.headers:type_name -> herald.v1.QueueMessage.HeadersEntry
+	47, // 27: herald.v1.QueueMessage.deadline:type_name -> google.protobuf.Timestamp
+	47, // 28: herald.v1.QueueMessage.enqueued_at:type_name -> google.protobuf.Timestamp
+	48, // 29: herald.v1.QueueNackRequest.delay:type_name -> google.protobuf.Duration
+	48, // 30: herald.v1.QueueExtendRequest.by:type_name -> google.protobuf.Duration
+	47, // 31: herald.v1.QueueExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	46, // 32: herald.v1.QueryRequest.ParamsEntry.value:type_name -> google.protobuf.Value
+	46, // 33: herald.v1.ConsumeRequest.ParamsEntry.value:type_name -> google.protobuf.Value
+	1,  // 34: herald.v1.Herald.Query:input_type -> herald.v1.QueryRequest
+	5,  // 35: herald.v1.Herald.OpenSession:input_type -> herald.v1.OpenSessionRequest
+	7,  // 36: herald.v1.Herald.CloseSession:input_type -> herald.v1.CloseSessionRequest
+	9,  // 37: herald.v1.Herald.Consume:input_type -> herald.v1.ConsumeRequest
+	11, // 38: herald.v1.Herald.Ack:input_type -> herald.v1.AckRequest
+	13, // 39: herald.v1.Herald.Nack:input_type -> herald.v1.NackRequest
+	15, // 40: herald.v1.Herald.Extend:input_type -> herald.v1.ExtendRequest
+	17, // 41: herald.v1.Herald.Settle:input_type -> herald.v1.SettleRequest
+	22, // 42: herald.v1.Queues.CreateQueue:input_type -> herald.v1.CreateQueueRequest
+	25, // 43: herald.v1.Queues.DeleteQueue:input_type -> herald.v1.DeleteQueueRequest
+	27, // 44: herald.v1.Queues.Enqueue:input_type -> herald.v1.EnqueueRequest
+	29, // 45: herald.v1.Queues.ConsumeQueue:input_type -> herald.v1.ConsumeQueueRequest
+	31, // 46: herald.v1.Queues.Ack:input_type -> herald.v1.QueueAckRequest
+	33, // 47: herald.v1.Queues.Nack:input_type -> herald.v1.QueueNackRequest
+	35, // 48: herald.v1.Queues.Extend:input_type -> herald.v1.QueueExtendRequest
+	37, // 49: herald.v1.Queues.RedriveDeadLetters:input_type -> herald.v1.RedriveDeadLettersRequest
+	2,  // 50: herald.v1.Herald.Query:output_type -> herald.v1.QueryResponse
+	6,  // 51: herald.v1.Herald.OpenSession:output_type -> herald.v1.OpenSessionResponse
+	8,  // 52: herald.v1.Herald.CloseSession:output_type -> herald.v1.CloseSessionResponse
+	10, // 53: herald.v1.Herald.Consume:output_type -> herald.v1.Event
+	12, // 54: herald.v1.Herald.Ack:output_type -> herald.v1.AckResponse
+	14, // 55: herald.v1.Herald.Nack:output_type -> herald.v1.NackResponse
+	16, // 56: herald.v1.Herald.Extend:output_type -> herald.v1.ExtendResponse
+	19, // 57: herald.v1.Herald.Settle:output_type -> herald.v1.SettleResponse
+	23, // 58: herald.v1.Queues.CreateQueue:output_type -> herald.v1.CreateQueueResponse
+	26, // 59: herald.v1.Queues.DeleteQueue:output_type -> herald.v1.DeleteQueueResponse
+	28, // 60: herald.v1.Queues.Enqueue:output_type -> herald.v1.EnqueueResponse
+	30, // 61: herald.v1.Queues.ConsumeQueue:output_type -> herald.v1.QueueMessage
+	32, // 62: herald.v1.Queues.Ack:output_type -> herald.v1.QueueAckResponse
+	34, // 63: herald.v1.Queues.Nack:output_type -> herald.v1.QueueNackResponse
+	36, // 64: herald.v1.Queues.Extend:output_type -> herald.v1.QueueExtendResponse
+	38, // 65: herald.v1.Queues.RedriveDeadLetters:output_type -> herald.v1.RedriveDeadLettersResponse
+	50, // [50:66] is the sub-list for method output_type
+	34, // [34:50] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_herald_proto_init() }
@@ -2355,13 +2699,14 @@ func file_herald_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_proto_rawDesc), len(file_herald_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   40,
+			NumEnums:      1,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_herald_proto_goTypes,
 		DependencyIndexes: file_herald_proto_depIdxs,
+		EnumInfos:         file_herald_proto_enumTypes,
 		MessageInfos:      file_herald_proto_msgTypes,
 	}.Build()
 	File_herald_proto = out.File

@@ -52,6 +52,8 @@ const (
 	HeraldNackProcedure = "/herald.v1.Herald/Nack"
 	// HeraldExtendProcedure is the fully-qualified name of the Herald's Extend RPC.
 	HeraldExtendProcedure = "/herald.v1.Herald/Extend"
+	// HeraldSettleProcedure is the fully-qualified name of the Herald's Settle RPC.
+	HeraldSettleProcedure = "/herald.v1.Herald/Settle"
 	// QueuesCreateQueueProcedure is the fully-qualified name of the Queues's CreateQueue RPC.
 	QueuesCreateQueueProcedure = "/herald.v1.Queues/CreateQueue"
 	// QueuesDeleteQueueProcedure is the fully-qualified name of the Queues's DeleteQueue RPC.
@@ -93,6 +95,10 @@ type HeraldClient interface {
 	Nack(context.Context, *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error)
 	// Extend pushes a lease's deadline out.
 	Extend(context.Context, *connect.Request[heraldv1.ExtendRequest]) (*connect.Response[heraldv1.ExtendResponse], error)
+	// Settle commits a batch of settlements in one transaction, like POST /v1/settle. A
+	// well-formed request succeeds as a whole; each settlement reports its own outcome
+	// (E8004 for an unknown, settled or expired id) and a failed one changes nothing.
+	Settle(context.Context, *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error)
 }
 
 // NewHeraldClient constructs a client for the herald.v1.Herald service. By default, it uses the
@@ -148,6 +154,12 @@ func NewHeraldClient(httpClient connect.HTTPClient, baseURL string, opts ...conn
 			connect.WithSchema(heraldMethods.ByName("Extend")),
 			connect.WithClientOptions(opts...),
 		),
+		settle: connect.NewClient[heraldv1.SettleRequest, heraldv1.SettleResponse](
+			httpClient,
+			baseURL+HeraldSettleProcedure,
+			connect.WithSchema(heraldMethods.ByName("Settle")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -160,6 +172,7 @@ type heraldClient struct {
 	ack          *connect.Client[heraldv1.AckRequest, heraldv1.AckResponse]
 	nack         *connect.Client[heraldv1.NackRequest, heraldv1.NackResponse]
 	extend       *connect.Client[heraldv1.ExtendRequest, heraldv1.ExtendResponse]
+	settle       *connect.Client[heraldv1.SettleRequest, heraldv1.SettleResponse]
 }
 
 // Query calls herald.v1.Herald.Query.
@@ -197,6 +210,11 @@ func (c *heraldClient) Extend(ctx context.Context, req *connect.Request[heraldv1
 	return c.extend.CallUnary(ctx, req)
 }
 
+// Settle calls herald.v1.Herald.Settle.
+func (c *heraldClient) Settle(ctx context.Context, req *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error) {
+	return c.settle.CallUnary(ctx, req)
+}
+
 // HeraldHandler is an implementation of the herald.v1.Herald service.
 type HeraldHandler interface {
 	// Query runs one or more statements, like POST /v1/query.
@@ -219,6 +237,10 @@ type HeraldHandler interface {
 	Nack(context.Context, *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error)
 	// Extend pushes a lease's deadline out.
 	Extend(context.Context, *connect.Request[heraldv1.ExtendRequest]) (*connect.Response[heraldv1.ExtendResponse], error)
+	// Settle commits a batch of settlements in one transaction, like POST /v1/settle. A
+	// well-formed request succeeds as a whole; each settlement reports its own outcome
+	// (E8004 for an unknown, settled or expired id) and a failed one changes nothing.
+	Settle(context.Context, *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error)
 }
 
 // NewHeraldHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -270,6 +292,12 @@ func NewHeraldHandler(svc HeraldHandler, opts ...connect.HandlerOption) (string,
 		connect.WithSchema(heraldMethods.ByName("Extend")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldSettleHandler := connect.NewUnaryHandler(
+		HeraldSettleProcedure,
+		svc.Settle,
+		connect.WithSchema(heraldMethods.ByName("Settle")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/herald.v1.Herald/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HeraldQueryProcedure:
@@ -286,6 +314,8 @@ func NewHeraldHandler(svc HeraldHandler, opts ...connect.HandlerOption) (string,
 			heraldNackHandler.ServeHTTP(w, r)
 		case HeraldExtendProcedure:
 			heraldExtendHandler.ServeHTTP(w, r)
+		case HeraldSettleProcedure:
+			heraldSettleHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -321,6 +351,10 @@ func (UnimplementedHeraldHandler) Nack(context.Context, *connect.Request[heraldv
 
 func (UnimplementedHeraldHandler) Extend(context.Context, *connect.Request[heraldv1.ExtendRequest]) (*connect.Response[heraldv1.ExtendResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Extend is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) Settle(context.Context, *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Settle is not implemented"))
 }
 
 // QueuesClient is a client for the herald.v1.Queues service.

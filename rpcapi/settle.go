@@ -1,0 +1,82 @@
+package rpcapi
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/delivery"
+)
+
+// MaxSettlements caps the settlements of one Settle call, as POST /v1/settle does.
+const MaxSettlements = 10000
+
+var settleActions = map[heraldv1.Settlement_Action]delivery.Action{
+	heraldv1.Settlement_ACTION_ACK:    delivery.ActAck,
+	heraldv1.Settlement_ACTION_NACK:   delivery.ActNack,
+	heraldv1.Settlement_ACTION_REJECT: delivery.ActReject,
+	heraldv1.Settlement_ACTION_EXTEND: delivery.ActExtend,
+}
+
+// Settle commits a batch of settlements in one transaction; each reports its own
+// outcome. A malformed batch is invalid_argument (E4001) and settles nothing.
+func (s *Service) Settle(ctx context.Context, req *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error) {
+	del, err := s.consumer()
+	if err != nil {
+		return nil, err
+	}
+	in := req.Msg.GetSettlements()
+	switch {
+	case len(in) == 0:
+		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "no settlements"))
+	case len(in) > MaxSettlements:
+		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "%d settlements in one call; at most %d", len(in), MaxSettlements))
+	}
+	items := make([]delivery.Settle, len(in))
+	for i, st := range in {
+		act, ok := settleActions[st.GetAction()]
+		if !ok {
+			return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: action %v; want ACK, NACK, REJECT or EXTEND", i, st.GetAction()))
+		}
+		if st.GetDeliveryId() == "" {
+			return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: delivery_id is missing", i))
+		}
+		it := delivery.Settle{DeliveryID: st.GetDeliveryId(), Action: act}
+		if d := st.GetDelay(); d != nil {
+			if act != delivery.ActNack {
+				return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: delay applies to NACK only", i))
+			}
+			if it.Delay, err = duration("delay", d); err != nil {
+				return nil, toConnect(err)
+			}
+		}
+		if d := st.GetBy(); d != nil {
+			if act != delivery.ActExtend {
+				return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: by applies to EXTEND only", i))
+			}
+			if it.By, err = duration("by", d); err != nil {
+				return nil, toConnect(err)
+			}
+		}
+		items[i] = it
+	}
+	results, seq, tick := del.SettleMany(ctx, items)
+	if seq == 0 {
+		seq, tick = s.eng.Position()
+	}
+	out := &heraldv1.SettleResponse{Seq: seq, Tick: tick, Results: make([]*heraldv1.SettleResult, len(results))}
+	for i, r := range results {
+		res := &heraldv1.SettleResult{DeliveryId: items[i].DeliveryID, Ok: r.Err == nil}
+		if r.Err != nil {
+			res.Error = errorDetail(r.Err)
+		} else if items[i].Action == delivery.ActExtend {
+			res.Deadline = timestamppb.New(r.Deadline.UTC().Round(time.Microsecond))
+		}
+		out.Results[i] = res
+	}
+	return connect.NewResponse(out), nil
+}
