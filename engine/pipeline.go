@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 
 	"github.com/herald-mq/herald"
@@ -58,6 +59,7 @@ type pipeline struct {
 	stopped     bool
 	groups      uint64
 	txns        uint64
+	lastGroup   int // size of the last group taken
 	// advanced is closed and replaced each time durable moves or the pipeline fails.
 	advanced chan struct{}
 
@@ -135,6 +137,10 @@ func (p *pipeline) loop() {
 	}
 }
 
+// gatherRounds bounds how often the writer yields to let writers join a group (see
+// runOnce).
+const gatherRounds = 16
+
 // runOnce commits one group. It reports whether there was anything to commit.
 func (p *pipeline) runOnce() bool {
 	p.mu.Lock()
@@ -143,9 +149,21 @@ func (p *pipeline) runOnce() bool {
 		p.mu.Unlock()
 		return false
 	}
+	// A group smaller than the last one means writers that the last sync answered have
+	// not submitted again yet: let them run for a moment so that they join this group
+	// instead of waiting for a sync of their own. Otherwise a few busy writers settle
+	// into groups of alternating sizes, each paying a sync. This yields the processor a
+	// few times; it waits for no clock.
+	for i := 0; i < gatherRounds && n < p.lastGroup; i++ {
+		p.mu.Unlock()
+		runtime.Gosched()
+		p.mu.Lock()
+		n = len(p.queue)
+	}
 	if n > p.maxGroup {
 		n = p.maxGroup
 	}
+	p.lastGroup = n
 	group := p.queue[:n:n]
 	p.queue = p.queue[n:]
 	failed := p.err
