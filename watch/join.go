@@ -91,18 +91,7 @@ func (s *spec) around(tx *graph.Tx, ids []herald.NodeID) (map[string]row, error)
 			if sd.typ != "" && sd.typ != n.Type {
 				continue
 			}
-			_, err := sd.plan.RunSeeded(tx, ctx, n, func(r eval.Row) error {
-				k := s.key(r)
-				if _, dup := out[k]; dup {
-					return nil
-				}
-				v, ord, err := s.project(ctx, r)
-				if err != nil {
-					return err
-				}
-				out[k] = row{key: k, value: v, order: ord, bind: s.keep(r)}
-				return nil
-			})
+			_, err := sd.plan.RunSeeded(tx, ctx, n, func(r eval.Row) error { return s.collect(ctx, out, r) })
 			if err != nil {
 				return nil, err
 			}

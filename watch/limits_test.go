@@ -14,9 +14,10 @@ import (
 	"github.com/herald-mq/herald/watch"
 )
 
-// TestWatchLimits: beyond the per-session and server-wide caps, Open answers E8006; a
-// closed watch frees its place. Handles are per session.
-func TestWatchLimits(t *testing.T) {
+// openWatchService starts a watch service with cfg on an engine over an in-memory
+// Pebble with a manual clock; both stop at cleanup.
+func openWatchService(t *testing.T, cfg watch.Config) (*engine.Engine, *watch.Service) {
+	t.Helper()
 	st, err := pebblestore.Open("db", pebblestore.Options{FS: vfs.NewMem(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +26,8 @@ func TestWatchLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := watch.New(watch.Config{Engine: eng, Logger: quiet, MaxWatches: 3, MaxWatchesPerSession: 2})
+	cfg.Engine, cfg.Logger = eng, quiet
+	svc := watch.New(cfg)
 	if err := svc.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +35,13 @@ func TestWatchLimits(t *testing.T) {
 		_ = svc.Stop(context.Background())
 		_ = eng.Close(context.Background())
 	})
+	return eng, svc
+}
+
+// TestWatchLimits: beyond the per-session and server-wide caps, Open answers E8006; a
+// closed watch frees its place. Handles are per session.
+func TestWatchLimits(t *testing.T) {
+	eng, svc := openWatchService(t, watch.Config{MaxWatches: 3, MaxWatchesPerSession: 2})
 	ctx := context.Background()
 	sid, _ := eng.OpenSession()
 	a, err := svc.Open(ctx, sid, `h = WATCH t: Task RETURN t`, nil, 0)
@@ -64,22 +73,7 @@ func TestWatchLimits(t *testing.T) {
 // TestWatchPolicy: a pattern that mentions a type the policy denies answers E8001, in
 // any position of the pattern; others open.
 func TestWatchPolicy(t *testing.T) {
-	st, err := pebblestore.Open("db", pebblestore.Options{FS: vfs.NewMem(), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := watch.New(watch.Config{Engine: eng, Logger: quiet, Policy: herald.WatchPolicy{DenyTypes: []string{"Secret", "owns"}}})
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = svc.Stop(context.Background())
-		_ = eng.Close(context.Background())
-	})
+	_, svc := openWatchService(t, watch.Config{Policy: herald.WatchPolicy{DenyTypes: []string{"Secret", "owns"}}})
 	ctx := context.Background()
 	for _, q := range []string{`WATCH s: Secret RETURN s`, `WATCH t: Task, owns(t, _) RETURN t`, `WATCH t: Task, s: Secret, x(t, s) RETURN t`} {
 		if _, err := svc.Open(ctx, "", q, nil, 0); herald.CodeOf(err) != herald.CodeWatchPatternDenied {

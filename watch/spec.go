@@ -419,19 +419,23 @@ func (s *spec) matches(tx *graph.Tx) (map[string]row, error) {
 	ctx := s.ctx()
 	ctx.Node = tx.Node
 	out := map[string]row{}
-	_, err := s.plan.Run(tx, ctx, func(r eval.Row) error {
-		k := s.key(r)
-		if _, dup := out[k]; dup {
-			return nil
-		}
-		v, ord, err := s.project(ctx, r)
-		if err != nil {
-			return err
-		}
-		out[k] = row{key: k, value: v, order: ord, bind: s.keep(r)}
-		return nil
-	})
+	_, err := s.plan.Run(tx, ctx, func(r eval.Row) error { return s.collect(ctx, out, r) })
 	return out, err
+}
+
+// collect adds binding r to out under its key, projected (the first binding of a key
+// wins).
+func (s *spec) collect(ctx *eval.Context, out map[string]row, r eval.Row) error {
+	k := s.key(r)
+	if _, dup := out[k]; dup {
+		return nil
+	}
+	v, ord, err := s.project(ctx, r)
+	if err != nil {
+		return err
+	}
+	out[k] = row{key: k, value: v, order: ord, bind: s.keep(r)}
+	return nil
 }
 
 // one evaluates a single-node pattern on one node image (nil: no match).
