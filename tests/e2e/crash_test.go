@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,7 +215,13 @@ func consumer(ctx context.Context, c *crashCluster, l *crashLedger, verdict func
 				continue
 			}
 			stmt := fmt.Sprintf(verdict(m.K, ev.Attempt), ev.DeliveryID)
-			r, err := query(u, stmt, nil)
+			// Half of the settlements go as statements, half through POST /v1/settle.
+			var r *response
+			if m.K%2 == 0 {
+				r, err = query(u, stmt, nil)
+			} else {
+				r, err = settleAsBatch(u, stmt, ev.DeliveryID)
+			}
 			switch {
 			case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 				// The server was already gone: the settlement never reached it.
@@ -246,6 +253,52 @@ func consumer(ctx context.Context, c *crashCluster, l *crashLedger, verdict func
 		}
 		st.Close()
 	}
+}
+
+// settleAsBatch sends the settlement stmt stands for (ACK, NACK, NACK [no_retry]) as a
+// batch of one to POST /v1/settle, and answers in the shape of a query: 200, or the
+// settlement's own error with the status of its code (404 for E8004).
+func settleAsBatch(u, stmt, id string) (*response, error) {
+	action := "ack"
+	switch {
+	case strings.HasSuffix(stmt, "[no_retry]"):
+		action = "reject"
+	case strings.HasPrefix(stmt, "NACK"):
+		action = "nack"
+	}
+	body, _ := json.Marshal(map[string]any{"settlements": []map[string]string{{"delivery_id": id, "action": action}}})
+	resp, err := httpClient.Post(u+"/v1/settle", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Results []struct {
+			OK    bool `json:"ok"`
+			Error *struct {
+				Code, Name, Message string
+			} `json:"error"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, fmt.Errorf("settle: status %d, undecodable body: %v", resp.StatusCode, err)
+	}
+	r := &response{Status: resp.StatusCode}
+	if resp.StatusCode == 200 && len(out.Results) == 1 && out.Results[0].Error != nil {
+		e := out.Results[0].Error
+		r.Status = 500
+		if e.Code == "E8004" {
+			r.Status = 404
+		}
+		r.Error = &struct {
+			Code    string `json:"code"`
+			Name    string `json:"name"`
+			Message string `json:"message"`
+			Line    int    `json:"line"`
+			Column  int    `json:"column"`
+		}{Code: e.Code, Name: e.Name, Message: e.Message}
+	}
+	return r, nil
 }
 
 // graphState is what the server holds: the Msg nodes and the dead letters by subject.
