@@ -182,7 +182,7 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.unlisten = s.eng.Listen(s.onCommit)
+	s.unlisten = s.eng.ListenApplied(s.onCommit)
 	s.eng.AddExtension(s)
 	s.started = true
 	go s.loop()
@@ -232,7 +232,11 @@ func (s *Service) kick() {
 	}
 }
 
-// onCommit queues durable change sets for the dispatcher (engine.Listener).
+// onCommit queues change sets for the dispatcher as the engine applies them, before
+// they are durable (engine.ListenApplied): a new message can then be leased in the very
+// next group commit, often sharing its creator's sync. Nothing reaches a consumer before
+// it is durable: consumed events wait for the lease's commit, which the pipeline makes
+// durable only after the commit that created the message.
 func (s *Service) onCommit(sets []*herald.ChangeSet) {
 	s.pendMu.Lock()
 	s.pending = append(s.pending, sets...)

@@ -34,6 +34,8 @@ type Engine struct {
 	g         *graph.Graph
 	seq, tick uint64
 	recent    recent // the newest change sets, for ViewSince
+	// appliedListeners hear of each commit as it is applied (ListenApplied).
+	appliedListeners listeners
 	cons      *constraints
 
 	pipe *pipeline
@@ -252,6 +254,7 @@ func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.
 	e.g.Apply(cs)
 	e.cons.applied(changes)
 	e.recent.add(cs)
+	e.appliedListeners.notify([]*herald.ChangeSet{cs})
 	e.seq, e.tick = cs.Seq, cs.Tick
 	if announce != nil {
 		announce(cs.Seq)

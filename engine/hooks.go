@@ -44,6 +44,29 @@ func (e *Engine) Listen(fn Listener) (cancel func()) {
 	}
 }
 
+// ListenApplied registers fn for every commit from now on as soon as it is applied to
+// the graph, before it is durable, in seq order, with the engine's writer lock held:
+// fn must only queue the work. A service that reacts to commits this way must not let
+// anything depend on a commit reach a client before the commit is durable; what it
+// commits itself in reaction is durable only after the commit it reacted to (the
+// pipeline keeps seq order). The returned function unregisters fn.
+func (e *Engine) ListenApplied(fn Listener) (cancel func()) {
+	l := &e.appliedListeners
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fns == nil {
+		l.fns = map[int]Listener{}
+	}
+	id := l.next
+	l.next++
+	l.fns[id] = fn
+	return func() {
+		l.mu.Lock()
+		delete(l.fns, id)
+		l.mu.Unlock()
+	}
+}
+
 func (l *listeners) notify(sets []*herald.ChangeSet) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
