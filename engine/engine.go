@@ -36,7 +36,7 @@ type Engine struct {
 	recent    recent // the newest change sets, for ViewSince
 	// appliedListeners hear of each commit as it is applied (ListenApplied).
 	appliedListeners listeners
-	cons      *constraints
+	cons             *constraints
 
 	pipe *pipeline
 

@@ -648,4 +648,3 @@ func dumpModel(m *model) string {
 	}
 	return b.String()
 }
-
