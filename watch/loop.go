@@ -332,9 +332,9 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	if w.sp.winSize > 0 {
 		for i, ev := range evs {
 			if w.sp.single {
-				w.recordNode(ev, nodes[i])
+				w.recordNode(ev, nodes[i], cs.Time)
 			} else {
-				w.record(ev, binds[i])
+				w.record(ev, binds[i], cs.Time)
 			}
 		}
 		return true

@@ -17,19 +17,24 @@ type winEntry struct {
 }
 
 // recordNode is record for a single-node watch: the match is the node n.
-func (w *watcher) recordNode(ev herald.Event, n *herald.Node) {
+func (w *watcher) recordNode(ev herald.Event, n *herald.Node, at time.Time) {
 	if n == nil {
 		return
 	}
 	r := make(eval.Row, w.sp.plan.Scope.Len())
 	r[w.sp.slots[0]].Node = n
-	w.record(ev, r)
+	w.record(ev, r, at)
 }
 
-// record keeps a windowed watch's events for its windows instead of sending them.
-func (w *watcher) record(ev herald.Event, bind eval.Row) {
+// record keeps a windowed watch's events for its windows instead of sending them. at is
+// the time of the commit that made the event (not when the stream got to it), so an
+// event falls into the window of its commit however late it is processed.
+func (w *watcher) record(ev herald.Event, bind eval.Row, at time.Time) {
+	if at.IsZero() {
+		at = w.svc.clock.Now()
+	}
 	if bind != nil && (ev.Type == herald.EventAdded || ev.Type == herald.EventChanged) {
-		w.win = append(w.win, winEntry{at: w.svc.clock.Now(), key: w.sp.key(bind), bind: bind})
+		w.win = append(w.win, winEntry{at: at, key: w.sp.key(bind), bind: bind})
 	}
 }
 
