@@ -144,7 +144,7 @@ func (s *Service) sent(w *work, seq, tick uint64, err error) {
 	s.count.deadLettered.Add(uint64(len(w.letters)))
 	for _, l := range w.leases {
 		if s.leases[l.id] == l && l.cons != nil {
-			l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
+			l.sent = l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
 		}
 	}
 }
@@ -227,18 +227,19 @@ func (s *Service) expireLocked(now time.Time, w *work) {
 // release — or dead-letter past max_redeliveries.
 func (s *Service) settledLocked(l *lease, w *work, released bool) {
 	sub := l.subj
-	sub.attempts = l.attempt
+	spent := l.spent()
+	sub.attempts = spent
 	sp := l.spec()
 	max, dest, bo := sp.maxRedeliveries, sp.deadLetter, sp.backoff
-	if l.attempt >= 1+max {
+	if spent >= 1+max {
 		s.dropSubjectLocked(sub)
-		w.letters = append(w.letters, letter{subj: sub.id, watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: l.attempt, match: l.match})
+		w.letters = append(w.letters, letter{subj: sub.id, watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: spent, match: l.match})
 		return
 	}
-	if released {
+	if released || !l.sent {
 		bo = backoff{}
 	}
-	if d := bo.delay(l.attempt); d > 0 {
+	if d := bo.delay(spent); d > 0 {
 		sub.notBefore = s.clock.Now().Add(d)
 	}
 	w.states = append(w.states, stateLocked(sub, nil))
@@ -372,10 +373,7 @@ func (s *Service) applyChangesLocked(sets []*herald.ChangeSet) error {
 					continue
 				}
 				for id := range ids {
-					info, err := g.spec.evalMatch(tx, tx.Node(id))
-					if err != nil {
-						return err
-					}
+					info := s.evalLocked(tx, g, tx.Node(id))
 					if info == nil {
 						s.dropEntryLocked(g, id)
 					} else {
@@ -385,41 +383,86 @@ func (s *Service) applyChangesLocked(sets []*herald.ChangeSet) error {
 			}
 		}
 		for g := range full {
-			if err := s.rematchLocked(tx, g); err != nil {
-				return err
-			}
+			s.rematchLocked(tx, g)
 		}
 		return nil
 	})
 }
 
 // rematchLocked re-runs a join pattern and applies the difference.
-func (s *Service) rematchLocked(tx *graph.Tx, g *group) error {
-	sp := g.spec
-	ctx := sp.ctx()
-	ctx.Node = tx.Node
-	slot, _, _ := sp.full.Scope.Lookup(sp.subjectVar)
+func (s *Service) rematchLocked(tx *graph.Tx, g *group) {
 	now := map[herald.NodeID]bool{}
-	_, err := sp.full.Run(tx, ctx, func(row eval.Row) error {
-		n := row[slot].Node
-		if n == nil || now[n.ID] {
-			return nil
-		}
+	s.runLocked(tx, g, func(n *herald.Node, info *matchInfo) {
 		now[n.ID] = true
-		info, err := sp.info(ctx, n, row)
-		if err != nil {
-			return err
-		}
 		s.setEntryLocked(g, n, info)
-		return nil
 	})
-	if err != nil {
-		return err
-	}
 	for id := range g.matches {
 		if !now[id] {
 			s.dropEntryLocked(g, id)
 		}
 	}
+}
+
+// runLocked runs g's whole pattern and calls found once per subject it matches. A
+// binding whose conditions or ordering, fairness and scheduling expressions fail to
+// evaluate is left out and logged (once per subject while it keeps failing); it never
+// holds up the other messages.
+func (s *Service) runLocked(tx *graph.Tx, g *group, found func(*herald.Node, *matchInfo)) {
+	sp := g.spec
+	ctx := sp.ctx()
+	ctx.Node = tx.Node
+	slot, _, _ := sp.full.Scope.Lookup(sp.subjectVar)
+	seen := map[herald.NodeID]bool{}
+	_, err := sp.full.RunLenient(tx, ctx, func(row eval.Row) error {
+		n := row[slot].Node
+		if n == nil || seen[n.ID] {
+			return nil
+		}
+		info, err := sp.info(ctx, n, row)
+		if err != nil {
+			s.failingLocked(g, n.ID, err)
+			return nil
+		}
+		seen[n.ID] = true
+		delete(g.failing, n.ID)
+		found(n, info)
+		return nil
+	}, func(row eval.Row, err error) {
+		var id herald.NodeID
+		if n := row[slot].Node; n != nil {
+			id = n.ID
+		}
+		s.failingLocked(g, id, err)
+	})
+	if err != nil {
+		s.log.Error("consume: running a watch's pattern failed", "watch", g.watch, "err", err)
+	}
+}
+
+// failingLocked logs, once per node while it keeps failing, that a node cannot be
+// evaluated against g's watch ("" when the failure came before the subject was bound).
+func (s *Service) failingLocked(g *group, id herald.NodeID, err error) {
+	if g.failing == nil {
+		g.failing = map[herald.NodeID]bool{}
+	}
+	if g.failing[id] {
+		return
+	}
+	g.failing[id] = true
+	s.log.Warn("consume: a node cannot be evaluated against its watch and is not delivered", "node", id, "watch", g.watch, "err", err)
+}
+
+// evalLocked decides whether g matches node n (nil: it does not). A node whose
+// evaluation fails (say, a division by zero in WHERE) does not match: it is logged once
+// and decided again when it changes; it never holds up the other messages.
+func (s *Service) evalLocked(tx *graph.Tx, g *group, n *herald.Node) *matchInfo {
+	info, err := g.spec.evalMatch(tx, n)
+	if err == nil {
+		if n != nil {
+			delete(g.failing, n.ID)
+		}
+		return info
+	}
+	s.failingLocked(g, n.ID, err)
 	return nil
 }

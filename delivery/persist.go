@@ -147,6 +147,7 @@ func (s *Service) recover(tx *graph.Tx, d *herald.Node) {
 		index:    -1,
 		match:    nodeMatch(n),
 	}
+	l.sent = true // it went out before the restart
 	sub.lease = l
 	s.leases[l.id] = l
 	s.pushDeadlineLocked(l)

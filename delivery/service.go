@@ -16,7 +16,6 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
-	"github.com/herald-mq/herald/lang/eval"
 )
 
 // Config configures a Service.
@@ -54,8 +53,21 @@ type lease struct {
 	deadline time.Time
 	attempt  int
 	settling bool // an ACK, NACK or EXTEND is committing it
-	index    int  // in the deadline heap
-	match    herald.Value
+	// sent: its consumed event has gone to the consumer (or it was recovered after a
+	// restart, when it had been). Until then its delivery id is known to nobody: it
+	// cannot be settled, and if it ends unsent its attempt does not count.
+	sent  bool
+	index int // in the deadline heap
+	match herald.Value
+}
+
+// spent is the number of deliveries of the subject that count once l ends: l's attempt,
+// or the one before it when l never reached its consumer.
+func (l *lease) spent() int {
+	if l.sent {
+		return l.attempt
+	}
+	return l.attempt - 1
 }
 
 // group is the consumers sharing one ready queue: a named group, or one consumer.
@@ -68,6 +80,7 @@ type group struct {
 	ready   *readyQueue
 	delayed *delayQueue
 	matches map[herald.NodeID]*entry
+	failing map[herald.NodeID]bool // nodes whose evaluation failed, logged once
 }
 
 // consumer is one stream.
@@ -264,6 +277,9 @@ func (s *Service) consume(ctx context.Context, sessionID string, actor herald.No
 	if err != nil {
 		return nil, err
 	}
+	if sp.selfRef != nil && actor == "" {
+		return nil, herald.Errorf(herald.CodeSession, "#self needs a session bound to an actor (BEGIN SESSION AS #actor); open the stream in that session")
+	}
 	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, sortedKeys(sp.types)); err != nil {
 		return nil, err
 	}
@@ -358,28 +374,14 @@ func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID) (*group,
 	g := &group{key: key, spec: sp, watch: watchID, matches: map[herald.NodeID]*entry{}, delayed: newDelayQueue()}
 	g.ready = newReadyQueue(g.less)
 	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
-		ctx := sp.ctx()
-		ctx.Node = tx.Node
-		seen := map[herald.NodeID]bool{}
-		_, err := sp.full.Run(tx, ctx, func(row eval.Row) error {
-			slot, _, _ := sp.full.Scope.Lookup(sp.subjectVar)
-			n := row[slot].Node
-			if n == nil || seen[n.ID] {
-				return nil
-			}
-			seen[n.ID] = true
-			info, err := sp.info(ctx, n, row)
-			if err != nil {
-				return err
-			}
+		s.runLocked(tx, g, func(n *herald.Node, info *matchInfo) {
 			e := s.setEntryLocked(g, n, info)
 			e.skip = sp.initialNone
 			if e.skip {
 				s.unqueueLocked(e)
 			}
-			return nil
 		})
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -526,13 +528,14 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 }
 
 // releaseLocked returns a lease whose consumer left: the subject is ready again at once
-// and the attempt counts; past max_redeliveries it is dead-lettered by the dispatcher.
+// and the attempt counts (if the consumer got it); past max_redeliveries it is
+// dead-lettered by the dispatcher.
 func (s *Service) releaseLocked(l *lease) {
 	s.count.released.Add(1)
 	s.removeLeaseLocked(l)
-	l.subj.attempts = l.attempt
+	l.subj.attempts = l.spent()
 	s.released = append(s.released, l)
-	if l.attempt < 1+l.spec().maxRedeliveries {
+	if l.spent() < 1+l.spec().maxRedeliveries {
 		s.requeueLocked(l.subj)
 	}
 }
@@ -583,15 +586,18 @@ func (s *Service) requeueLocked(sub *subject) {
 	s.forgetLocked(sub)
 }
 
-// send delivers ev to c; the channel is sized so this never blocks.
-func (c *consumer) send(ev Event) {
+// send delivers ev to c; the channel is sized so this never blocks. It reports whether
+// the event went out.
+func (c *consumer) send(ev Event) bool {
 	if c.closed {
-		return
+		return false
 	}
 	select {
 	case c.events <- ev:
+		return true
 	default:
 		c.svc.log.Error("consumer event buffer full; event dropped", "consumer", c.id, "type", ev.Type)
+		return false
 	}
 }
 
@@ -666,17 +672,27 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 	s.Flush()
 	s.mu.Lock()
 	var out []herald.Event
+	drained := map[string]bool{}
 	for more := true; more; {
 		select {
 		case ev := <-c.events:
 			if ev.Type == herald.EventConsumed {
 				out = append(out, ev)
+				drained[ev.DeliveryID] = true
 			}
 		default:
 			more = false
 		}
 	}
-	// Leave without releasing: the leases stay until settled or expired.
+	// A round that ran after the Flush may have leased more to c, with events still on
+	// their way: nobody would hold those, so give them back (their attempt does not
+	// count). Then leave without releasing the others: they stay until settled or
+	// expired.
+	for id, l := range c.leases {
+		if !drained[id] {
+			s.releaseLocked(l)
+		}
+	}
 	s.endConsumerLocked(c, nil, false)
 	s.mu.Unlock()
 	return out, nil

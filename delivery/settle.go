@@ -16,7 +16,7 @@ func (s *Service) begin(id string) (*lease, deliveryState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.leases[id]
-	if l == nil || l.settling || !l.deadline.After(s.clock.Now()) {
+	if l == nil || !l.sent || l.settling || !l.deadline.After(s.clock.Now()) {
 		return nil, deliveryState{}, invalidDelivery(id)
 	}
 	l.settling = true
@@ -300,7 +300,7 @@ func (s *Service) DeliveryOf(subject herald.NodeID) (id string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sub := s.subjects[subject]
-	if sub == nil || sub.lease == nil || sub.lease.settling {
+	if sub == nil || sub.lease == nil || !sub.lease.sent || sub.lease.settling {
 		return "", false
 	}
 	return sub.lease.id, true

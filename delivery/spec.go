@@ -56,8 +56,9 @@ type orderKey struct {
 // spec is a compiled consume watch: what matches, how it is ordered, and its settlement
 // options. Members of one group share one spec.
 type spec struct {
-	text       string // canonical statement text; members of a group must agree on it
-	group      string // "" for a group of one
+	text       string       // canonical statement text; members of a group must agree on it
+	selfRef    *ast.NodeRef // the first #self in the statement, if any
+	group      string       // "" for a group of one
 	subjectVar string
 	subjectTyp string
 	plan       *graph.Plan // seeded on the subject variable, WHERE and filter included
@@ -90,12 +91,25 @@ func compileSpec(e *engine.Engine, query string, params map[string]herald.Value,
 	return compileWatch(w, file, params, actor, sessionID, e.Clock())
 }
 
+// firstSelf returns the first `#self` of w, or nil.
+func firstSelf(w *ast.WatchStmt) *ast.NodeRef {
+	var ref *ast.NodeRef
+	ast.Inspect(w, func(n ast.Node) bool {
+		if r, ok := n.(*ast.NodeRef); ok && r.Name == "self" && ref == nil {
+			ref = r
+		}
+		return ref == nil
+	})
+	return ref
+}
+
 func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.Value, actor herald.NodeID, sessionID string, clk herald.Clock) (*spec, error) {
 	errAt := func(code herald.Code, pos token.Pos, format string, args ...any) error {
 		return eval.ErrorAt(file, code, pos, format, args...)
 	}
 	s := &spec{
 		text:            printer.String(w),
+		selfRef:         firstSelf(w),
 		ordering:        "arrival",
 		ackTimeout:      DefaultAckTimeout,
 		maxRedeliveries: DefaultMaxRedeliveries,

@@ -368,6 +368,18 @@ func (p *Plan) Run(tx *Tx, ctx *eval.Context, fn func(eval.Row) error) (scanned 
 // RunSeeded is Run for a plan made by CompileSeeded: seed is the node bound to the seed
 // variable (nil matches nothing).
 func (p *Plan) RunSeeded(tx *Tx, ctx *eval.Context, seed *herald.Node, fn func(eval.Row) error) (scanned int, err error) {
+	return p.run(tx, ctx, seed, fn, nil)
+}
+
+// RunLenient is Run, except that a condition that fails to evaluate (a division by zero,
+// say) rejects only the binding at hand: bad hears of it, with the row as bound so far,
+// and the enumeration goes on. Standing queries use it, so that one bad node cannot
+// hold up the others.
+func (p *Plan) RunLenient(tx *Tx, ctx *eval.Context, fn func(eval.Row) error, bad func(eval.Row, error)) (scanned int, err error) {
+	return p.run(tx, ctx, nil, fn, bad)
+}
+
+func (p *Plan) run(tx *Tx, ctx *eval.Context, seed *herald.Node, fn func(eval.Row) error, bad func(eval.Row, error)) (scanned int, err error) {
 	row := make(eval.Row, p.Scope.Len())
 	for slot, n := range p.prebind {
 		row[slot].Node = n
@@ -380,11 +392,15 @@ func (p *Plan) RunSeeded(tx *Tx, ctx *eval.Context, seed *herald.Node, fn func(e
 	}
 	for _, f := range p.pre {
 		ok, err := f(ctx, row)
+		if err != nil && bad != nil {
+			bad(row, err)
+			return 0, nil
+		}
 		if err != nil || !eval.Truthy(ok) {
 			return 0, err
 		}
 	}
-	r := &runner{p: p, tx: tx, ctx: ctx, fn: fn, row: row}
+	r := &runner{p: p, tx: tx, ctx: ctx, fn: fn, row: row, bad: bad}
 	err = r.step(0)
 	return r.scanned, err
 }
@@ -394,6 +410,7 @@ type runner struct {
 	tx      *Tx
 	ctx     *eval.Context
 	fn      func(eval.Row) error
+	bad     func(eval.Row, error) // RunLenient: a binding whose conditions failed
 	row     eval.Row
 	scanned int
 }
@@ -412,6 +429,10 @@ func (r *runner) step(i int) error {
 func (r *runner) filtersPass(st *step) (bool, error) {
 	for _, f := range st.filters {
 		v, err := f(r.ctx, r.row)
+		if err != nil && r.bad != nil {
+			r.bad(r.row, err)
+			return false, nil
+		}
 		if err != nil || !eval.Truthy(v) {
 			return false, err
 		}
