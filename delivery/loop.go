@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"container/heap"
+	"context"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -28,14 +29,44 @@ func (s *Service) loop() {
 		}
 		select {
 		case <-s.stop:
+			s.persistOnStop()
 			return
 		case <-s.wake:
 		case <-t.C():
 		case reply := <-s.flush:
 			s.runOnce() // one more round for what the last one committed itself
 			// Answer once the completer has done everything queued so far.
-			s.jobs <- job{done: func(error) { close(reply) }}
+			s.marker(func() { close(reply) })
 		}
+	}
+}
+
+// persistOnStop writes what the last rounds left pending — leases given back by
+// consumers that left, delivery state to clean up — so that a restart does not wait for
+// released leases' old deadlines. Nothing new is leased, and the _Watch nodes of groups
+// of one that end with the stop are kept: the leases that stay durable across the
+// restart take their options from them.
+func (s *Service) persistOnStop() {
+	s.mu.Lock()
+	w := &work{}
+	for _, l := range s.released {
+		s.settledLocked(l, w, true)
+	}
+	s.released = nil
+	for id := range s.cleanup {
+		w.cleanup = append(w.cleanup, id)
+		delete(s.cleanup, id)
+	}
+	now := s.clock.Now()
+	s.mu.Unlock()
+	if w.empty() {
+		return
+	}
+	if _, _, err := s.eng.System(context.Background(), func(tx *graph.Tx) error {
+		s.write(tx, w, now)
+		return nil
+	}); err != nil {
+		s.log.Warn("consume: writing the state left at stop failed; released leases wait for their deadlines", "err", err)
 	}
 }
 
@@ -117,29 +148,43 @@ func (s *Service) runOnce() time.Time {
 	s.mu.Unlock()
 
 	if !w.empty() {
-		seq, tick, durable, err := s.eng.SystemAsync(func(tx *graph.Tx) error {
-			s.write(tx, w, now)
-			return nil
-		})
+		// The consumed events go out once the leases are durable; meanwhile the next
+		// round can run.
+		err := s.commitAsync(func(tx *graph.Tx) { s.write(tx, w, now) },
+			func(seq, tick uint64, err error) { s.sent(w, seq, tick, err) })
 		if err != nil {
 			s.log.Error("consume: writing delivery state failed", "err", err)
-		} else {
-			// The consumed events go out once the leases are durable; meanwhile the next
-			// round can run.
-			s.jobs <- job{durable: durable, done: func(err error) { s.sent(w, seq, tick, err) }}
+			s.unleaseRound(w)
 		}
 	}
 	return s.nextWake()
 }
 
-// sent sends a round's consumed events once its commit is durable.
-func (s *Service) sent(w *work, seq, tick uint64, err error) {
+// unleaseRound gives back the new leases of a round whose commit failed: their events
+// never go out, so nobody holds them, and their attempts do not count.
+func (s *Service) unleaseRound(w *work) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, l := range w.leases {
+		if s.leases[l.id] != l {
+			continue
+		}
+		s.removeLeaseLocked(l)
+		l.subj.attempts = l.spent()
+		s.requeueLocked(l.subj)
+	}
+	s.kick()
+}
+
+// sent sends a round's consumed events once its commit is durable.
+func (s *Service) sent(w *work, seq, tick uint64, err error) {
 	if err != nil {
 		s.log.Error("consume: writing delivery state failed", "err", err)
+		s.unleaseRound(w)
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.count.delivered.Add(uint64(len(w.leases)))
 	s.count.deadLettered.Add(uint64(len(w.letters)))
 	for _, l := range w.leases {
@@ -360,7 +405,10 @@ func (s *Service) applyChangesLocked(sets []*herald.ChangeSet) error {
 				continue
 			}
 			if sub.lease != nil && sub.lease.settling {
-				continue // its ACK deleted it; the ACK finishes the bookkeeping
+				// Its ACK deleted it, or it was killed while a NACK or EXTEND of it was
+				// committing: the settlement finishes the bookkeeping.
+				sub.gone = true
+				continue
 			}
 			if sub.stored && tx.Node(deliveryNodeID(id)) != nil {
 				s.cleanup[deliveryNodeID(id)] = true

@@ -127,3 +127,33 @@ func TestBadNodeDoesNotHoldUpOthers(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseSurvivesStop: a consumer that leaves gives its leases back at once; when the
+// server stops right after, before a round has written that, the stop writes it, so the
+// message is ready again after the restart instead of waiting for its old deadline.
+func TestReleaseSurvivesStop(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, err := h.eng.Exec(ctx, "", `SPAWN #m: RS {}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	const w = `WATCH m: RS [mode: consume, group: "g", ack_timeout: 1h] RETURN m.id`
+	st, err := h.svc.Consume(ctx, "", w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc.Flush()
+	if ev := <-st.Events(); ev.Type != delivery.EventConsumed || ev.Attempt != 1 {
+		t.Fatalf("first delivery %+v", ev)
+	}
+	st.Close()
+	h.close()
+	h.open()
+	evs, err := h.svc.Lease(ctx, "", w, nil, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Match.MapGet("m.id").AsString() != "m" || evs[0].Attempt != 2 {
+		t.Fatalf("after the restart: %+v, want m at attempt 2 at once", evs)
+	}
+}

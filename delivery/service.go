@@ -40,6 +40,7 @@ type subject struct {
 	notBefore time.Time
 	entries   map[*group]*entry
 	stored    bool // a _Delivery node exists for it
+	gone      bool // deleted while a settlement of its lease was committing
 }
 
 // lease is one delivery attempt in flight.
@@ -128,7 +129,8 @@ type Service struct {
 	setWake    chan struct{}
 	setDone    chan struct{}
 
-	jobs     chan job // to the completer (completer.go)
+	jobs     chan job   // to the completer (completer.go)
+	commitMu sync.Mutex // commit and queue its job together (commitAsync)
 	compDone chan struct{}
 
 	count counters

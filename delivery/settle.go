@@ -140,7 +140,9 @@ func (s *Service) prepareNack(deliveryID string, o NackOptions) (*settlement, er
 			s.finishLocked(l)
 			s.count.nacked.Add(1)
 			sub := l.subj
-			if reason != "" {
+			if sub.gone {
+				s.goneLocked(sub)
+			} else if reason != "" {
 				s.dropSubjectLocked(sub)
 				s.count.deadLettered.Add(1)
 			} else {
@@ -197,6 +199,12 @@ func (s *Service) prepareExtend(deliveryID string, by time.Duration) (*settlemen
 			l.settling = false
 			l.deadline = deadline
 			s.count.extended.Add(1)
+			if l.subj.gone {
+				s.removeLeaseLocked(l)
+				s.goneLocked(l.subj)
+				s.kick()
+				return nil
+			}
 			if s.leases[l.id] == l {
 				if l.index >= 0 {
 					s.fixDeadlineLocked(l)
@@ -276,6 +284,15 @@ func (s *Service) SettleMany(ctx context.Context, items []Settle) (results []Set
 		}
 	}
 	return results, seq, tick
+}
+
+// goneLocked forgets a subject that was deleted while a settlement of it committed,
+// and has its durable delivery state removed by the next round.
+func (s *Service) goneLocked(sub *subject) {
+	if sub.stored {
+		s.cleanup[deliveryNodeID(sub.id)] = true
+	}
+	s.dropSubjectLocked(sub)
 }
 
 // specOf returns the options governing l.

@@ -101,23 +101,20 @@ func (s *Service) settler() {
 // commitSettlements commits a batch in one system transaction; once it is durable the
 // completer applies each settlement to memory and answers it.
 func (s *Service) commitSettlements(batch []*settlement) {
-	seq, tick, durable, err := s.eng.SystemAsync(func(tx *graph.Tx) error {
+	err := s.commitAsync(func(tx *graph.Tx) {
 		for _, st := range batch {
 			st.apply(tx)
 		}
-		return nil
-	})
-	if err != nil {
-		s.failSettlements(batch, err)
-		return
-	}
-	s.jobs <- job{durable: durable, done: func(err error) {
+	}, func(seq, tick uint64, err error) {
 		if err != nil {
 			s.failSettlements(batch, err)
 			return
 		}
 		s.settled(batch, seq, tick)
-	}}
+	})
+	if err != nil {
+		s.failSettlements(batch, err)
+	}
 }
 
 func (s *Service) failSettlements(batch []*settlement, err error) {
