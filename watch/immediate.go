@@ -2,6 +2,7 @@ package watch
 
 import (
 	"sort"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
@@ -62,7 +63,7 @@ func (w *watcher) shownOrCommitted(tx *graph.Tx, id herald.NodeID, before *heral
 	if r, ok := w.shown[id]; ok {
 		return r, nil
 	}
-	return w.sp.one(tx, before)
+	return w.sp.one(tx, before, time.Time{})
 }
 
 // showUncommitted reports the transaction's net changes so far against what was shown.
@@ -83,7 +84,7 @@ func (w *watcher) showUncommitted(changes []herald.Change) ([]herald.Event, erro
 			if err != nil {
 				return err
 			}
-			now, err := w.sp.one(tx, ch.NodeAfter)
+			now, err := w.sp.one(tx, ch.NodeAfter, time.Time{})
 			if err != nil {
 				return err
 			}
@@ -99,7 +100,7 @@ func (w *watcher) showUncommitted(changes []herald.Change) ([]herald.Event, erro
 			if touched[id] {
 				continue
 			}
-			now, err := w.sp.one(tx, tx.Graph().Node(id))
+			now, err := w.sp.one(tx, tx.Graph().Node(id), time.Time{})
 			if err != nil {
 				return err
 			}
@@ -119,7 +120,7 @@ func (w *watcher) revert() ([]herald.Event, error) {
 	err := w.svc.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		for _, id := range w.shownIDs() {
 			was := w.shown[id]
-			now, err := w.sp.one(tx, tx.Graph().Node(id))
+			now, err := w.sp.one(tx, tx.Graph().Node(id), time.Time{})
 			if err != nil {
 				return err
 			}

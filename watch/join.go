@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"time"
+
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/eval"
@@ -53,24 +55,31 @@ func (s *spec) touched(cs *herald.ChangeSet) (ids []herald.NodeID, full bool) {
 	return ids, full || s.seeds == nil
 }
 
-// relevant reports whether cs changes anything the pattern can read: a node or edge of
-// one of its types (any node when a variable has no type), or a node read by id.
+// reads reports whether a change can matter to the pattern: a node or edge of one of
+// its types (any node when a variable has no type), or a node read by id. It is the
+// same test the dispatch index makes, so a stream sees every change set that has one.
+func (s *spec) reads(ch herald.Change) bool {
+	switch ch.Kind {
+	case herald.NodeChange:
+		if s.anyType || s.refs[nodeOf(ch).ID] {
+			return true
+		}
+		for _, t := range changeTypes(ch) {
+			if s.types[t] {
+				return true
+			}
+		}
+	case herald.EdgeChange:
+		return s.types[edgeOf(ch).Type]
+	}
+	return false
+}
+
+// relevant reports whether cs has a change the pattern reads.
 func (s *spec) relevant(cs *herald.ChangeSet) bool {
 	for _, ch := range cs.Changes {
-		switch ch.Kind {
-		case herald.NodeChange:
-			if s.anyType || s.refs[nodeOf(ch).ID] {
-				return true
-			}
-			for _, t := range changeTypes(ch) {
-				if s.types[t] {
-					return true
-				}
-			}
-		case herald.EdgeChange:
-			if s.types[edgeOf(ch).Type] {
-				return true
-			}
+		if s.reads(ch) {
+			return true
 		}
 	}
 	return false
@@ -78,9 +87,8 @@ func (s *spec) relevant(cs *herald.ChangeSet) bool {
 
 // around runs the pattern seeded on each of ids in tx: every match that binds one of
 // them, by key.
-func (s *spec) around(tx *graph.Tx, ids []herald.NodeID) (map[string]row, error) {
-	ctx := s.ctx()
-	ctx.Node = tx.Node
+func (s *spec) around(tx *graph.Tx, ids []herald.NodeID, at time.Time) (map[string]row, error) {
+	ctx := s.evalCtx(tx, at)
 	out := map[string]row{}
 	for _, id := range ids {
 		n := tx.Node(id)
@@ -146,13 +154,17 @@ func (w *watcher) applyJoin(cs *herald.ChangeSet) ([]herald.Event, []eval.Row, e
 		}
 	}
 	ids, full := w.sp.touched(cs)
+	// The change sets between the last one applied and cs that the stream did not get
+	// read nothing the pattern reads (the dispatch index makes the same test as
+	// spec.reads): skip them rather than take them in.
+	p.advance(cs.Seq - 1)
 	var before, after map[string]row
 	err := w.withPast(p, func(g *graph.Graph) error {
 		run := func() (map[string]row, error) {
 			if full {
-				return w.sp.matches(p.view(g))
+				return w.sp.matches(p.view(g), cs.Time)
 			}
-			return w.sp.around(p.view(g), ids)
+			return w.sp.around(p.view(g), ids, cs.Time)
 		}
 		var err error
 		p.advance(cs.Seq - 1)

@@ -46,7 +46,7 @@ func (w *watcher) beginSince(ctx context.Context) error {
 	w.cursor = after
 	w.setBehind()
 	if !w.sp.single {
-		w.past = newPast(after)
+		w.past = newPast(after, w.sp.reads)
 	}
 	return nil
 }
@@ -276,8 +276,10 @@ func (w *watcher) restart(why string) bool {
 	if !w.sendInitial() {
 		return false
 	}
+	// Read on from the snapshot's position in the change log: what became durable
+	// while the snapshot went out is there (and not necessarily in the queue).
 	w.mu.Lock()
-	w.behind, w.queue = false, nil
+	w.behind, w.queue = true, nil
 	w.mu.Unlock()
 	return true
 }
@@ -407,7 +409,7 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 			if ch.Kind != herald.NodeChange {
 				continue
 			}
-			before, err := w.sp.one(tx, ch.NodeBefore)
+			before, err := w.sp.one(tx, ch.NodeBefore, cs.Time)
 			if err != nil {
 				return err
 			}
@@ -421,7 +423,7 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 					before = r
 				}
 			}
-			after, err := w.sp.one(tx, ch.NodeAfter)
+			after, err := w.sp.one(tx, ch.NodeAfter, cs.Time)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
@@ -250,8 +251,8 @@ func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
 	if err != nil {
 		return err
 	}
-	if sp.single != w.sp.single || sp.winSize != w.sp.winSize {
-		return herald.Errorf(herald.CodeInvalidQuery, "ALTER WATCH cannot add or remove a window")
+	if sp.winSize != w.sp.winSize || sp.winSlide != w.sp.winSlide {
+		return herald.Errorf(herald.CodeInvalidQuery, "ALTER WATCH cannot add, remove or resize a window")
 	}
 	req := alterReq{sp: sp, stmt: &next, done: make(chan error, 1)}
 	select {
@@ -296,20 +297,27 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	// Both statements are run on the graph as of the cursor, so the difference is exact
 	// at that position.
 	var before, after map[string]row
-	p := newPast(w.cursor)
+	old := w.sp
+	p := newPast(w.cursor, func(ch herald.Change) bool { return old.reads(ch) || req.sp.reads(ch) })
 	err := w.withPast(p, func(g *graph.Graph) error {
 		var err error
-		if before, err = w.sp.matches(p.view(g)); err != nil {
+		if before, err = w.sp.matches(p.view(g), time.Time{}); err != nil {
 			return err
 		}
-		after, err = req.sp.matches(p.view(g))
+		after, err = req.sp.matches(p.view(g), time.Time{})
 		return err
 	})
 	if err != nil {
 		req.done <- err
 		return true
 	}
+	// The dispatch index follows the new statement: its types, its nodes read by id,
+	// deliver_on.
+	w.svc.mu.Lock()
+	w.svc.index(w, false)
 	w.sp, w.stmt = req.sp, req.stmt
+	w.svc.index(w, true)
+	w.svc.mu.Unlock()
 	w.share = req.sp.shareKey(w.params, w.actor)
 	if w.sp.single {
 		w.past = nil

@@ -15,26 +15,39 @@ var maxPast = 1 << 20
 
 // past is a stream's view of the graph at its position, pos, while the graph itself
 // has moved on: the images, as of pos, of every node and edge that the change sets
-// after pos changed. Join patterns are evaluated on it just before and just after each
-// commit, so their events are exact per commit however far the graph is ahead.
+// after pos changed — those its statement can read (keep). Join patterns are evaluated
+// on it just before and just after each commit, so their events are exact per commit
+// however far the graph is ahead.
 type past struct {
-	pos   uint64              // the position the images describe
-	known uint64              // the change sets up to here have been taken in
-	sets  []*herald.ChangeSet // taken in and after pos, oldest first
+	keep  func(herald.Change) bool // the changes that can matter to the statement
+	pos   uint64                   // the position the images describe
+	known uint64                   // the change sets up to here have been taken in
+	sets  []pastSet                // taken in and after pos, oldest first
 	nodes map[herald.NodeID]*herald.Node
 	edges map[herald.EdgeKey]*herald.Edge
 	nlast map[herald.NodeID]uint64 // the last taken-in commit that changes the node
 	elast map[herald.EdgeKey]uint64
+	big   bool // the maps grew large: renew them once they are empty again
 }
 
-func newPast(pos uint64) *past {
-	return &past{
-		pos: pos, known: pos,
-		nodes: map[herald.NodeID]*herald.Node{},
-		edges: map[herald.EdgeKey]*herald.Edge{},
-		nlast: map[herald.NodeID]uint64{},
-		elast: map[herald.EdgeKey]uint64{},
-	}
+// pastSet is the part of a change set that a past keeps.
+type pastSet struct {
+	seq     uint64
+	changes []herald.Change
+}
+
+func newPast(pos uint64, keep func(herald.Change) bool) *past {
+	p := &past{keep: keep, pos: pos, known: pos}
+	p.renew()
+	return p
+}
+
+func (p *past) renew() {
+	p.nodes = map[herald.NodeID]*herald.Node{}
+	p.edges = map[herald.EdgeKey]*herald.Edge{}
+	p.nlast = map[herald.NodeID]uint64{}
+	p.elast = map[herald.EdgeKey]uint64{}
+	p.big = false
 }
 
 // take takes in the change sets after known, which must follow it without a gap.
@@ -46,7 +59,11 @@ func (p *past) take(sets []*herald.ChangeSet) error {
 		if cs.Seq != p.known+1 {
 			return herald.Errorf(herald.CodeInternal, "watch: change set %d follows %d", cs.Seq, p.known)
 		}
+		var kept []herald.Change
 		for _, ch := range cs.Changes {
+			if !p.keep(ch) {
+				continue
+			}
 			switch ch.Kind {
 			case herald.NodeChange:
 				id := nodeOf(ch).ID
@@ -60,13 +77,22 @@ func (p *past) take(sets []*herald.ChangeSet) error {
 					p.edges[k] = ch.EdgeBefore
 				}
 				p.elast[k] = cs.Seq
+			default:
+				continue
 			}
+			kept = append(kept, ch)
 		}
-		p.sets = append(p.sets, cs)
+		if len(kept) > 0 {
+			p.sets = append(p.sets, pastSet{seq: cs.Seq, changes: kept})
+		}
 		p.known = cs.Seq
 	}
-	if n := len(p.nlast) + len(p.elast); n > maxPast {
-		return herald.Errorf(herald.CodeCompacted, "the watch is %d commits behind the graph, which changed %d nodes and edges meanwhile; more than it replays", p.known-p.pos, n)
+	n := len(p.nlast) + len(p.elast)
+	if n > 1024 {
+		p.big = true
+	}
+	if n > maxPast {
+		return herald.Errorf(herald.CodeCompacted, "the watch is %d commits behind the graph, which changed %d nodes and edges it reads meanwhile; more than it replays", p.known-p.pos, n)
 	}
 	return nil
 }
@@ -74,15 +100,15 @@ func (p *past) take(sets []*herald.ChangeSet) error {
 // advance moves the view to position seq: through the taken-in change sets up to it,
 // and past everything when seq is beyond them.
 func (p *past) advance(seq uint64) {
-	for len(p.sets) > 0 && p.sets[0].Seq <= seq {
-		cs := p.sets[0]
-		p.sets[0] = nil
+	for len(p.sets) > 0 && p.sets[0].seq <= seq {
+		ps := p.sets[0]
+		p.sets[0] = pastSet{}
 		p.sets = p.sets[1:]
-		for _, ch := range cs.Changes {
+		for _, ch := range ps.changes {
 			switch ch.Kind {
 			case herald.NodeChange:
 				id := nodeOf(ch).ID
-				if p.nlast[id] == cs.Seq {
+				if p.nlast[id] == ps.seq {
 					// Nothing later changes it: the graph holds its image.
 					delete(p.nlast, id)
 					delete(p.nodes, id)
@@ -91,7 +117,7 @@ func (p *past) advance(seq uint64) {
 				}
 			case herald.EdgeChange:
 				k := edgeOf(ch).Key()
-				if p.elast[k] == cs.Seq {
+				if p.elast[k] == ps.seq {
 					delete(p.elast, k)
 					delete(p.edges, k)
 				} else {
@@ -105,6 +131,9 @@ func (p *past) advance(seq uint64) {
 	}
 	if seq >= p.known {
 		p.known = seq
+	}
+	if p.big && len(p.nlast) == 0 && len(p.elast) == 0 {
+		p.renew() // give back the memory of a burst
 	}
 }
 

@@ -552,7 +552,7 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 		w.cursor = after
 		w.setBehind() // replay from the log first
 		if !sp.single {
-			w.past = newPast(after)
+			w.past = newPast(after, sp.reads)
 		}
 		return nil
 	}
@@ -569,7 +569,7 @@ func (w *watcher) snapshot(send bool) error {
 	var rows map[string]row
 	err := w.svc.eng.View(func(tx *graph.Tx, seq, tick uint64) error {
 		var err error
-		rows, err = w.sp.matches(tx)
+		rows, err = w.sp.matches(tx, time.Time{})
 		w.cursor, w.tick = seq, tick
 		return err
 	})
@@ -581,7 +581,7 @@ func (w *watcher) snapshot(send bool) error {
 		return err
 	}
 	if !w.sp.single {
-		w.past = newPast(w.cursor)
+		w.past = newPast(w.cursor, w.sp.reads)
 	}
 	if send {
 		w.initial = w.sp.sorted(rows)

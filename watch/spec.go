@@ -239,7 +239,7 @@ func compile(e *engine.Engine, query string, params map[string]herald.Value, act
 	}
 	s.vars = dedupe(s.vars)
 	s.single = len(w.Pattern.Elems) == 1 && s.subject != ""
-	s.refs = nodeRefs(where, w.Return)
+	s.refs = nodeRefs(where, w.Return, actor)
 	if len(s.refs) > 0 {
 		// The outcome depends on other nodes too: re-run and diff like a join.
 		s.single = false
@@ -414,10 +414,21 @@ func (s *spec) key(r eval.Row) string {
 	return b.String()
 }
 
-// matches runs the whole pattern in tx: every current match by key.
-func (s *spec) matches(tx *graph.Tx) (map[string]row, error) {
+// evalCtx is the context of an evaluation in tx: now() is at, the time of the commit
+// being decided (zero: the clock's now), so that replaying a commit later gives the
+// same result.
+func (s *spec) evalCtx(tx *graph.Tx, at time.Time) *eval.Context {
 	ctx := s.ctx()
 	ctx.Node = tx.Node
+	if !at.IsZero() {
+		ctx.Now = at.UTC()
+	}
+	return ctx
+}
+
+// matches runs the whole pattern in tx: every current match by key.
+func (s *spec) matches(tx *graph.Tx, at time.Time) (map[string]row, error) {
+	ctx := s.evalCtx(tx, at)
 	out := map[string]row{}
 	_, err := s.plan.Run(tx, ctx, func(r eval.Row) error { return s.collect(ctx, out, r) })
 	return out, err
@@ -439,12 +450,11 @@ func (s *spec) collect(ctx *eval.Context, out map[string]row, r eval.Row) error 
 }
 
 // one evaluates a single-node pattern on one node image (nil: no match).
-func (s *spec) one(tx *graph.Tx, n *herald.Node) (*row, error) {
+func (s *spec) one(tx *graph.Tx, n *herald.Node, at time.Time) (*row, error) {
 	if n == nil || n.Type != s.typ {
 		return nil, nil
 	}
-	ctx := s.ctx()
-	ctx.Node = tx.Node
+	ctx := s.evalCtx(tx, at)
 	var out *row
 	_, err := s.seeded.RunSeeded(tx, ctx, n, func(r eval.Row) error {
 		if out != nil {
@@ -529,13 +539,19 @@ func equalityKey(where ast.Expr, v, typ string, ctx func() *eval.Context, file *
 	return nil
 }
 
-// nodeRefs lists the nodes that conditions and projections read by id (`#id.attr`).
-func nodeRefs(where ast.Expr, ret *ast.ReturnClause) map[herald.NodeID]bool {
+// nodeRefs lists the nodes that conditions and projections read by id (`#id.attr`);
+// `#self.attr` reads the session's actor (none without one: it fails to evaluate).
+func nodeRefs(where ast.Expr, ret *ast.ReturnClause, actor herald.NodeID) map[herald.NodeID]bool {
 	refs := map[herald.NodeID]bool{}
 	visit := func(n ast.Node) bool {
 		if sel, ok := n.(*ast.SelectorExpr); ok {
-			if r, ok := sel.X.(*ast.NodeRef); ok && r.Name != "self" {
-				refs[herald.NodeID(r.Name)] = true
+			if r, ok := sel.X.(*ast.NodeRef); ok {
+				switch {
+				case r.Name != "self":
+					refs[herald.NodeID(r.Name)] = true
+				case actor != "":
+					refs[actor] = true
+				}
 			}
 		}
 		return true
