@@ -49,14 +49,7 @@ func (s *Service) loop() {
 func (s *Service) persistOnStop() {
 	s.mu.Lock()
 	w := &work{}
-	for _, l := range s.released {
-		s.settledLocked(l, w, true)
-	}
-	s.released = nil
-	for id := range s.cleanup {
-		w.cleanup = append(w.cleanup, id)
-		delete(s.cleanup, id)
-	}
+	s.pendingLocked(w)
 	now := s.clock.Now()
 	s.mu.Unlock()
 	if w.empty() {
@@ -67,6 +60,19 @@ func (s *Service) persistOnStop() {
 		return nil
 	}); err != nil {
 		s.log.Warn("consume: writing the state left at stop failed; released leases wait for their deadlines", "err", err)
+	}
+}
+
+// pendingLocked moves into w what consumers that left and deleted subjects left to
+// write: the state of released leases and the _Delivery nodes to remove.
+func (s *Service) pendingLocked(w *work) {
+	for _, l := range s.released {
+		s.settledLocked(l, w, true)
+	}
+	s.released = nil
+	for id := range s.cleanup {
+		w.cleanup = append(w.cleanup, id)
+		delete(s.cleanup, id)
 	}
 }
 
@@ -124,14 +130,7 @@ func (s *Service) runOnce() time.Time {
 	now := s.clock.Now()
 	w := &work{}
 	s.expireLocked(now, w)
-	for _, l := range s.released {
-		s.settledLocked(l, w, true)
-	}
-	s.released = nil
-	for id := range s.cleanup {
-		w.cleanup = append(w.cleanup, id)
-		delete(s.cleanup, id)
-	}
+	s.pendingLocked(w)
 	w.retired, s.retired = s.retired, nil
 	for _, g := range s.groups {
 		for _, e := range g.delayed.due(now) {

@@ -27,22 +27,7 @@ type listeners struct {
 
 // Listen registers fn for every durable commit from now on. The returned function
 // unregisters it.
-func (e *Engine) Listen(fn Listener) (cancel func()) {
-	l := &e.pipe.listeners
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fns == nil {
-		l.fns = map[int]Listener{}
-	}
-	id := l.next
-	l.next++
-	l.fns[id] = fn
-	return func() {
-		l.mu.Lock()
-		delete(l.fns, id)
-		l.mu.Unlock()
-	}
-}
+func (e *Engine) Listen(fn Listener) (cancel func()) { return e.pipe.listeners.add(fn) }
 
 // ListenApplied registers fn for every commit from now on as soon as it is applied to
 // the graph, before it is durable, in seq order, with the engine's writer lock held:
@@ -50,8 +35,10 @@ func (e *Engine) Listen(fn Listener) (cancel func()) {
 // anything depend on a commit reach a client before the commit is durable; what it
 // commits itself in reaction is durable only after the commit it reacted to (the
 // pipeline keeps seq order). The returned function unregisters fn.
-func (e *Engine) ListenApplied(fn Listener) (cancel func()) {
-	l := &e.appliedListeners
+func (e *Engine) ListenApplied(fn Listener) (cancel func()) { return e.appliedListeners.add(fn) }
+
+// add registers fn; the returned function unregisters it.
+func (l *listeners) add(fn Listener) (cancel func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fns == nil {
