@@ -181,10 +181,10 @@ func (cs *constraints) concerns(changes []herald.Change) bool {
 	for _, ch := range changes {
 		switch ch.Kind {
 		case herald.NodeChange:
-			if ch.NodeAfter != nil && (cs.anyType || cs.nodeTypes[ch.NodeAfter.Type] || ch.NodeAfter.Type == typeConstraint) {
+			if ch.NodeAfter != nil && (cs.anyType || cs.nodeTypes[ch.NodeAfter.Type]) {
 				return true
 			}
-			if ch.NodeBefore != nil && ch.NodeBefore.Type == typeConstraint {
+			if isDecl(ch.NodeBefore) || isDecl(ch.NodeAfter) {
 				return true
 			}
 		case herald.EdgeChange:
@@ -227,64 +227,61 @@ func (cs *constraints) load(n *herald.Node) error {
 
 // applied updates the registry after a commit that changed `_Constraint` nodes.
 func (cs *constraints) applied(changes []herald.Change) {
-	changed := false
-	defer func() {
-		if changed {
-			cs.index()
-		}
-	}()
-	for _, ch := range changes {
-		if ch.Kind != herald.NodeChange {
-			continue
-		}
-		if n := ch.NodeBefore; n != nil && n.Type == typeConstraint {
-			delete(cs.user, n.Attrs["name"].AsString())
-			changed = true
-		}
-		if n := ch.NodeAfter; n != nil && n.Type == typeConstraint {
-			_ = cs.load(n) // it compiled when it was declared
-			changed = true
-		}
+	if changed, _ := applyDecls(cs.user, changes); changed {
+		cs.index()
 	}
 }
 
 // active returns the constraints a transaction's commit must satisfy: the registry's,
 // with the transaction's own declarations and drops applied.
 func (cs *constraints) active(changes []herald.Change) ([]*constraint, error) {
-	own := false
-	for _, ch := range changes {
-		if ch.Kind == herald.NodeChange && ((ch.NodeBefore != nil && ch.NodeBefore.Type == typeConstraint) || (ch.NodeAfter != nil && ch.NodeAfter.Type == typeConstraint)) {
-			own = true
-			break
-		}
-	}
-	if !own {
+	if !declares(changes) {
 		return cs.all, nil
 	}
-	out := append([]*constraint(nil), cs.system...)
-	user := make(map[string]*constraint, len(cs.user))
+	own := &constraints{system: cs.system, user: make(map[string]*constraint, len(cs.user))}
 	for k, c := range cs.user {
-		user[k] = c
+		own.user[k] = c
 	}
+	if _, err := applyDecls(own.user, changes); err != nil {
+		return nil, err
+	}
+	own.index()
+	return own.all, nil
+}
+
+// declares reports whether changes write or delete a `_Constraint` node.
+func declares(changes []herald.Change) bool {
+	for _, ch := range changes {
+		if ch.Kind == herald.NodeChange && (isDecl(ch.NodeBefore) || isDecl(ch.NodeAfter)) {
+			return true
+		}
+	}
+	return false
+}
+
+func isDecl(n *herald.Node) bool { return n != nil && n.Type == typeConstraint }
+
+// applyDecls applies the `_Constraint` writes and deletes of changes to user, reporting
+// whether there were any.
+func applyDecls(user map[string]*constraint, changes []herald.Change) (changed bool, err error) {
 	for _, ch := range changes {
 		if ch.Kind != herald.NodeChange {
 			continue
 		}
-		if n := ch.NodeBefore; n != nil && n.Type == typeConstraint {
-			delete(user, n.Attrs["name"].AsString())
+		if isDecl(ch.NodeBefore) {
+			delete(user, ch.NodeBefore.Attrs["name"].AsString())
+			changed = true
 		}
-		if n := ch.NodeAfter; n != nil && n.Type == typeConstraint {
-			c, err := parseConstraint(n.Attrs["text"].AsString())
+		if isDecl(ch.NodeAfter) {
+			c, err := parseConstraint(ch.NodeAfter.Attrs["text"].AsString())
 			if err != nil {
-				return nil, err
+				return changed, fmt.Errorf("engine: stored constraint %s: %w", ch.NodeAfter.ID, err)
 			}
 			user[c.name] = c
+			changed = true
 		}
 	}
-	for _, c := range user {
-		out = append(out, c)
-	}
-	return out, nil
+	return changed, nil
 }
 
 // verify checks the bindings that a transaction's changes can have made or altered,

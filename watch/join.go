@@ -44,9 +44,6 @@ func (s *spec) touched(cs *herald.ChangeSet) (ids []herald.NodeID, full bool) {
 			if !s.types[e.Type] {
 				continue
 			}
-			if s.seeds == nil {
-				full = true
-			}
 			for _, id := range e.Endpoints {
 				add(id)
 			}
