@@ -9,9 +9,6 @@ import (
 	"github.com/herald-mq/herald/delivery"
 )
 
-// MaxSettlements caps the settlements of one POST /v1/settle.
-const MaxSettlements = 10000
-
 // settleRequest is the body of POST /v1/settle: consume-mode settlements to commit
 // together.
 type settleRequest struct {
@@ -58,12 +55,8 @@ func (h *Handler) settle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	switch n := len(req.Settlements); {
-	case n == 0:
-		writeError(w, herald.Errorf(herald.CodeMalformedRequest, `"settlements" is empty; give at least one {"delivery_id", "action"}`))
-		return
-	case n > MaxSettlements:
-		writeError(w, herald.Errorf(herald.CodeMalformedRequest, "%d settlements in one request; at most %d", n, MaxSettlements))
+	if err := delivery.CheckBatch(len(req.Settlements)); err != nil {
+		writeError(w, err)
 		return
 	}
 	items := make([]delivery.Settle, len(req.Settlements))
@@ -73,21 +66,21 @@ func (h *Handler) settle(w http.ResponseWriter, r *http.Request) {
 			writeError(w, herald.Errorf(herald.CodeMalformedRequest, "settlement %d: action %q; want ack, nack, reject or extend", i, it.Action))
 			return
 		}
-		if it.DeliveryID == "" {
-			writeError(w, herald.Errorf(herald.CodeMalformedRequest, "settlement %d: delivery_id is missing", i))
-			return
-		}
-		d, err := settleDuration(i, "delay", it.Delay, act == delivery.ActNack)
+		d, err := settleDuration(i, "delay", it.Delay)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		by, err := settleDuration(i, "by", it.By, act == delivery.ActExtend)
+		by, err := settleDuration(i, "by", it.By)
 		if err != nil {
 			writeError(w, err)
 			return
 		}
 		items[i] = delivery.Settle{DeliveryID: it.DeliveryID, Action: act, Delay: d, By: by}
+		if err := delivery.CheckSettle(i, items[i], it.Delay != "", it.By != ""); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	results, seq, tick := h.del.SettleMany(r.Context(), items)
 	if seq == 0 {
@@ -109,17 +102,14 @@ func (h *Handler) settle(w http.ResponseWriter, r *http.Request) {
 }
 
 // settleDuration parses an optional duration field ("250ms", "30s", "5m") of the
-// settlement at index i; allowed says whether its action takes it.
-func settleDuration(i int, field, v string, allowed bool) (time.Duration, error) {
+// settlement at index i.
+func settleDuration(i int, field, v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
-	if !allowed {
-		return 0, herald.Errorf(herald.CodeMalformedRequest, "settlement %d: %q applies to nack (delay) or extend (by) only", i, field)
-	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, herald.Errorf(herald.CodeMalformedRequest, "settlement %d: %s %q is not a non-negative duration such as \"5s\"", i, field, v)
+	if err != nil {
+		return 0, herald.Errorf(herald.CodeMalformedRequest, "settlement %d: %s %q is not a duration such as \"5s\"", i, field, v)
 	}
 	return d, nil
 }

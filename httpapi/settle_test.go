@@ -45,7 +45,7 @@ func TestSettle(t *testing.T) {
 func TestSettleRefusals(t *testing.T) {
 	del := &fakeDelivery{}
 	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: del})
-	many := strings.Repeat(`{"delivery_id":"d","action":"ack"},`, MaxSettlements)
+	many := strings.Repeat(`{"delivery_id":"d","action":"ack"},`, delivery.MaxSettlements)
 	for _, c := range []struct{ name, body string }{
 		{"empty", `{"settlements": []}`},
 		{"no list", `{}`},

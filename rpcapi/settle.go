@@ -12,9 +12,6 @@ import (
 	"github.com/herald-mq/herald/delivery"
 )
 
-// MaxSettlements caps the settlements of one Settle call, as POST /v1/settle does.
-const MaxSettlements = 10000
-
 var settleActions = map[heraldv1.Settlement_Action]delivery.Action{
 	heraldv1.Settlement_ACTION_ACK:    delivery.ActAck,
 	heraldv1.Settlement_ACTION_NACK:   delivery.ActNack,
@@ -30,11 +27,8 @@ func (s *Service) Settle(ctx context.Context, req *connect.Request[heraldv1.Sett
 		return nil, err
 	}
 	in := req.Msg.GetSettlements()
-	switch {
-	case len(in) == 0:
-		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "no settlements"))
-	case len(in) > MaxSettlements:
-		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "%d settlements in one call; at most %d", len(in), MaxSettlements))
+	if err := delivery.CheckBatch(len(in)); err != nil {
+		return nil, toConnect(err)
 	}
 	items := make([]delivery.Settle, len(in))
 	for i, st := range in {
@@ -42,25 +36,19 @@ func (s *Service) Settle(ctx context.Context, req *connect.Request[heraldv1.Sett
 		if !ok {
 			return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: action %v; want ACK, NACK, REJECT or EXTEND", i, st.GetAction()))
 		}
-		if st.GetDeliveryId() == "" {
-			return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: delivery_id is missing", i))
-		}
 		it := delivery.Settle{DeliveryID: st.GetDeliveryId(), Action: act}
 		if d := st.GetDelay(); d != nil {
-			if act != delivery.ActNack {
-				return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: delay applies to NACK only", i))
-			}
 			if it.Delay, err = duration("delay", d); err != nil {
 				return nil, toConnect(err)
 			}
 		}
 		if d := st.GetBy(); d != nil {
-			if act != delivery.ActExtend {
-				return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: by applies to EXTEND only", i))
-			}
 			if it.By, err = duration("by", d); err != nil {
 				return nil, toConnect(err)
 			}
+		}
+		if err := delivery.CheckSettle(i, it, st.GetDelay() != nil, st.GetBy() != nil); err != nil {
+			return nil, toConnect(err)
 		}
 		items[i] = it
 	}
