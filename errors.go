@@ -55,6 +55,7 @@ const (
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
 	CodeShuttingDown Code = "E5003"
+	CodeReadFailed   Code = "E5004"
 
 	CodeCompacted Code = "E6001"
 )
@@ -113,6 +114,7 @@ var codeTable = []CodeInfo{
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},
 	{CodeShuttingDown, "SHUTTING_DOWN", 503, "unavailable", "the server is stopping"},
+	{CodeReadFailed, "READ_FAILED", 500, "internal", "a value kept in the store (a node's body) could not be read back"},
 
 	{CodeCompacted, "CHANGES_COMPACTED", 410, "out_of_range", "the requested change-log position is older than the retention horizon"},
 }

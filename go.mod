@@ -7,6 +7,7 @@ require (
 	github.com/chzyer/readline v1.5.1
 	github.com/cockroachdb/datadriven v1.0.3-0.20230413201302-be42291fc80f
 	github.com/cockroachdb/pebble v1.1.5
+	github.com/google/btree v1.1.3
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.15.0
 	github.com/rabbitmq/amqp091-go v1.16.0

@@ -1,6 +1,7 @@
 package herald
 
 import (
+	"sort"
 	"strings"
 	"time"
 )
@@ -9,22 +10,81 @@ import (
 // random and URL-safe.
 type NodeID string
 
-// Node is a vertex of the graph: an id, a type name and attributes.
+// Node is a vertex of the graph: an id, a type name and attributes. A Node is immutable
+// once committed; a write installs a new one.
 type Node struct {
 	ID   NodeID
 	Type string
 	// Created is the seq of the commit that created the node; it orders nodes by
 	// arrival (consume mode's `ordering: arrival`) and survives restarts.
 	Created uint64
-	Attrs   Attrs
+	// Ver is the seq of the commit that wrote this image of the node.
+	Ver uint64
+	// Attrs are the attributes held in memory. The large values of a user node (those
+	// whose encoding is longer than InlineLimit) are kept in Body instead, which need not
+	// stay in memory: read attributes with Attr, AllAttrs and HasAttr, which see both.
+	// Attrs and Body never hold the same name.
+	Attrs Attrs
+	Body  *Body
 }
 
-// Clone returns a deep copy of n (values are immutable, so attribute maps are copied).
+// Clone returns a copy of n that shares its immutable attribute values and body.
 func (n *Node) Clone() *Node {
 	if n == nil {
 		return nil
 	}
-	return &Node{ID: n.ID, Type: n.Type, Created: n.Created, Attrs: n.Attrs.Clone()}
+	c := *n
+	c.Attrs = n.Attrs.Clone()
+	return &c
+}
+
+// Attr returns the attribute name, reading it from the body when it lives there. A
+// missing attribute is null; an error means the body could not be read from the store.
+func (n *Node) Attr(name string) (Value, error) {
+	if i, ok := n.Attrs.find(name); ok {
+		return n.Attrs[i].Value, nil
+	}
+	if n.Body == nil || !n.Body.Has(name) {
+		return Null, nil
+	}
+	a, err := n.Body.Attrs(n.ID)
+	if err != nil {
+		return Null, err
+	}
+	return a.Get(name), nil
+}
+
+// HasAttr reports whether n has the attribute name (in memory or in its body).
+func (n *Node) HasAttr(name string) bool {
+	return n.Attrs.Has(name) || (n.Body != nil && n.Body.Has(name))
+}
+
+// AttrNames returns the names of all of n's attributes, sorted.
+func (n *Node) AttrNames() []string {
+	if n.Body == nil {
+		return n.Attrs.Keys()
+	}
+	names := append(n.Attrs.Keys(), n.Body.Names...)
+	sort.Strings(names)
+	return names
+}
+
+// AllAttrs returns every attribute of n, those of its body included.
+func (n *Node) AllAttrs() (Attrs, error) {
+	if n.Body == nil {
+		return n.Attrs, nil
+	}
+	b, err := n.Body.Attrs(n.ID)
+	if err != nil {
+		return nil, err
+	}
+	return n.Attrs.Merge(b), nil
+}
+
+// SameAttrs reports whether n and m hold the same attributes: equal values in memory
+// and the same body.
+func (n *Node) SameAttrs(m *Node) bool {
+	return n.Attrs.Equal(m.Attrs) && n.Body.same(m.Body)
 }
 
 // Edge is a typed, ordered relation between one or more nodes, with attributes.

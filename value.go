@@ -49,15 +49,39 @@ func KindByName(name string) (Kind, bool) {
 	return KindNull, false
 }
 
-// Value is an immutable attribute value. The zero Value is null.
+// Value is an immutable attribute value. The zero Value is null. It is 40 bytes: the
+// scalar kinds keep their bits in i, strings in s, and lists and maps behind x.
 type Value struct {
 	k Kind
-	i int64 // Bool (0/1), Int, Timestamp (unix nanos), Duration (nanos)
-	f float64
+	i int64 // Bool (0/1), Int, Timestamp (unix nanos), Duration (nanos), Float (IEEE bits)
 	s string
+	x *composite // List, Map
+}
+
+// composite holds the elements of a List, and of a Map with its keys.
+type composite struct {
 	l []Value
 	m []string // keys of a Map, parallel to l
 }
+
+// elems returns the elements of a List or Map.
+func (v Value) elems() []Value {
+	if v.x == nil {
+		return nil
+	}
+	return v.x.l
+}
+
+// keys returns the keys of a Map.
+func (v Value) keys() []string {
+	if v.x == nil {
+		return nil
+	}
+	return v.x.m
+}
+
+// f returns the float of a Float value.
+func (v Value) f() float64 { return math.Float64frombits(uint64(v.i)) }
 
 // Null is the null value.
 var Null = Value{}
@@ -74,7 +98,7 @@ func Bool(b bool) Value {
 func Int(i int64) Value { return Value{k: KindInt, i: i} }
 
 // Float returns a Float value.
-func Float(f float64) Value { return Value{k: KindFloat, f: f} }
+func Float(f float64) Value { return Value{k: KindFloat, i: int64(math.Float64bits(f))} }
 
 // String returns a String value.
 func String(s string) Value { return Value{k: KindString, s: s} }
@@ -87,23 +111,39 @@ func Duration(d time.Duration) Value { return Value{k: KindDuration, i: int64(d)
 
 // List returns a List value holding a copy of vs.
 func List(vs ...Value) Value {
-	return Value{k: KindList, l: append([]Value(nil), vs...)}
+	return Value{k: KindList, x: &composite{l: append([]Value(nil), vs...)}}
 }
 
 // Map returns a Map value with the given keys and values (equal length), kept in the
 // given order.
 func Map(keys []string, vals []Value) Value {
-	return Value{k: KindMap, m: append([]string(nil), keys...), l: append([]Value(nil), vals...)}
+	return Value{k: KindMap, x: &composite{m: append([]string(nil), keys...), l: append([]Value(nil), vals...)}}
+}
+
+// MapOf returns a Map value over keys and vals without copying them: the caller must
+// not modify either afterwards. Projections that build many rows with the same keys
+// share one keys slice this way.
+func MapOf(keys []string, vals []Value) Value {
+	return Value{k: KindMap, x: &composite{m: keys, l: vals}}
 }
 
 // MapKeys returns the keys of a Map value; callers must not modify them.
-func (v Value) MapKeys() []string { return v.m }
+func (v Value) MapKeys() []string { return v.keys() }
+
+// MapValues returns the values of a Map value, parallel to MapKeys; callers must not
+// modify them.
+func (v Value) MapValues() []Value {
+	if v.k != KindMap {
+		return nil
+	}
+	return v.elems()
+}
 
 // MapGet returns the value under key in a Map value, or null.
 func (v Value) MapGet(key string) Value {
-	for i, k := range v.m {
+	for i, k := range v.keys() {
 		if k == key {
-			return v.l[i]
+			return v.x.l[i]
 		}
 	}
 	return Null
@@ -126,7 +166,7 @@ func (v Value) AsFloat() float64 {
 	if v.k == KindInt {
 		return float64(v.i)
 	}
-	return v.f
+	return v.f()
 }
 
 // AsString returns the string of a String value.
@@ -139,7 +179,12 @@ func (v Value) AsTime() time.Time { return time.Unix(0, v.i).UTC() }
 func (v Value) AsDuration() time.Duration { return time.Duration(v.i) }
 
 // AsList returns the elements of a List value; callers must not modify them.
-func (v Value) AsList() []Value { return v.l }
+func (v Value) AsList() []Value {
+	if v.k != KindList {
+		return nil
+	}
+	return v.elems()
+}
 
 // IsNumeric reports whether v is an Int or a Float.
 func (v Value) IsNumeric() bool { return v.k == KindInt || v.k == KindFloat }
@@ -155,9 +200,9 @@ func Compare(a, b Value) int {
 		case a.k == KindInt && b.k == KindInt:
 			return cmpInt(a.i, b.i)
 		case a.k == KindInt:
-			return cmpIntFloat(a.i, b.f)
+			return cmpIntFloat(a.i, b.f())
 		case b.k == KindInt:
-			return -cmpIntFloat(b.i, a.f)
+			return -cmpIntFloat(b.i, a.f())
 		}
 		af, bf := a.AsFloat(), b.AsFloat()
 		switch {
@@ -197,17 +242,19 @@ func Compare(a, b Value) int {
 	case KindString:
 		return strings.Compare(a.s, b.s)
 	case KindList, KindMap:
-		for i := 0; i < len(a.m) && i < len(b.m); i++ {
-			if c := strings.Compare(a.m[i], b.m[i]); c != 0 {
+		am, bm := a.keys(), b.keys()
+		for i := 0; i < len(am) && i < len(bm); i++ {
+			if c := strings.Compare(am[i], bm[i]); c != 0 {
 				return c
 			}
 		}
-		for i := 0; i < len(a.l) && i < len(b.l); i++ {
-			if c := Compare(a.l[i], b.l[i]); c != 0 {
+		al, bl := a.elems(), b.elems()
+		for i := 0; i < len(al) && i < len(bl); i++ {
+			if c := Compare(al[i], bl[i]); c != 0 {
 				return c
 			}
 		}
-		return cmpInt(int64(len(a.l)), int64(len(b.l)))
+		return cmpInt(int64(len(al)), int64(len(bl)))
 	}
 	return 0
 }
@@ -253,7 +300,7 @@ func (v Value) String() string {
 	case KindInt:
 		return strconv.FormatInt(v.i, 10)
 	case KindFloat:
-		s := strconv.FormatFloat(v.f, 'g', -1, 64)
+		s := strconv.FormatFloat(v.f(), 'g', -1, 64)
 		if !strings.ContainsAny(s, ".eEnN") {
 			s += ".0"
 		}
@@ -265,15 +312,15 @@ func (v Value) String() string {
 	case KindDuration:
 		return v.AsDuration().String()
 	case KindList:
-		parts := make([]string, len(v.l))
-		for i, e := range v.l {
+		parts := make([]string, len(v.elems()))
+		for i, e := range v.elems() {
 			parts[i] = e.String()
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case KindMap:
-		parts := make([]string, len(v.l))
-		for i, e := range v.l {
-			parts[i] = v.m[i] + ": " + e.String()
+		parts := make([]string, len(v.elems()))
+		for i, e := range v.elems() {
+			parts[i] = v.x.m[i] + ": " + e.String()
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
@@ -289,7 +336,7 @@ func (v Value) Interface() any {
 	case KindInt:
 		return v.i
 	case KindFloat:
-		return v.f
+		return v.f()
 	case KindString:
 		return v.s
 	case KindTimestamp:
@@ -297,15 +344,15 @@ func (v Value) Interface() any {
 	case KindDuration:
 		return v.AsDuration().String()
 	case KindList:
-		out := make([]any, len(v.l))
-		for i, e := range v.l {
+		out := make([]any, len(v.elems()))
+		for i, e := range v.elems() {
 			out[i] = e.Interface()
 		}
 		return out
 	case KindMap:
-		out := make(map[string]any, len(v.l))
-		for i, e := range v.l {
-			out[v.m[i]] = e.Interface()
+		out := make(map[string]any, len(v.elems()))
+		for i, e := range v.elems() {
+			out[v.x.m[i]] = e.Interface()
 		}
 		return out
 	}
@@ -315,17 +362,17 @@ func (v Value) Interface() any {
 // MarshalJSON encodes v as its plain JSON form (see Interface).
 func (v Value) MarshalJSON() ([]byte, error) {
 	switch {
-	case v.k == KindFloat && (math.IsNaN(v.f) || math.IsInf(v.f, 0)):
+	case v.k == KindFloat && (math.IsNaN(v.f()) || math.IsInf(v.f(), 0)):
 		return json.Marshal(v.String())
 	case v.k == KindMap:
 		// Keep the map's own key order in the output.
 		var b strings.Builder
 		b.WriteByte('{')
-		for i, e := range v.l {
+		for i, e := range v.elems() {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			k, _ := json.Marshal(v.m[i])
+			k, _ := json.Marshal(v.x.m[i])
 			b.Write(k)
 			b.WriteByte(':')
 			ev, err := e.MarshalJSON()
@@ -339,7 +386,7 @@ func (v Value) MarshalJSON() ([]byte, error) {
 	case v.k == KindList:
 		var b strings.Builder
 		b.WriteByte('[')
-		for i, e := range v.l {
+		for i, e := range v.elems() {
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -392,7 +439,7 @@ func FromJSON(x any) (Value, error) {
 			}
 			vs[i] = v
 		}
-		return Value{k: KindList, l: vs}, nil
+		return Value{k: KindList, x: &composite{l: vs}}, nil
 	}
 	return Null, fmt.Errorf("unsupported JSON value of type %T", x)
 }
@@ -404,19 +451,19 @@ func (v Value) AppendBinary(buf []byte) []byte {
 	case KindBool, KindInt, KindTimestamp, KindDuration:
 		buf = binary.AppendVarint(buf, v.i)
 	case KindFloat:
-		buf = binary.BigEndian.AppendUint64(buf, math.Float64bits(v.f))
+		buf = binary.BigEndian.AppendUint64(buf, uint64(v.i))
 	case KindString:
 		buf = binary.AppendUvarint(buf, uint64(len(v.s)))
 		buf = append(buf, v.s...)
 	case KindList:
-		buf = binary.AppendUvarint(buf, uint64(len(v.l)))
-		for _, e := range v.l {
+		buf = binary.AppendUvarint(buf, uint64(len(v.elems())))
+		for _, e := range v.elems() {
 			buf = e.AppendBinary(buf)
 		}
 	case KindMap:
-		buf = binary.AppendUvarint(buf, uint64(len(v.l)))
-		for i, e := range v.l {
-			buf = AppendString(buf, v.m[i])
+		buf = binary.AppendUvarint(buf, uint64(len(v.elems())))
+		for i, e := range v.elems() {
+			buf = AppendString(buf, v.x.m[i])
 			buf = e.AppendBinary(buf)
 		}
 	}
@@ -467,7 +514,7 @@ func DecodeValue(b []byte) (Value, []byte, error) {
 			}
 			vs = append(vs, e)
 		}
-		return Value{k: KindList, l: vs}, b, nil
+		return Value{k: KindList, x: &composite{l: vs}}, b, nil
 	case KindMap:
 		n, m := binary.Uvarint(b)
 		if m <= 0 || n > uint64(len(b)) {
@@ -488,45 +535,148 @@ func DecodeValue(b []byte) (Value, []byte, error) {
 			}
 			keys, vs = append(keys, k), append(vs, e)
 		}
-		return Value{k: KindMap, m: keys, l: vs}, b, nil
+		return Value{k: KindMap, x: &composite{m: keys, l: vs}}, b, nil
 	}
 	return Null, nil, ErrCorrupt
 }
 
-// Attrs is a set of named attribute values. A missing attribute reads as null.
-type Attrs map[string]Value
+// Attr is one named attribute value.
+type Attr struct {
+	Name  string
+	Value Value
+}
 
-// Clone returns a copy of a.
+// Attrs is a set of named attribute values: a slice sorted by name, without nulls (a
+// missing attribute reads as null). It is immutable once built — With, Without and Set
+// return a new slice — so nodes can share it. Build one from a map with AttrsOf.
+type Attrs []Attr
+
+// AttrsOf returns the attributes of m, sorted by name, nulls dropped.
+func AttrsOf(m map[string]Value) Attrs {
+	if len(m) == 0 {
+		return nil
+	}
+	a := make(Attrs, 0, len(m))
+	for k, v := range m {
+		if !v.IsNull() {
+			a = append(a, Attr{k, v})
+		}
+	}
+	sort.Slice(a, func(i, j int) bool { return a[i].Name < a[j].Name })
+	return a
+}
+
+// find returns the index of name in a, or where it would be inserted and false.
+func (a Attrs) find(name string) (int, bool) {
+	if len(a) <= 8 {
+		for i := range a {
+			switch c := strings.Compare(a[i].Name, name); {
+			case c == 0:
+				return i, true
+			case c > 0:
+				return i, false
+			}
+		}
+		return len(a), false
+	}
+	i := sort.Search(len(a), func(i int) bool { return a[i].Name >= name })
+	return i, i < len(a) && a[i].Name == name
+}
+
+// Get returns the attribute name, or null.
+func (a Attrs) Get(name string) Value {
+	if i, ok := a.find(name); ok {
+		return a[i].Value
+	}
+	return Null
+}
+
+// Has reports whether a holds the attribute name.
+func (a Attrs) Has(name string) bool {
+	_, ok := a.find(name)
+	return ok
+}
+
+// With returns a copy of a with name set to v (removed when v is null).
+func (a Attrs) With(name string, v Value) Attrs {
+	i, ok := a.find(name)
+	switch {
+	case v.IsNull() && !ok:
+		return a
+	case v.IsNull():
+		out := make(Attrs, 0, len(a)-1)
+		return append(append(out, a[:i]...), a[i+1:]...)
+	case ok:
+		out := append(Attrs(nil), a...)
+		out[i].Value = v
+		return out
+	}
+	out := make(Attrs, 0, len(a)+1)
+	out = append(out, a[:i]...)
+	out = append(out, Attr{name, v})
+	return append(out, a[i:]...)
+}
+
+// Merge returns the attributes of a and b together (b wins on a name both hold).
+func (a Attrs) Merge(b Attrs) Attrs {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	out := make(Attrs, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i].Name < b[j].Name):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j].Name < a[i].Name:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, b[j])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Map returns the attributes as a map.
+func (a Attrs) Map() map[string]Value {
+	m := make(map[string]Value, len(a))
+	for _, at := range a {
+		m[at.Name] = at.Value
+	}
+	return m
+}
+
+// Clone returns a copy of a (the values are immutable and shared).
 func (a Attrs) Clone() Attrs {
 	if a == nil {
 		return nil
 	}
-	c := make(Attrs, len(a))
-	for k, v := range a {
-		c[k] = v
-	}
-	return c
+	return append(Attrs(nil), a...)
 }
 
 // Keys returns the attribute names in sorted order.
 func (a Attrs) Keys() []string {
-	ks := make([]string, 0, len(a))
-	for k := range a {
-		ks = append(ks, k)
+	ks := make([]string, len(a))
+	for i := range a {
+		ks[i] = a[i].Name
 	}
-	sort.Strings(ks)
 	return ks
 }
 
-// Equal reports whether a and b hold the same attributes (null attributes count as absent).
+// Equal reports whether a and b hold the same attributes, each of the same kind.
 func (a Attrs) Equal(b Attrs) bool {
-	for k, v := range a {
-		if !v.IsNull() && !(b[k].k == v.k && Compare(b[k], v) == 0) {
-			return false
-		}
+	if len(a) != len(b) {
+		return false
 	}
-	for k, v := range b {
-		if !v.IsNull() && a[k].IsNull() {
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Value.k != b[i].Value.k || Compare(a[i].Value, b[i].Value) != 0 {
 			return false
 		}
 	}
@@ -535,32 +685,35 @@ func (a Attrs) Equal(b Attrs) bool {
 
 // AppendBinary appends a deterministic encoding of a (sorted by name, nulls omitted).
 func (a Attrs) AppendBinary(buf []byte) []byte {
-	keys := a.Keys()
 	n := 0
-	for _, k := range keys {
-		if !a[k].IsNull() {
+	for i := range a {
+		if !a[i].Value.IsNull() {
 			n++
 		}
 	}
 	buf = binary.AppendUvarint(buf, uint64(n))
-	for _, k := range keys {
-		if a[k].IsNull() {
+	for i := range a {
+		if a[i].Value.IsNull() {
 			continue
 		}
-		buf = AppendString(buf, k)
-		buf = a[k].AppendBinary(buf)
+		buf = AppendString(buf, a[i].Name)
+		buf = a[i].Value.AppendBinary(buf)
 	}
 	return buf
 }
 
-// DecodeAttrs decodes an Attrs encoding from the front of b and returns the rest.
+// DecodeAttrs decodes an Attrs encoding from the front of b and returns the rest. Names
+// must come in strictly ascending order, as AppendBinary writes them.
 func DecodeAttrs(b []byte) (Attrs, []byte, error) {
 	n, m := binary.Uvarint(b)
 	if m <= 0 || n > uint64(len(b)) {
 		return nil, nil, ErrCorrupt
 	}
 	b = b[m:]
-	a := make(Attrs, n)
+	if n == 0 {
+		return nil, b, nil
+	}
+	a := make(Attrs, 0, n)
 	for i := uint64(0); i < n; i++ {
 		var k string
 		var err error
@@ -571,7 +724,10 @@ func DecodeAttrs(b []byte) (Attrs, []byte, error) {
 		if v, b, err = DecodeValue(b); err != nil {
 			return nil, nil, err
 		}
-		a[k] = v
+		if len(a) > 0 && a[len(a)-1].Name >= k {
+			return nil, nil, ErrCorrupt
+		}
+		a = append(a, Attr{Name: InternName(k), Value: v})
 	}
 	return a, b, nil
 }
@@ -590,4 +746,44 @@ func DecodeString(b []byte) (string, []byte, error) {
 		return "", nil, ErrCorrupt
 	}
 	return string(b[m : m+int(n)]), b[m+int(n):], nil
+}
+
+// EncodedLen returns the length of v's binary encoding (AppendBinary) without encoding
+// it.
+func (v Value) EncodedLen() int {
+	switch v.k {
+	case KindNull:
+		return 1
+	case KindBool, KindInt, KindTimestamp, KindDuration:
+		return 1 + varintLen(v.i)
+	case KindFloat:
+		return 9
+	case KindString:
+		return 1 + uvarintLen(uint64(len(v.s))) + len(v.s)
+	}
+	n := 1 + uvarintLen(uint64(len(v.elems())))
+	for i, e := range v.elems() {
+		if v.k == KindMap {
+			n += uvarintLen(uint64(len(v.x.m[i]))) + len(v.x.m[i])
+		}
+		n += e.EncodedLen()
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+func varintLen(x int64) int {
+	ux := uint64(x) << 1
+	if x < 0 {
+		ux = ^ux
+	}
+	return uvarintLen(ux)
 }

@@ -61,13 +61,13 @@ func TestBinaryRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	a := herald.Attrs{"b": herald.Int(1), "a": herald.String("x"), "z": herald.Null}
+	a := herald.AttrsOf(map[string]herald.Value{"b": herald.Int(1), "a": herald.String("x"), "z": herald.Null})
 	enc := a.AppendBinary(nil)
 	dec, rest, err := herald.DecodeAttrs(enc)
 	if err != nil || len(rest) != 0 || !dec.Equal(a) || len(dec) != 2 {
 		t.Fatalf("attrs round trip: %v %v %v", dec, rest, err)
 	}
-	if string(a.AppendBinary(nil)) != string(herald.Attrs{"a": herald.String("x"), "b": herald.Int(1)}.AppendBinary(nil)) {
+	if string(a.AppendBinary(nil)) != string(herald.AttrsOf(map[string]herald.Value{"a": herald.String("x"), "b": herald.Int(1)}).AppendBinary(nil)) {
 		t.Fatal("attribute encoding is not deterministic")
 	}
 }
@@ -150,5 +150,56 @@ func TestCompareIntFloatExact(t *testing.T) {
 		if got := herald.Compare(herald.Int(c.i), herald.Float(c.f)); got != c.want {
 			t.Errorf("Compare(%d, %g) = %d, want %d", c.i, c.f, got, c.want)
 		}
+	}
+}
+
+// Attrs behaves as a map from names to non-null values, whatever its size.
+func TestAttrsAsMap(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+	vals := []herald.Value{herald.Null, herald.Int(1), herald.String("x"), herald.Float(2.5), herald.List(herald.Int(1))}
+	for seed := 0; seed < 500; seed++ {
+		m := map[string]herald.Value{}
+		var a herald.Attrs
+		for i := 0; i < seed%40; i++ {
+			name := names[(seed*7+i*5)%len(names)]
+			v := vals[(seed+i*3)%len(vals)]
+			a = a.With(name, v)
+			if v.IsNull() {
+				delete(m, name)
+			} else {
+				m[name] = v
+			}
+		}
+		if len(a) != len(m) || !a.Equal(herald.AttrsOf(m)) {
+			t.Fatalf("seed %d: %v, want %v", seed, a, m)
+		}
+		for _, name := range names {
+			if got, want := a.Get(name), m[name]; herald.Compare(got, want) != 0 || a.Has(name) != !want.IsNull() {
+				t.Fatalf("seed %d: Get(%s) = %v, want %v", seed, name, got, want)
+			}
+		}
+		other := herald.AttrsOf(map[string]herald.Value{"b": herald.Int(9), "zz": herald.Int(8)})
+		merged := a.Merge(other)
+		if merged.Get("b").AsInt() != 9 || merged.Get("zz").AsInt() != 8 || len(merged) != len(herald.AttrsOf(m).With("b", herald.Int(9)).With("zz", herald.Int(8))) {
+			t.Fatalf("seed %d: Merge = %v", seed, merged)
+		}
+	}
+}
+
+func TestSplitAttrsAndEncodedLen(t *testing.T) {
+	long := herald.String(string(make([]byte, herald.InlineLimit)))
+	a := herald.AttrsOf(map[string]herald.Value{"big": long, "n": herald.Int(-5), "s": herald.String("x"),
+		"l": herald.List(long, herald.Map([]string{"k"}, []herald.Value{herald.Float(1)}))})
+	for _, at := range a {
+		if got, want := at.Value.EncodedLen(), len(at.Value.AppendBinary(nil)); got != want {
+			t.Fatalf("EncodedLen(%s) = %d, want %d", at.Name, got, want)
+		}
+	}
+	inline, big := herald.SplitAttrs(a)
+	if fmt.Sprint(inline.Keys()) != "[n s]" || fmt.Sprint(big.Keys()) != "[big l]" {
+		t.Fatalf("SplitAttrs = %v / %v", inline.Keys(), big.Keys())
+	}
+	if in, b := herald.SplitAttrs(inline); b != nil || !in.Equal(inline) {
+		t.Fatal("small values stay together")
 	}
 }

@@ -3,7 +3,7 @@ package delivery
 import (
 	"context"
 
-	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/engine"
 )
 
 // The completer: the dispatcher and the settler commit without waiting for the sync
@@ -22,10 +22,10 @@ type job struct {
 // err) for the completer, to run once the commit is durable (or failed). The commit and
 // the queueing happen under one lock, so the completer's jobs are in commit order: a
 // settlement is never answered before an earlier round's events went out.
-func (s *Service) commitAsync(write func(tx *graph.Tx), then func(seq, tick uint64, err error)) error {
+func (s *Service) commitAsync(write func(tx *engine.SysTx), then func(seq, tick uint64, err error)) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	seq, tick, durable, err := s.eng.SystemAsync(func(tx *graph.Tx) error {
+	seq, tick, durable, err := s.eng.SystemAsync(func(tx *engine.SysTx) error {
 		write(tx)
 		return nil
 	})

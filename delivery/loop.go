@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/eval"
 )
@@ -55,8 +56,8 @@ func (s *Service) persistOnStop() {
 	if w.empty() {
 		return
 	}
-	if _, _, err := s.eng.System(context.Background(), func(tx *graph.Tx) error {
-		s.write(tx, w, now)
+	if _, _, err := s.eng.System(context.Background(), func(tx *engine.SysTx) error {
+		s.write(tx.Tx, w, now)
 		return nil
 	}); err != nil {
 		s.log.Warn("consume: writing the state left at stop failed; released leases wait for their deadlines", "err", err)
@@ -149,7 +150,7 @@ func (s *Service) runOnce() time.Time {
 	if !w.empty() {
 		// The consumed events go out once the leases are durable; meanwhile the next
 		// round can run.
-		err := s.commitAsync(func(tx *graph.Tx) { s.write(tx, w, now) },
+		err := s.commitAsync(func(tx *engine.SysTx) { s.write(tx.Tx, w, now) },
 			func(seq, tick uint64, err error) { s.sent(w, seq, tick, err) })
 		if err != nil {
 			s.log.Error("consume: writing delivery state failed", "err", err)
@@ -240,9 +241,7 @@ func retireWatch(tx *graph.Tx, id herald.NodeID) {
 	}
 	for _, k := range tx.Incident(id) {
 		if e := tx.Edge(k); e != nil && e.Type == edgeWatchLetter {
-			attrs := w.Attrs.Clone()
-			attrs["status"] = herald.String("cancelled")
-			tx.PutNode(&herald.Node{ID: w.ID, Type: w.Type, Attrs: attrs})
+			tx.PutNode(&herald.Node{ID: w.ID, Type: w.Type, Attrs: w.Attrs.With("status", herald.String("cancelled"))})
 			return
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/eval"
 	"github.com/herald-mq/herald/store"
@@ -32,9 +33,9 @@ func deliveryNodeID(subject herald.NodeID) herald.NodeID {
 
 // saveWatch records the group's _Watch node (kept across restarts for named groups).
 func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) error {
-	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		old := tx.Node(id)
-		attrs := herald.Attrs{
+		attrs := map[string]herald.Value{
 			"pattern":          herald.String(sp.text),
 			"mode":             herald.String("consume"),
 			"status":           herald.String("active"),
@@ -53,14 +54,14 @@ func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) err
 			attrs["dead_letter"] = herald.String(string(sp.deadLetter))
 		}
 		if old != nil {
-			attrs["created_at"] = old.Attrs["created_at"]
-			if old.Attrs.Equal(attrs) {
+			attrs["created_at"] = old.Attrs.Get("created_at")
+			if old.Attrs.Equal(herald.AttrsOf(attrs)) {
 				return nil
 			}
 		} else {
 			attrs["created_at"] = herald.Timestamp(s.clock.Now())
 		}
-		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: attrs})
+		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: herald.AttrsOf(attrs)})
 		return nil
 	})
 	return err
@@ -97,7 +98,7 @@ func stateLocked(sub *subject, l *lease) deliveryState {
 
 // put writes the state as the subject's _Delivery node.
 func (st deliveryState) put(tx *graph.Tx) {
-	attrs := herald.Attrs{
+	attrs := map[string]herald.Value{
 		"subject":  herald.String(string(st.subject)),
 		"attempts": herald.Int(int64(st.attempts)),
 	}
@@ -112,7 +113,7 @@ func (st deliveryState) put(tx *graph.Tx) {
 			attrs["consumer"] = herald.String(st.consumer)
 		}
 	}
-	tx.PutNode(&herald.Node{ID: deliveryNodeID(st.subject), Type: typeDelivery, Attrs: attrs})
+	tx.PutNode(&herald.Node{ID: deliveryNodeID(st.subject), Type: typeDelivery, Attrs: herald.AttrsOf(attrs)})
 }
 
 // recover rebuilds a subject's delivery state from its _Delivery node at start.
@@ -120,7 +121,7 @@ func (s *Service) recover(tx *graph.Tx, d *herald.Node) {
 	if d == nil {
 		return
 	}
-	subjID := herald.NodeID(d.Attrs["subject"].AsString())
+	subjID := herald.NodeID(d.Attrs.Get("subject").AsString())
 	n := tx.Node(subjID)
 	if n == nil {
 		s.cleanup[d.ID] = true // the message is gone; its state is garbage
@@ -128,21 +129,21 @@ func (s *Service) recover(tx *graph.Tx, d *herald.Node) {
 	}
 	sub := s.subjectLocked(n)
 	sub.stored = true
-	sub.attempts = int(d.Attrs["attempts"].AsInt())
-	if nb := d.Attrs["not_before"]; nb.Kind() == herald.KindTimestamp {
+	sub.attempts = int(d.Attrs.Get("attempts").AsInt())
+	if nb := d.Attrs.Get("not_before"); nb.Kind() == herald.KindTimestamp {
 		sub.notBefore = nb.AsTime()
 	}
-	id := d.Attrs["delivery_id"]
+	id := d.Attrs.Get("delivery_id")
 	if id.Kind() != herald.KindString {
 		return
 	}
-	watch := herald.NodeID(d.Attrs["watch"].AsString())
+	watch := herald.NodeID(d.Attrs.Get("watch").AsString())
 	l := &lease{
 		id:       id.AsString(),
 		subj:     sub,
 		watch:    watch,
 		sp:       s.recoveredSpec(tx, watch),
-		deadline: d.Attrs["deadline"].AsTime(),
+		deadline: d.Attrs.Get("deadline").AsTime(),
 		attempt:  sub.attempts,
 		index:    -1,
 		match:    nodeMatch(n),
@@ -163,7 +164,7 @@ func (s *Service) recoveredSpec(tx *graph.Tx, watch herald.NodeID) *spec {
 	}
 	var sp *spec
 	if w := tx.Node(watch); w != nil && w.Type == typeWatch {
-		if c, err := compileSpec(s.eng, w.Attrs["pattern"].AsString(), nil, "", ""); err == nil {
+		if c, err := compileSpec(s.eng, w.Attrs.Get("pattern").AsString(), nil, "", ""); err == nil {
 			sp = c
 		} else {
 			s.log.Warn("consume: a recovered lease's watch cannot be compiled again; it uses the default options", "watch", watch, "err", err)
@@ -176,7 +177,8 @@ func (s *Service) recoveredSpec(tx *graph.Tx, watch herald.NodeID) *spec {
 // nodeMatch is the match value of a recovered lease (its group, and so its RETURN, may
 // be unknown after a restart).
 func nodeMatch(n *herald.Node) herald.Value {
-	return eval.NodeValue(n)
+	v, _ := eval.NodeValue(n)
+	return v
 }
 
 // deadLetter moves a subject to a _DeadLetter node in tx (the caller forgets the
@@ -193,18 +195,24 @@ func (s *Service) deadLetter(tx *graph.Tx, subj herald.NodeID, watch herald.Node
 		return "", nil // already gone (killed or acked meanwhile): nothing to keep
 	}
 	if match.IsNull() {
-		match = eval.NodeValue(n)
+		match = nodeMatch(n)
 	}
 	mj, _ := json.Marshal(match)
+	whole := n
+	if all, err := n.AllAttrs(); err == nil {
+		whole = &herald.Node{ID: n.ID, Type: n.Type, Created: n.Created, Attrs: all}
+	} else {
+		s.log.Error("consume: a dead letter keeps the node without its body, which cannot be read", "node", n.ID, "err", err)
+	}
 	letterID := newNodeID("dl")
-	attrs := herald.Attrs{
+	attrs := map[string]herald.Value{
 		"original_match":    herald.String(string(mj)),
 		"failure_reason":    herald.String(reason),
 		"delivery_attempts": herald.Int(int64(attempts)),
 		"created_at":        herald.Timestamp(now),
 		"subject_id":        herald.String(string(n.ID)),
 		"subject_type":      herald.String(n.Type),
-		"original_node":     herald.String(base64.StdEncoding.EncodeToString(store.AppendNode(nil, n))),
+		"original_node":     herald.String(base64.StdEncoding.EncodeToString(store.AppendNode(nil, whole))),
 	}
 	if watch != "" {
 		attrs["watch"] = herald.String(string(watch))
@@ -216,7 +224,7 @@ func (s *Service) deadLetter(tx *graph.Tx, subj herald.NodeID, watch herald.Node
 			failed = herald.Errorf(herald.CodeDeadLetterFailed, "dead letter destination #%s does not exist; the letter is kept as %s on its watch", dest, letterID)
 		}
 	}
-	tx.PutNode(&herald.Node{ID: letterID, Type: typeDeadLetter, Attrs: attrs})
+	tx.PutNode(&herald.Node{ID: letterID, Type: typeDeadLetter, Attrs: herald.AttrsOf(attrs)})
 	if watch != "" && tx.Node(watch) != nil {
 		tx.PutEdge(&herald.Edge{Type: edgeWatchLetter, Endpoints: []herald.NodeID{watch, letterID}})
 	}
@@ -231,16 +239,16 @@ func (s *Service) deadLetter(tx *graph.Tx, subj herald.NodeID, watch herald.Node
 // free, else a new one) and deletes the letter. It returns the node's id.
 func (s *Service) Redrive(ctx context.Context, letter herald.NodeID) (herald.NodeID, error) {
 	var id herald.NodeID
-	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		l := tx.Node(letter)
 		if l == nil || l.Type != typeDeadLetter {
 			return herald.Errorf(herald.CodeNodeNotFound, "no dead letter #%s", letter)
 		}
-		raw, err := base64.StdEncoding.DecodeString(l.Attrs["original_node"].AsString())
+		raw, err := base64.StdEncoding.DecodeString(l.Attrs.Get("original_node").AsString())
 		if err != nil {
 			return herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
 		}
-		n, err := store.DecodeNode(raw)
+		n, err := store.DecodeNode(raw, nil)
 		if err != nil {
 			return herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
 		}

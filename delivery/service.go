@@ -321,7 +321,7 @@ func (s *Service) consume(ctx context.Context, sessionID string, actor herald.No
 		}
 		if g, err = s.addGroup(key, sp, watchID); err != nil {
 			if sp.group == "" {
-				_, _, _ = s.eng.System(ctx, func(tx *graph.Tx) error { retireWatch(tx, watchID); return nil })
+				_, _, _ = s.eng.System(ctx, func(tx *engine.SysTx) error { retireWatch(tx.Tx, watchID); return nil })
 			}
 			return nil, err
 		}

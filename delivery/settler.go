@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 )
 
@@ -101,9 +102,9 @@ func (s *Service) settler() {
 // commitSettlements commits a batch in one system transaction; once it is durable the
 // completer applies each settlement to memory and answers it.
 func (s *Service) commitSettlements(batch []*settlement) {
-	err := s.commitAsync(func(tx *graph.Tx) {
+	err := s.commitAsync(func(tx *engine.SysTx) {
 		for _, st := range batch {
-			st.apply(tx)
+			st.apply(tx.Tx)
 		}
 	}, func(seq, tick uint64, err error) {
 		if err != nil {

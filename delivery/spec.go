@@ -377,7 +377,11 @@ type matchInfo struct {
 func (s *spec) info(ctx *eval.Context, n *herald.Node, row eval.Row) (*matchInfo, error) {
 	m := &matchInfo{weight: 1}
 	if s.wholeNode {
-		m.match = eval.NodeValue(n)
+		v, err := eval.NodeValue(n)
+		if err != nil {
+			return nil, err
+		}
+		m.match = v
 	} else {
 		col := s.proj.NewCollector()
 		if err := col.Add(ctx, row); err != nil {

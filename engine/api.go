@@ -67,4 +67,7 @@ type Config struct {
 	SessionIdle time.Duration
 	// MaxGroup caps how many transactions one group commit may hold. 0 means 1024.
 	MaxGroup int
+	// BodyCache is how many bytes of newly written node bodies stay in memory (see
+	// herald.Body). 0 means DefaultBodyCache; a negative value keeps none once durable.
+	BodyCache int
 }

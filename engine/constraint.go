@@ -217,7 +217,7 @@ func loadConstraints(g *graph.Graph) (*constraints, error) {
 }
 
 func (cs *constraints) load(n *herald.Node) error {
-	c, err := parseConstraint(n.Attrs["text"].AsString())
+	c, err := parseConstraint(n.Attrs.Get("text").AsString())
 	if err != nil {
 		return fmt.Errorf("engine: stored constraint %s: %w", n.ID, err)
 	}
@@ -269,11 +269,11 @@ func applyDecls(user map[string]*constraint, changes []herald.Change) (changed b
 			continue
 		}
 		if isDecl(ch.NodeBefore) {
-			delete(user, ch.NodeBefore.Attrs["name"].AsString())
+			delete(user, ch.NodeBefore.Attrs.Get("name").AsString())
 			changed = true
 		}
 		if isDecl(ch.NodeAfter) {
-			c, err := parseConstraint(ch.NodeAfter.Attrs["text"].AsString())
+			c, err := parseConstraint(ch.NodeAfter.Attrs.Get("text").AsString())
 			if err != nil {
 				return changed, fmt.Errorf("engine: stored constraint %s: %w", ch.NodeAfter.ID, err)
 			}
@@ -407,18 +407,18 @@ func (x *execution) declareConstraint(s *ast.ConstraintDeclStmt) (Result, error)
 		return Result{}, err
 	}
 	id := constraintNodeID(c.name)
-	if old := x.tx.Node(id); old != nil && old.Attrs["text"].AsString() == c.text {
+	if old := x.tx.Node(id); old != nil && old.Attrs.Get("text").AsString() == c.text {
 		return Result{}, nil // declaring the same constraint again is a no-op
 	}
 	ctx := x.evalCtx()
 	if err := c.run(x.tx, ctx, c.full, nil); err != nil {
 		return Result{}, err
 	}
-	x.tx.PutNode(&herald.Node{ID: id, Type: typeConstraint, Attrs: herald.Attrs{
+	x.tx.PutNode(&herald.Node{ID: id, Type: typeConstraint, Attrs: herald.AttrsOf(map[string]herald.Value{
 		"name":       herald.String(c.name),
 		"text":       herald.String(c.text),
 		"created_at": herald.Timestamp(x.e.clock.Now().UTC()),
-	}})
+	})})
 	x.stats.ConstraintsDeclared++
 	return Result{Stats: x.stats}, nil
 }

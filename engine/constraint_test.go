@@ -6,7 +6,6 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
-	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/store/memstore"
 )
 
@@ -15,14 +14,14 @@ import (
 func TestSystemConstraints(t *testing.T) {
 	e := openEngine(t, memstore.New(), engine.Config{})
 	put := func(attrs herald.Attrs) error {
-		_, _, err := e.System(context.Background(), func(tx *graph.Tx) error {
+		_, _, err := e.System(context.Background(), func(tx *engine.SysTx) error {
 			tx.PutNode(&herald.Node{ID: "w1", Type: "_Watch", Attrs: attrs})
 			return nil
 		})
 		return err
 	}
-	good := herald.Attrs{"pattern": herald.String("WATCH t: Task RETURN t"), "mode": herald.String("watch"),
-		"status": herald.String("active"), "on_full": herald.String("drop")}
+	good := herald.AttrsOf(map[string]herald.Value{"pattern": herald.String("WATCH t: Task RETURN t"), "mode": herald.String("watch"),
+		"status": herald.String("active"), "on_full": herald.String("drop")})
 	if err := put(good); err != nil {
 		t.Fatalf("a valid _Watch: %v", err)
 	}
@@ -32,14 +31,12 @@ func TestSystemConstraints(t *testing.T) {
 		"status":  herald.String("done"),
 		"on_full": herald.String("panic"),
 	} {
-		attrs := good.Clone()
-		attrs[attr] = bad
+		attrs := good.With(attr, bad)
 		if err := put(attrs); herald.CodeOf(err) != herald.CodeConstraint {
 			t.Errorf("_Watch with %s = %s: %v, want E2010", attr, bad, err)
 		}
 	}
-	attrs := good.Clone()
-	delete(attrs, "pattern")
+	attrs := good.With("pattern", herald.Null)
 	if err := put(attrs); herald.CodeOf(err) != herald.CodeConstraint {
 		t.Errorf("_Watch without a pattern: %v, want E2010", err)
 	}

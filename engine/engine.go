@@ -34,6 +34,7 @@ type Engine struct {
 	g         *graph.Graph
 	seq, tick uint64
 	recent    recent // the newest change sets, for ViewSince
+	bodies    bodyCache
 	// appliedListeners hear of each commit as it is applied (ListenApplied).
 	appliedListeners listeners
 	cons             *constraints
@@ -86,7 +87,11 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		case r.Type != nil:
 			g.PutType(r.Type.Name, r.Type)
 		case r.Node != nil:
-			g.PutNode(r.Node, meta.Seq)
+			ver := r.Node.Ver
+			if ver == 0 {
+				ver = meta.Seq // stored before nodes recorded their version
+			}
+			g.PutNode(r.Node, ver)
 		case r.Edge != nil:
 			g.PutEdge(r.Edge, meta.Seq)
 		}
@@ -109,7 +114,14 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		tick:     meta.Tick,
 		sessions: map[string]*Session{},
 	}
+	switch {
+	case cfg.BodyCache == 0:
+		e.bodies.budget = DefaultBodyCache
+	case cfg.BodyCache > 0:
+		e.bodies.budget = cfg.BodyCache
+	}
 	e.pipe = newPipeline(cfg.Backend, cfg.MaxGroup, cfg.Retention, meta, e.log)
+	e.pipe.afterSync = e.bodies.trim
 	e.pipe.start()
 	if cfg.TickMode == TickInterval {
 		e.stopTick = make(chan struct{})
@@ -217,12 +229,14 @@ func (e *Engine) queueTick(n uint64) (*pending, uint64, uint64, error) {
 // them to the pipeline. e.mu must be held for writing. It returns nil when there is
 // nothing to commit.
 func (e *Engine) commitLocked(tx *graph.Tx, tickBy uint64, actor herald.NodeID) (*pending, error) {
-	return e.commitLockedAnnounce(tx, tickBy, actor, nil)
+	return e.commitLockedAnnounce(tx, nil, tickBy, actor, nil)
 }
 
-// commitLockedAnnounce is commitLocked that calls announce with the commit's seq before
-// the change set goes to the pipeline, so nothing can see it durable before that.
-func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.NodeID, announce func(seq uint64)) (*pending, error) {
+// commitLockedAnnounce is commitLocked that also writes the auxiliary records aux, and
+// calls announce with the commit's seq before the change set goes to the pipeline, so
+// nothing can see it durable before that. A commit of auxiliary records alone takes no
+// seq.
+func (e *Engine) commitLockedAnnounce(tx *graph.Tx, aux []store.AuxOp, tickBy uint64, actor herald.NodeID, announce func(seq uint64)) (*pending, error) {
 	if err := e.pipe.failure(); err != nil {
 		return nil, storageError(err)
 	}
@@ -231,7 +245,10 @@ func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.
 	}
 	changes := tx.Changes()
 	if len(changes) == 0 && tickBy == 0 {
-		return nil, nil
+		if len(aux) == 0 {
+			return nil, nil
+		}
+		return e.pipe.submit(nil, aux), nil
 	}
 	if err := e.cons.verify(tx, changes, func() eval.Context { return eval.Context{Now: e.clock.Now().UTC()} }); err != nil {
 		return nil, err
@@ -242,13 +259,19 @@ func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.
 	}
 	cs := &herald.ChangeSet{Seq: e.seq + 1, Tick: tick, Time: e.clock.Now().UTC(), Actor: actor, Changes: changes}
 	for i := range changes {
-		// After images are this transaction's own values: stamp their creation seq.
+		// After images are this transaction's own values: stamp their creation seq and
+		// move their large values to a body.
 		if c := &changes[i]; c.Kind == herald.NodeChange && c.NodeAfter != nil {
 			if c.NodeBefore == nil {
 				c.NodeAfter.Created = cs.Seq
 			} else {
 				c.NodeAfter.Created = c.NodeBefore.Created
 			}
+			n, err := e.externalize(c.NodeAfter, cs.Seq)
+			if err != nil {
+				return nil, err
+			}
+			c.NodeAfter = n
 		}
 	}
 	e.g.Apply(cs)
@@ -259,7 +282,7 @@ func (e *Engine) commitLockedAnnounce(tx *graph.Tx, tickBy uint64, actor herald.
 	if announce != nil {
 		announce(cs.Seq)
 	}
-	return e.pipe.submit(cs), nil
+	return e.pipe.submit(cs, aux), nil
 }
 
 func storageError(err error) error {

@@ -185,7 +185,7 @@ func describeChange(c herald.Change) string {
 func attrsString(n *herald.Node) string {
 	parts := []string{}
 	for _, k := range n.Attrs.Keys() {
-		parts = append(parts, k+"="+n.Attrs[k].String())
+		parts = append(parts, k+"="+n.Attrs.Get(k).String())
 	}
 	return "{" + strings.Join(parts, " ") + "}"
 }

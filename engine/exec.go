@@ -12,6 +12,7 @@ import (
 	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/eval"
 	"github.com/herald-mq/herald/lang/parser"
+	"github.com/herald-mq/herald/lang/printer"
 	"github.com/herald-mq/herald/lang/token"
 )
 
@@ -248,7 +249,7 @@ func (x *execution) stmt(ctx context.Context, st ast.Stmt) (Result, error) {
 		if sess.id != "" && e.hasSessionListeners(sess.id) {
 			announce = func(seq uint64) { e.notifySession(sess.id, TxEvent{Ended: true, Committed: true, Seq: seq}) }
 		}
-		p, err := e.commitLockedAnnounce(tx, 0, sess.actor, announce)
+		p, err := e.commitLockedAnnounce(tx, nil, 0, sess.actor, announce)
 		x.pos.observe(e.seq, e.tick)
 		e.mu.Unlock()
 		if err != nil {
@@ -443,6 +444,15 @@ func returningOf(st ast.Stmt) *ast.ReturnClause {
 }
 
 func (x *execution) match(s *ast.MatchStmt) (Result, error) {
+	if typ, ok := countOnly(s); ok {
+		// `MATCH v: T RETURN COUNT(v)`: the type index keeps its size.
+		col := printer.String(s.Return.Items[0].X)
+		if a := s.Return.Items[0].Alias; a != nil {
+			col = a.Name
+		}
+		n := x.tx.CountOfType(typ)
+		return Result{Columns: []string{col}, Rows: [][]herald.Value{{herald.Int(int64(n))}}, Stats: Stats{Plan: "count " + typ}}, nil
+	}
 	plan, err := graph.Compile(s.Pattern, s.Where, x.outer(), x.file)
 	if err != nil {
 		return Result{}, err
@@ -489,6 +499,31 @@ func (x *execution) match(s *ast.MatchStmt) (Result, error) {
 		return x.project(res, s.Return, plan.Scope, rows)
 	}
 	return res, nil
+}
+
+// countOnly reports whether s is `MATCH v: T RETURN COUNT(v)` (or COUNT(*)), and T.
+func countOnly(s *ast.MatchStmt) (string, bool) {
+	if s.Where != nil || len(s.Actions) > 0 || s.Return == nil || s.Return.Distinct || len(s.Return.Items) != 1 ||
+		len(s.OrderBy) > 0 || s.Limit != nil || s.Offset != nil || len(s.Pattern.Elems) != 1 {
+		return "", false
+	}
+	np, ok := s.Pattern.Elems[0].(*ast.NodePattern)
+	if !ok {
+		return "", false
+	}
+	call, ok := s.Return.Items[0].X.(*ast.CallExpr)
+	if !ok || !strings.EqualFold(call.Fun.Name, "COUNT") || call.Distinct || call.Where != nil {
+		return "", false
+	}
+	if !call.Star {
+		if len(call.Args) != 1 {
+			return "", false
+		}
+		if id, ok := call.Args[0].(*ast.Ident); !ok || id.Name != np.Var.Name {
+			return "", false
+		}
+	}
+	return np.Type.Name, true
 }
 
 func (x *execution) project(res Result, ret *ast.ReturnClause, scope *eval.Scope, rows []eval.Row) (Result, error) {

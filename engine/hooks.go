@@ -71,10 +71,11 @@ func (e *Engine) View(fn func(tx *graph.Tx, seq, tick uint64) error) error {
 	return fn(e.g.Begin(), e.seq, e.tick)
 }
 
-// System runs fn as one transaction with system privileges (it may write `_` types),
-// commits it and waits until it is durable. fn returning an error aborts it. It returns
-// the commit's seq and tick, or the current position when fn changed nothing.
-func (e *Engine) System(ctx context.Context, fn func(tx *graph.Tx) error) (seq, tick uint64, err error) {
+// System runs fn as one transaction with system privileges (it may write `_` types and
+// auxiliary records), commits it and waits until it is durable. fn returning an error
+// aborts it. It returns the commit's seq and tick, or the current position when fn
+// changed nothing in the graph.
+func (e *Engine) System(ctx context.Context, fn func(tx *SysTx) error) (seq, tick uint64, err error) {
 	seq, tick, durable, err := e.SystemAsync(fn)
 	if err != nil {
 		return 0, 0, err
@@ -86,7 +87,7 @@ func (e *Engine) System(ctx context.Context, fn func(tx *graph.Tx) error) (seq, 
 // graph and handed to the pipeline) when it returns, and durable reports when it is
 // durable (nil) or failed. Services use it to commit their next batch while the last
 // one syncs; nothing that depends on the commit may be told before durable returns nil.
-func (e *Engine) SystemAsync(fn func(tx *graph.Tx) error) (seq, tick uint64, durable func(context.Context) error, err error) {
+func (e *Engine) SystemAsync(fn func(tx *SysTx) error) (seq, tick uint64, durable func(context.Context) error, err error) {
 	if e.closing.Load() {
 		return 0, 0, nil, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
 	}
@@ -97,14 +98,14 @@ func (e *Engine) SystemAsync(fn func(tx *graph.Tx) error) (seq, tick uint64, dur
 	return seq, tick, p.wait, nil
 }
 
-func (e *Engine) system(fn func(tx *graph.Tx) error) (*pending, uint64, uint64, error) {
+func (e *Engine) system(fn func(tx *SysTx) error) (*pending, uint64, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	tx := e.g.Begin()
+	tx := &SysTx{Tx: e.g.Begin()}
 	if err := fn(tx); err != nil {
 		return nil, 0, 0, err
 	}
-	p, err := e.commitLocked(tx, 0, "")
+	p, err := e.commitLockedAnnounce(tx.Tx, tx.aux, 0, "", nil)
 	return p, e.seq, e.tick, err
 }
 

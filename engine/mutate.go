@@ -36,9 +36,12 @@ func (x *execution) writable(typ string, pos ast.Node) error {
 	return nil
 }
 
+// attrMap is attributes being assembled by a statement, before they become a node's.
+type attrMap = map[string]herald.Value
+
 // evalBody evaluates `{ a = e, ... }` in scope.
-func (x *execution) evalBody(b *ast.Body, scope *eval.Scope, row eval.Row) (herald.Attrs, error) {
-	attrs := herald.Attrs{}
+func (x *execution) evalBody(b *ast.Body, scope *eval.Scope, row eval.Row) (attrMap, error) {
+	attrs := attrMap{}
 	if b == nil {
 		return attrs, nil
 	}
@@ -70,7 +73,7 @@ func (x *execution) evalBody(b *ast.Body, scope *eval.Scope, row eval.Row) (hera
 
 // checkAttrs validates attrs against a declaration (nil: schemaless). On create, missing
 // attributes take their defaults and [required] ones must be present.
-func (x *execution) checkAttrs(decl *herald.TypeDecl, attrs herald.Attrs, create bool, pos ast.Node) error {
+func (x *execution) checkAttrs(decl *herald.TypeDecl, attrs attrMap, create bool, pos ast.Node) error {
 	if _, ok := attrs["id"]; ok && (decl == nil || decl.Kind == herald.NodeDecl) {
 		return x.errAt(herald.CodeUnknownAttribute, pos.Pos(), "id is reserved for the node id; give an explicit id with SPAWN #name: Type")
 	}
@@ -105,18 +108,18 @@ func (x *execution) checkAttrs(decl *herald.TypeDecl, attrs herald.Attrs, create
 		}
 	}
 	if create {
-		return x.checkRequired(decl, attrs, pos)
+		return x.checkRequired(decl, func(name string) bool { return !attrs[name].IsNull() }, pos)
 	}
 	return nil
 }
 
-// checkRequired reports a missing [required] attribute of decl in attrs.
-func (x *execution) checkRequired(decl *herald.TypeDecl, attrs herald.Attrs, pos ast.Node) error {
+// checkRequired reports a [required] attribute of decl that has is false for.
+func (x *execution) checkRequired(decl *herald.TypeDecl, has func(string) bool, pos ast.Node) error {
 	if decl == nil {
 		return nil
 	}
 	for _, ad := range decl.Attrs {
-		if ad.Required && attrs[ad.Name].IsNull() {
+		if ad.Required && !has(ad.Name) {
 			return x.errAt(herald.CodeRequiredAttribute, pos.Pos(), "%s.%s is [required]", decl.Name, ad.Name)
 		}
 	}
@@ -169,7 +172,7 @@ func (x *execution) spawn(s *ast.SpawnStmt, scope *eval.Scope, row eval.Row) (ev
 	if err := x.checkAttrs(decl, attrs, true, s); err != nil {
 		return nil, err
 	}
-	n := &herald.Node{ID: id, Type: typ, Attrs: attrs}
+	n := &herald.Node{ID: id, Type: typ, Attrs: herald.AttrsOf(attrs)}
 	x.tx.PutNode(n)
 	x.stats.NodesCreated++
 	x.stats.AttrsSet += len(attrs)
@@ -295,16 +298,9 @@ func (x *execution) link(s *ast.LinkStmt, scope *eval.Scope, row eval.Row) error
 	if err := x.checkAttrs(decl, attrs, old == nil, s); err != nil {
 		return err
 	}
-	e := &herald.Edge{Type: typ, Endpoints: ids, Attrs: attrs}
+	e := &herald.Edge{Type: typ, Endpoints: ids, Attrs: herald.AttrsOf(attrs)}
 	if old != nil {
-		merged := old.Attrs.Clone()
-		if merged == nil {
-			merged = herald.Attrs{}
-		}
-		for k, v := range attrs {
-			merged[k] = v
-		}
-		e.Attrs = merged
+		e.Attrs = old.Attrs.Merge(e.Attrs)
 	} else {
 		x.stats.EdgesCreated++
 	}
@@ -390,23 +386,23 @@ func (x *execution) set(s *ast.SetStmt, scope *eval.Scope, row eval.Row, compoun
 		if err := x.writable(n.Type, as.a.Target); err != nil {
 			return err
 		}
-		attrs := n.Attrs.Clone()
-		if attrs == nil {
-			attrs = herald.Attrs{}
-		}
-		change := herald.Attrs{as.attr: as.v}
+		change := attrMap{as.attr: as.v}
 		if err := x.checkAttrs(x.tx.Type(n.Type), change, false, as.a); err != nil {
 			return err
 		}
-		if v, ok := change[as.attr]; ok {
-			attrs[as.attr] = v
-		} else {
-			delete(attrs, as.attr)
+		nn := &herald.Node{ID: n.ID, Type: n.Type, Attrs: n.Attrs.With(as.attr, change[as.attr]), Body: n.Body}
+		if n.Body != nil && n.Body.Has(as.attr) {
+			// The attribute lives in the body: the new image holds every value in memory,
+			// and the commit puts the large ones into a new body.
+			all, err := n.AllAttrs()
+			if err != nil {
+				return err
+			}
+			nn.Attrs, nn.Body = all.With(as.attr, change[as.attr]), nil
 		}
-		if err := x.checkRequired(x.tx.Type(n.Type), attrs, as.a); err != nil {
+		if err := x.checkRequired(x.tx.Type(n.Type), nn.HasAttr, as.a); err != nil {
 			return err
 		}
-		nn := &herald.Node{ID: n.ID, Type: n.Type, Attrs: attrs}
 		x.tx.PutNode(nn)
 		x.stats.AttrsSet++
 		if inScope && slot < len(row) {
@@ -424,21 +420,12 @@ func (x *execution) setEdgeAttr(a *ast.Assign, row eval.Row, slot int, attr stri
 	if err := x.writable(e.Type, a.Target); err != nil {
 		return err
 	}
-	change := herald.Attrs{attr: v}
+	change := attrMap{attr: v}
 	decl := x.tx.Type(e.Type)
 	if err := x.checkAttrs(decl, change, false, a); err != nil {
 		return err
 	}
-	attrs := e.Attrs.Clone()
-	if attrs == nil {
-		attrs = herald.Attrs{}
-	}
-	if nv, ok := change[attr]; ok {
-		attrs[attr] = nv
-	} else {
-		delete(attrs, attr)
-	}
-	ne := &herald.Edge{Type: e.Type, Endpoints: e.Endpoints, Attrs: attrs}
+	ne := &herald.Edge{Type: e.Type, Endpoints: e.Endpoints, Attrs: e.Attrs.With(attr, change[attr])}
 	x.tx.PutEdge(ne)
 	x.stats.AttrsSet++
 	row[slot].Edge = ne

@@ -15,9 +15,11 @@ import (
 // pipeline truncates it, so truncation runs in steps rather than after every commit.
 const retentionSlack = 256
 
-// pending is one transaction waiting for its group commit.
+// pending is one transaction waiting for its group commit: a change set, auxiliary
+// records, or both.
 type pending struct {
 	cs   *herald.ChangeSet
+	aux  []store.AuxOp
 	done chan error // receives exactly one value
 	err  error
 	got  bool
@@ -64,6 +66,8 @@ type pipeline struct {
 	advanced chan struct{}
 
 	listeners listeners
+	// afterSync hears the durable seq after each group commit (the body cache's trim).
+	afterSync func(durable uint64)
 
 	quit chan struct{}
 	done chan struct{}
@@ -100,8 +104,8 @@ func (p *pipeline) stop() {
 	<-p.done
 }
 
-func (p *pipeline) submit(cs *herald.ChangeSet) *pending {
-	pd := &pending{cs: cs, done: make(chan error, 1)}
+func (p *pipeline) submit(cs *herald.ChangeSet, aux []store.AuxOp) *pending {
+	pd := &pending{cs: cs, aux: aux, done: make(chan error, 1)}
 	p.mu.Lock()
 	if p.err != nil || p.stopped {
 		err := p.err
@@ -184,13 +188,13 @@ func (p *pipeline) runOnce() bool {
 	}
 	batches := make([]*store.Batch, len(group))
 	for i, pd := range group {
-		batches[i] = &store.Batch{Changes: pd.cs}
+		batches[i] = &store.Batch{Changes: pd.cs, Aux: pd.aux}
 	}
 	errs, err := p.backend.Commit(context.Background(), batches)
 	if err == nil {
 		for i, e := range errs {
 			if e != nil {
-				err = fmt.Errorf("batch seq %d: %w", group[i].cs.Seq, e)
+				err = fmt.Errorf("batch %d of the group: %w", i, e)
 				break
 			}
 		}
@@ -208,27 +212,37 @@ func (p *pipeline) runOnce() bool {
 		}
 		return true
 	}
-	last := group[len(group)-1].cs
 	// Listeners hear of the group before the durable position moves past it, so anyone
 	// who reads the durable position knows every change set up to it was handed out.
-	sets := make([]*herald.ChangeSet, len(group))
-	for i, pd := range group {
-		sets[i] = pd.cs
+	sets := make([]*herald.ChangeSet, 0, len(group))
+	for _, pd := range group {
+		if pd.cs != nil {
+			sets = append(sets, pd.cs)
+		}
 	}
-	p.listeners.notify(sets)
+	if len(sets) > 0 {
+		p.listeners.notify(sets)
+	}
 	p.mu.Lock()
-	p.durable, p.durableTick = last.Seq, last.Tick
+	if len(sets) > 0 {
+		last := sets[len(sets)-1]
+		p.durable, p.durableTick = last.Seq, last.Tick
+	}
+	durable := p.durable
 	p.groups++
 	p.txns += uint64(len(group))
 	close(p.advanced)
 	p.advanced = make(chan struct{})
 	horizon := p.horizon
 	p.mu.Unlock()
+	if p.afterSync != nil {
+		p.afterSync(durable)
+	}
 	for _, pd := range group {
 		pd.done <- nil
 	}
-	if p.retention > 0 && last.Seq > horizon+p.retention+retentionSlack {
-		upTo := last.Seq - p.retention
+	if p.retention > 0 && durable > horizon+p.retention+retentionSlack {
+		upTo := durable - p.retention
 		if err := p.backend.Truncate(context.Background(), upTo); err != nil {
 			p.log.Warn("change-log truncation failed", "err", err)
 		} else {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 
+	"github.com/google/btree"
+
 	"github.com/herald-mq/herald"
 )
 
@@ -14,9 +16,9 @@ type idxKey struct {
 	typ, attr, val string
 }
 
-// maxIndexedValue bounds the encoded size of an indexed value, so large payloads do not
-// double their memory in the index. Lookups of larger values scan the type instead.
-const maxIndexedValue = 256
+// maxIndexedValue bounds the encoded size of an indexed value: values longer than this
+// live in a node's body, out of memory, and lookups of them scan the type instead.
+const maxIndexedValue = herald.InlineLimit
 
 // ValueKey returns the equality-index key of v: values that compare equal (including Int
 // 5 and Float 5.0) share a key. Lists, maps, nulls and values longer than
@@ -30,10 +32,9 @@ func ValueKey(v herald.Value) string {
 		if f == math.Trunc(f) && f >= -(1<<63) && f < 1<<63 {
 			return string(herald.Int(int64(f)).AppendBinary(nil))
 		}
-	case herald.KindString:
-		if len(v.AsString()) > maxIndexedValue-8 {
-			return ""
-		}
+	}
+	if v.EncodedLen() > maxIndexedValue {
+		return ""
 	}
 	return string(v.AppendBinary(nil))
 }
@@ -42,15 +43,48 @@ type set[K comparable] map[K]struct{}
 
 func (s set[K]) add(k K) { s[k] = struct{}{} }
 
-// Graph is the committed state: types, nodes, edges and their indexes. Each node and edge
-// remembers the seq of the commit that last wrote it (its version).
+// Pos is a node's place in arrival order: the seq of the commit that created it, then
+// its id. Type scans and index lookups return nodes in this order, and consume mode's
+// queues follow it.
+type Pos struct {
+	Created uint64
+	ID      herald.NodeID
+}
+
+// PosOf returns n's place in arrival order. A node not committed yet (Created 0) comes
+// after every committed one.
+func PosOf(n *herald.Node) Pos {
+	c := n.Created
+	if c == 0 {
+		c = math.MaxUint64
+	}
+	return Pos{c, n.ID}
+}
+
+// Less orders positions: by creation, then by id.
+func (p Pos) Less(q Pos) bool {
+	if p.Created != q.Created {
+		return p.Created < q.Created
+	}
+	return p.ID < q.ID
+}
+
+func posLess(a, b Pos) bool { return a.Less(b) }
+
+// idIndex is an ordered set of nodes by arrival.
+type idIndex = btree.BTreeG[Pos]
+
+func newIDIndex() *idIndex { return btree.NewG[Pos](16, posLess) }
+
+// Graph is the committed state: types, nodes, edges and their indexes. Each node carries
+// the seq of the commit that last wrote it (herald.Node.Ver); each edge's version is
+// kept beside it.
 type Graph struct {
 	types map[string]*herald.TypeDecl
 
 	nodes  map[herald.NodeID]*herald.Node
-	nver   map[herald.NodeID]uint64
-	byType map[string]set[herald.NodeID]
-	byAttr map[idxKey]set[herald.NodeID]
+	byType map[string]*idIndex
+	byAttr map[idxKey]*idIndex
 
 	edges       map[herald.EdgeKey]*herald.Edge
 	ever        map[herald.EdgeKey]uint64
@@ -63,9 +97,8 @@ func New() *Graph {
 	return &Graph{
 		types:       map[string]*herald.TypeDecl{},
 		nodes:       map[herald.NodeID]*herald.Node{},
-		nver:        map[herald.NodeID]uint64{},
-		byType:      map[string]set[herald.NodeID]{},
-		byAttr:      map[idxKey]set[herald.NodeID]{},
+		byType:      map[string]*idIndex{},
+		byAttr:      map[idxKey]*idIndex{},
 		edges:       map[herald.EdgeKey]*herald.Edge{},
 		ever:        map[herald.EdgeKey]uint64{},
 		edgesByType: map[string]set[herald.EdgeKey]{},
@@ -78,6 +111,14 @@ func (g *Graph) NodeCount() int { return len(g.nodes) }
 
 // EdgeCount returns the number of edges.
 func (g *Graph) EdgeCount() int { return len(g.edges) }
+
+// TypeCount returns the number of committed nodes of type t, in constant time.
+func (g *Graph) TypeCount(t string) int {
+	if ix := g.byType[t]; ix != nil {
+		return ix.Len()
+	}
+	return 0
+}
 
 // Type returns a declared type, or nil.
 func (g *Graph) Type(name string) *herald.TypeDecl { return g.types[name] }
@@ -98,6 +139,21 @@ func (g *Graph) Node(id herald.NodeID) *herald.Node { return g.nodes[id] }
 // Edge returns a committed edge, or nil. The returned edge must not be modified.
 func (g *Graph) Edge(k herald.EdgeKey) *herald.Edge { return g.edges[k] }
 
+// AscendType calls fn with every committed node of type t placed after pos in arrival
+// order, in that order, until fn returns false.
+func (g *Graph) AscendType(t string, after Pos, fn func(*herald.Node) bool) {
+	ix := g.byType[t]
+	if ix == nil {
+		return
+	}
+	ix.AscendGreaterOrEqual(after, func(p Pos) bool {
+		if p == after {
+			return true
+		}
+		return fn(g.nodes[p.ID])
+	})
+}
+
 // PutType installs a type declaration (nil deletes it).
 func (g *Graph) PutType(name string, t *herald.TypeDecl) {
 	if t == nil {
@@ -107,14 +163,14 @@ func (g *Graph) PutType(name string, t *herald.TypeDecl) {
 	g.types[name] = t
 }
 
-// PutNode installs n at version ver, replacing any node with the same id and updating
-// the indexes. n must not be modified afterwards.
+// PutNode installs n at version ver (stamped into n.Ver), replacing any node with the
+// same id and updating the indexes. n must not be modified afterwards.
 func (g *Graph) PutNode(n *herald.Node, ver uint64) {
 	if old := g.nodes[n.ID]; old != nil {
 		g.unindexNode(old)
 	}
+	n.Ver = ver
 	g.nodes[n.ID] = n
-	g.nver[n.ID] = ver
 	g.indexNode(n)
 }
 
@@ -123,48 +179,49 @@ func (g *Graph) DeleteNode(id herald.NodeID) {
 	if old := g.nodes[id]; old != nil {
 		g.unindexNode(old)
 		delete(g.nodes, id)
-		delete(g.nver, id)
 	}
 }
 
 func (g *Graph) indexNode(n *herald.Node) {
-	s := g.byType[n.Type]
-	if s == nil {
-		s = set[herald.NodeID]{}
-		g.byType[n.Type] = s
+	p := PosOf(n)
+	ix := g.byType[n.Type]
+	if ix == nil {
+		ix = newIDIndex()
+		g.byType[n.Type] = ix
 	}
-	s.add(n.ID)
-	for a, v := range n.Attrs {
-		vk := ValueKey(v)
+	ix.ReplaceOrInsert(p)
+	for _, a := range n.Attrs {
+		vk := ValueKey(a.Value)
 		if vk == "" {
 			continue
 		}
-		k := idxKey{n.Type, a, vk}
-		s := g.byAttr[k]
-		if s == nil {
-			s = set[herald.NodeID]{}
-			g.byAttr[k] = s
+		k := idxKey{n.Type, a.Name, vk}
+		ix := g.byAttr[k]
+		if ix == nil {
+			ix = newIDIndex()
+			g.byAttr[k] = ix
 		}
-		s.add(n.ID)
+		ix.ReplaceOrInsert(p)
 	}
 }
 
 func (g *Graph) unindexNode(n *herald.Node) {
-	if s := g.byType[n.Type]; s != nil {
-		delete(s, n.ID)
-		if len(s) == 0 {
+	p := PosOf(n)
+	if ix := g.byType[n.Type]; ix != nil {
+		ix.Delete(p)
+		if ix.Len() == 0 {
 			delete(g.byType, n.Type)
 		}
 	}
-	for a, v := range n.Attrs {
-		vk := ValueKey(v)
+	for _, a := range n.Attrs {
+		vk := ValueKey(a.Value)
 		if vk == "" {
 			continue
 		}
-		k := idxKey{n.Type, a, vk}
-		if s := g.byAttr[k]; s != nil {
-			delete(s, n.ID)
-			if len(s) == 0 {
+		k := idxKey{n.Type, a.Name, vk}
+		if ix := g.byAttr[k]; ix != nil {
+			ix.Delete(p)
+			if ix.Len() == 0 {
 				delete(g.byAttr, k)
 			}
 		}
@@ -243,15 +300,6 @@ func (g *Graph) Apply(cs *herald.ChangeSet) {
 			}
 		}
 	}
-}
-
-func sortedIDs(s set[herald.NodeID]) []herald.NodeID {
-	out := make([]herald.NodeID, 0, len(s))
-	for id := range s {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 func sortedEdgeKeys(s set[herald.EdgeKey]) []herald.EdgeKey {

@@ -128,12 +128,12 @@ func propValues() []herald.Value {
 
 func drawAttrs(t *rapid.T, label string) herald.Attrs {
 	vals := propValues()
-	attrs := herald.Attrs{}
+	attrs := herald.Attrs(nil)
 	for _, a := range propAttrNames {
 		if rapid.IntRange(0, 9).Draw(t, label+"."+a+"?") < 3 {
 			continue // missing
 		}
-		attrs[a] = rapid.SampledFrom(vals).Draw(t, label+"."+a)
+		attrs = attrs.With(a, rapid.SampledFrom(vals).Draw(t, label+"."+a))
 	}
 	return attrs
 }
@@ -156,15 +156,15 @@ func drawEdge(t *rapid.T, m *model, label string) *herald.Edge {
 	e := &herald.Edge{
 		Type:      rapid.SampledFrom(propEdgeTypes).Draw(t, label+".type"),
 		Endpoints: []herald.NodeID{a, b},
-		Attrs:     herald.Attrs{},
+		Attrs:     herald.Attrs(nil),
 	}
 	switch rapid.IntRange(0, 4).Draw(t, label+".w") {
 	case 1:
-		e.Attrs["w"] = herald.Int(1)
+		e.Attrs = e.Attrs.With("w", herald.Int(1))
 	case 2:
-		e.Attrs["w"] = herald.Int(2)
+		e.Attrs = e.Attrs.With("w", herald.Int(2))
 	case 3:
-		e.Attrs["w"] = herald.Float(1.0)
+		e.Attrs = e.Attrs.With("w", herald.Float(1.0))
 	}
 	return e
 }
@@ -355,7 +355,7 @@ func checkTxAgainstModel(t *rapid.T, tx *Tx, m *model, maxID int, when string) {
 					if n.Type != typ {
 						continue
 					}
-					if av := n.Attrs[attr]; !av.IsNull() {
+					if av := n.Attrs.Get(attr); !av.IsNull() {
 						if c, ok := refCompare(av, v); ok && c == 0 {
 							want = append(want, id)
 						}
@@ -405,14 +405,14 @@ func checkTxAgainstModel(t *rapid.T, tx *Tx, m *model, maxID int, when string) {
 
 // sameAttrs compares attributes exactly: same kinds and values, missing equals null.
 func sameAttrs(a, b herald.Attrs) bool {
-	for k, v := range a {
-		w := b[k]
+	for _, at := range a {
+		v, w := at.Value, b.Get(at.Name)
 		if v.Kind() != w.Kind() || !v.IsNull() && herald.Compare(v, w) != 0 {
 			return false
 		}
 	}
-	for k, w := range b {
-		if !w.IsNull() && a[k].IsNull() {
+	for _, at := range b {
+		if !at.Value.IsNull() && a.Get(at.Name).IsNull() {
 			return false
 		}
 	}
@@ -494,8 +494,8 @@ func TestTxOverlayReadsMatchModelProp(t *testing.T) {
 		for id, n := range m.nodes {
 			before := committed.nodes[id]
 			changed := before == nil || before.Type != n.Type || !sameAttrs(before.Attrs, n.Attrs)
-			if changed != (g.nver[id] == seq+1) {
-				t.Fatalf("node %s: version %d after commit %d (changed=%v)", id, g.nver[id], seq+1, changed)
+			if changed != (g.nodes[id].Ver == seq+1) {
+				t.Fatalf("node %s: version %d after commit %d (changed=%v)", id, g.nodes[id].Ver, seq+1, changed)
 			}
 		}
 		for k, e := range m.edges {

@@ -266,7 +266,7 @@ func drawLiteral(t *rapid.T, m *model, label string, maxID int) operand {
 		var held []herald.Value
 		for _, id := range m.sortedNodeIDs() {
 			for _, a := range propAttrNames {
-				if v := m.nodes[id].Attrs[a]; !v.IsNull() {
+				if v := m.nodes[id].Attrs.Get(a); !v.IsNull() {
 					held = append(held, v)
 				}
 			}
@@ -374,18 +374,18 @@ func evalOperand(o operand, b binding) herald.Value {
 		case o.attr == "id":
 			return herald.String(string(n.ID))
 		}
-		return n.Attrs[o.attr]
+		return n.Attrs.Get(o.attr)
 	case opBare:
 		return herald.String(string(b.nodes[o.v].ID))
 	}
 	if e, ok := b.edges[o.v]; ok {
-		return e.Attrs[o.attr]
+		return e.Attrs.Get(o.attr)
 	}
 	n := b.nodes[o.v]
 	if o.attr == "id" {
 		return herald.String(string(n.ID))
 	}
-	return n.Attrs[o.attr]
+	return n.Attrs.Get(o.attr)
 }
 
 func isNum(v herald.Value) bool {

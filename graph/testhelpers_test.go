@@ -13,16 +13,16 @@ import (
 
 // testNode builds a node from alternating attribute names and values.
 func testNode(id, typ string, kv ...any) *herald.Node {
-	n := &herald.Node{ID: herald.NodeID(id), Type: typ, Attrs: herald.Attrs{}}
+	m := map[string]herald.Value{}
 	for i := 0; i+1 < len(kv); i += 2 {
-		n.Attrs[kv[i].(string)] = kv[i+1].(herald.Value)
+		m[kv[i].(string)] = kv[i+1].(herald.Value)
 	}
-	return n
+	return &herald.Node{ID: herald.NodeID(id), Type: typ, Attrs: herald.AttrsOf(m)}
 }
 
 // testEdge builds an edge typ(ends...) with no attributes.
 func testEdge(typ string, ends ...string) *herald.Edge {
-	e := &herald.Edge{Type: typ, Attrs: herald.Attrs{}}
+	e := &herald.Edge{Type: typ}
 	for _, id := range ends {
 		e.Endpoints = append(e.Endpoints, herald.NodeID(id))
 	}

@@ -78,14 +78,29 @@ func (tx *Tx) Edge(k herald.EdgeKey) *herald.Edge {
 	return tx.g.edges[k]
 }
 
-// NodesOfType returns the ids of every node of type t, sorted.
+// NodesOfType returns the ids of every node of type t, in arrival order (Pos).
 func (tx *Tx) NodesOfType(t string) []herald.NodeID {
 	return tx.mergeNodes(tx.g.byType[t], func(n *herald.Node) bool { return n.Type == t })
 }
 
-// NodesByAttr returns the ids of nodes of type t whose attribute attr equals v, sorted,
-// using the equality index. For a value too large to be indexed it returns every node of
-// type t: a superset the caller filters.
+// CountOfType returns the number of nodes of type t; without writes of the transaction
+// to that type it takes constant time.
+func (tx *Tx) CountOfType(t string) int {
+	n := tx.g.TypeCount(t)
+	for id, mine := range tx.nodes {
+		if old := tx.g.nodes[id]; old != nil && old.Type == t {
+			n--
+		}
+		if mine != nil && mine.Type == t {
+			n++
+		}
+	}
+	return n
+}
+
+// NodesByAttr returns the ids of nodes of type t whose attribute attr equals v, in
+// arrival order, using the equality index. For a value too large to be indexed it
+// returns every node of type t: a superset the caller filters.
 func (tx *Tx) NodesByAttr(t, attr string, v herald.Value) []herald.NodeID {
 	if v.IsNull() || v.Kind() == herald.KindMap {
 		return nil
@@ -95,27 +110,49 @@ func (tx *Tx) NodesByAttr(t, attr string, v herald.Value) []herald.NodeID {
 		return tx.NodesOfType(t)
 	}
 	return tx.mergeNodes(tx.g.byAttr[idxKey{t, attr, vk}], func(n *herald.Node) bool {
-		return n.Type == t && ValueKey(n.Attrs[attr]) == vk
+		return n.Type == t && ValueKey(n.Attrs.Get(attr)) == vk
 	})
 }
 
-func (tx *Tx) mergeNodes(base set[herald.NodeID], keep func(*herald.Node) bool) []herald.NodeID {
+func (tx *Tx) mergeNodes(base *idIndex, keep func(*herald.Node) bool) []herald.NodeID {
+	var out []herald.NodeID
+	if base != nil {
+		out = make([]herald.NodeID, 0, base.Len())
+		base.Ascend(func(p Pos) bool {
+			if _, touched := tx.nodes[p.ID]; !touched {
+				out = append(out, p.ID)
+			}
+			return true
+		})
+	}
 	if len(tx.nodes) == 0 {
-		return sortedIDs(base)
+		return out
 	}
-	out := make([]herald.NodeID, 0, len(base))
-	for id := range base {
-		if _, touched := tx.nodes[id]; !touched {
-			out = append(out, id)
-		}
-	}
-	for id, n := range tx.nodes {
+	var mine []Pos
+	for _, n := range tx.nodes {
 		if n != nil && keep(n) {
-			out = append(out, id)
+			mine = append(mine, PosOf(n))
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	if len(mine) == 0 {
+		return out
+	}
+	sort.Slice(mine, func(i, j int) bool { return mine[i].Less(mine[j]) })
+	// Merge the transaction's nodes into the committed ones by position.
+	merged := make([]herald.NodeID, 0, len(out)+len(mine))
+	i := 0
+	for _, id := range out {
+		p := PosOf(tx.g.nodes[id])
+		for i < len(mine) && mine[i].Less(p) {
+			merged = append(merged, mine[i].ID)
+			i++
+		}
+		merged = append(merged, id)
+	}
+	for ; i < len(mine); i++ {
+		merged = append(merged, mine[i].ID)
+	}
+	return merged
 }
 
 // EdgesOfType returns the keys of every edge of type t, sorted.
@@ -156,7 +193,11 @@ func (tx *Tx) mergeEdges(base set[herald.EdgeKey], keep func(*herald.Edge) bool)
 
 func (tx *Tx) touchNode(id herald.NodeID) {
 	if _, ok := tx.nseen[id]; !ok {
-		tx.nseen[id] = tx.g.nver[id]
+		var ver uint64
+		if n := tx.g.nodes[id]; n != nil {
+			ver = n.Ver
+		}
+		tx.nseen[id] = ver
 		tx.order = append(tx.order, touch{kind: touchNode, node: id})
 	}
 }
@@ -213,7 +254,11 @@ func (tx *Tx) DeleteEdge(k herald.EdgeKey) {
 // It returns the first conflicting entity's description, or "".
 func (tx *Tx) Validate() string {
 	for id, ver := range tx.nseen {
-		if tx.g.nver[id] != ver {
+		var now uint64
+		if n := tx.g.nodes[id]; n != nil {
+			now = n.Ver
+		}
+		if now != ver {
 			return "node #" + string(id)
 		}
 	}
@@ -276,7 +321,7 @@ func (tx *Tx) Changes() []herald.Change {
 					}
 				}
 			}
-			if before != nil && after != nil && before.Type == after.Type && before.Attrs.Equal(after.Attrs) {
+			if before != nil && after != nil && before.Type == after.Type && before.SameAttrs(after) {
 				continue
 			}
 			out = append(out, herald.Change{Kind: herald.NodeChange, NodeBefore: before, NodeAfter: after})

@@ -487,11 +487,11 @@ func (s *Service) readLock(queue string) (*lock, error) {
 		}
 		lk = &lock{
 			queue:     queue,
-			hash:      n.Attrs["lock_id_sha256"].AsString(),
-			expiresAt: n.Attrs["expires_at"].AsTime(),
-			createdAt: n.Attrs["created_at"].AsTime(),
+			hash:      n.Attrs.Get("lock_id_sha256").AsString(),
+			expiresAt: n.Attrs.Get("expires_at").AsTime(),
+			createdAt: n.Attrs.Get("created_at").AsTime(),
 		}
-		for _, d := range n.Attrs["delivery_ids"].AsList() {
+		for _, d := range n.Attrs.Get("delivery_ids").AsList() {
 			lk.deliveries = append(lk.deliveries, d.AsString())
 		}
 		return nil
@@ -504,21 +504,21 @@ func (s *Service) writeLock(ctx context.Context, lk *lock) error {
 	for i, d := range lk.deliveries {
 		ids[i] = herald.String(d)
 	}
-	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
-		tx.PutNode(&herald.Node{ID: lockNodeID(lk.queue), Type: LockType, Attrs: herald.Attrs{
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
+		tx.PutNode(&herald.Node{ID: lockNodeID(lk.queue), Type: LockType, Attrs: herald.AttrsOf(map[string]herald.Value{
 			"queue":          herald.String(lk.queue),
 			"lock_id_sha256": herald.String(lk.hash),
 			"delivery_ids":   herald.List(ids...),
 			"expires_at":     herald.Timestamp(lk.expiresAt),
 			"created_at":     herald.Timestamp(lk.createdAt),
-		}})
+		})})
 		return nil
 	})
 	return err
 }
 
 func (s *Service) deleteLock(ctx context.Context, queue string) error {
-	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		if n := tx.Node(lockNodeID(queue)); n != nil && n.Type == LockType {
 			tx.DeleteNode(n.ID)
 		}

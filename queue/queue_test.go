@@ -150,12 +150,12 @@ func TestLockNode(t *testing.T) {
 		if n == nil || n.Type != LockType {
 			t.Fatalf("lock node %v", n)
 		}
-		for k, v := range n.Attrs {
-			if v.Kind() == herald.KindString && strings.Contains(v.AsString(), res.LockID) {
-				t.Fatalf("attribute %s holds the lock id", k)
+		for _, a := range n.Attrs {
+			if a.Value.Kind() == herald.KindString && strings.Contains(a.Value.AsString(), res.LockID) {
+				t.Fatalf("attribute %s holds the lock id", a.Name)
 			}
 		}
-		if got := n.Attrs["expires_at"].AsTime(); !got.Equal(e.clk.Now().Add(7 * time.Second)) {
+		if got := n.Attrs.Get("expires_at").AsTime(); !got.Equal(e.clk.Now().Add(7 * time.Second)) {
 			t.Fatalf("expires_at %v", got)
 		}
 		return nil

@@ -22,6 +22,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 )
 
@@ -156,7 +157,7 @@ func (s *Service) CreateQueue(ctx context.Context, c Config) (Config, error) {
 	c.incarnation = randToken(8)
 	c.CreatedAt = s.clock.Now()
 	defer s.acquire(rpcLockKey(c.Name))()
-	_, _, err = s.eng.System(ctx, func(tx *graph.Tx) error {
+	_, _, err = s.eng.System(ctx, func(tx *engine.SysTx) error {
 		if tx.Node(c.nodeID) != nil {
 			return herald.Errorf(herald.CodeDuplicateID, "queue %q already exists", c.Name)
 		}
@@ -165,7 +166,7 @@ func (s *Service) CreateQueue(ctx context.Context, c Config) (Config, error) {
 				return herald.Errorf(herald.CodeNodeNotFound, "dead-letter queue %q does not exist; create it first", c.DeadLetterQueue)
 			}
 		}
-		tx.PutNode(&herald.Node{ID: c.nodeID, Type: QueueType, Attrs: herald.Attrs{
+		tx.PutNode(&herald.Node{ID: c.nodeID, Type: QueueType, Attrs: herald.AttrsOf(map[string]herald.Value{
 			"name":               herald.String(c.Name),
 			"visibility_timeout": herald.Duration(c.VisibilityTimeout),
 			"max_attempts":       herald.Int(int64(c.MaxAttempts)),
@@ -173,7 +174,7 @@ func (s *Service) CreateQueue(ctx context.Context, c Config) (Config, error) {
 			"fairness_weights":   herald.String(string(weights)),
 			"incarnation":        herald.String(c.incarnation),
 			"created_at":         herald.Timestamp(c.CreatedAt),
-		}})
+		})})
 		return nil
 	})
 	if err != nil {
@@ -221,20 +222,20 @@ func (s *Service) GetQueue(name string) (Config, error) {
 func readQueue(tx *graph.Tx, name string) (Config, bool) {
 	id := queueNodeID(name)
 	n := tx.Node(id)
-	if n == nil || n.Type != QueueType || n.Attrs["name"].AsString() != name {
+	if n == nil || n.Type != QueueType || n.Attrs.Get("name").AsString() != name {
 		return Config{}, false
 	}
 	c := Config{
 		Name:              name,
-		VisibilityTimeout: n.Attrs["visibility_timeout"].AsDuration(),
-		MaxAttempts:       int(n.Attrs["max_attempts"].AsInt()),
-		DeadLetterQueue:   n.Attrs["dead_letter_queue"].AsString(),
-		CreatedAt:         n.Attrs["created_at"].AsTime(),
+		VisibilityTimeout: n.Attrs.Get("visibility_timeout").AsDuration(),
+		MaxAttempts:       int(n.Attrs.Get("max_attempts").AsInt()),
+		DeadLetterQueue:   n.Attrs.Get("dead_letter_queue").AsString(),
+		CreatedAt:         n.Attrs.Get("created_at").AsTime(),
 		Weights:           map[string]int64{},
 		nodeID:            id,
-		incarnation:       n.Attrs["incarnation"].AsString(),
+		incarnation:       n.Attrs.Get("incarnation").AsString(),
 	}
-	_ = json.Unmarshal([]byte(n.Attrs["fairness_weights"].AsString()), &c.Weights)
+	_ = json.Unmarshal([]byte(n.Attrs.Get("fairness_weights").AsString()), &c.Weights)
 	c.dlqNodeID = id
 	if c.DeadLetterQueue != "" {
 		c.dlqNodeID = queueNodeID(c.DeadLetterQueue)
@@ -251,8 +252,8 @@ func (s *Service) DeleteQueue(ctx context.Context, name string) (int, error) {
 	}
 	defer s.acquire(rpcLockKey(name))()
 	deleted := 0
-	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
-		if _, ok := readQueue(tx, name); !ok {
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
+		if _, ok := readQueue(tx.Tx, name); !ok {
 			return unknownQueue(name)
 		}
 		for _, id := range tx.NodesByAttr(MessageType, "queue", herald.String(name)) {
@@ -491,7 +492,7 @@ func (s *Service) lease(queue string, id herald.NodeID) (string, error) {
 	mine := false
 	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		n := tx.Node(id)
-		mine = n != nil && n.Type == MessageType && n.Attrs["queue"].Kind() == herald.KindString && n.Attrs["queue"].AsString() == queue
+		mine = n != nil && n.Type == MessageType && n.Attrs.Get("queue").Kind() == herald.KindString && n.Attrs.Get("queue").AsString() == queue
 		return nil
 	})
 	if err != nil {
@@ -568,7 +569,7 @@ func (s *Service) RedriveDeadLetters(ctx context.Context, queue string) (int, er
 			var m struct {
 				Queue string `json:"queue"`
 			}
-			if n != nil && json.Unmarshal([]byte(n.Attrs["original_match"].AsString()), &m) == nil && m.Queue == queue {
+			if n != nil && json.Unmarshal([]byte(n.Attrs.Get("original_match").AsString()), &m) == nil && m.Queue == queue {
 				letters = append(letters, id)
 			}
 		}

@@ -60,9 +60,9 @@ func (e *env) deliveryState(id herald.NodeID) (exists bool, attempts int64, leas
 			return nil
 		}
 		exists = true
-		attempts = n.Attrs["attempts"].AsInt()
-		_, hasID := n.Attrs["delivery_id"]
-		_, hasDeadline := n.Attrs["deadline"]
+		attempts = n.Attrs.Get("attempts").AsInt()
+		hasID := n.Attrs.Has("delivery_id")
+		hasDeadline := n.Attrs.Has("deadline")
 		if hasID != hasDeadline {
 			e.t.Errorf("_Delivery of %s holds delivery_id=%v and deadline=%v: the lease and its expiry must go together", id, hasID, hasDeadline)
 		}

@@ -75,8 +75,19 @@ func Mutations(cs *herald.ChangeSet) []Mutation {
 // without applying anything.
 func Validate(batches []*Batch) error {
 	for i, b := range batches {
-		if b == nil || b.Changes == nil {
-			return fmt.Errorf("store: batch %d has no change set", i)
+		if b == nil || (b.Changes == nil && len(b.Aux) == 0) {
+			return fmt.Errorf("store: batch %d has neither a change set nor auxiliary records", i)
+		}
+		for j, op := range b.Aux {
+			if len(op.Key) == 0 {
+				return fmt.Errorf("store: batch %d: auxiliary record %d has an empty key", i, j)
+			}
+		}
+		if b.Changes == nil {
+			if len(b.Expect) > 0 {
+				return fmt.Errorf("store: batch %d: preconditions need a change set", i)
+			}
+			continue
 		}
 		for j := range b.Changes.Changes {
 			c := &b.Changes.Changes[j]
@@ -111,6 +122,49 @@ func (p Precondition) Holds(present bool, attrs herald.Attrs) bool {
 	if !present || p.Attr == "" {
 		return true
 	}
-	v := attrs[p.Attr]
+	v := attrs.Get(p.Attr)
 	return v.Kind() == p.Value.Kind() && herald.Compare(v, p.Value) == 0
+}
+
+// BodyKey names a stored body: the node and the commit that wrote it.
+type BodyKey struct {
+	Node herald.NodeID
+	Seq  uint64
+}
+
+// NewBodies returns the nodes of cs whose body cs itself wrote: the bodies a backend
+// stores with the commit. Their encodings are in memory (herald.Body.Data).
+func NewBodies(cs *herald.ChangeSet) []*herald.Node {
+	var out []*herald.Node
+	for i := range cs.Changes {
+		if n := cs.Changes[i].NodeAfter; n != nil && n.Body != nil && n.Body.Seq == cs.Seq {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// DeadBodies returns the bodies cs leaves behind: those of nodes it deletes or whose body
+// it replaces. Once the change log is truncated past cs, nothing can read them.
+func DeadBodies(cs *herald.ChangeSet) []BodyKey {
+	var out []BodyKey
+	for i := range cs.Changes {
+		c := &cs.Changes[i]
+		b := c.NodeBefore
+		if c.Kind != herald.NodeChange || b == nil || b.Body == nil {
+			continue
+		}
+		if a := c.NodeAfter; a != nil && a.ID == b.ID && a.Body != nil && a.Body.Seq == b.Body.Seq {
+			continue
+		}
+		out = append(out, BodyKey{b.ID, b.Body.Seq})
+	}
+	return out
+}
+
+// WrittenOnce reports whether the node image before was the only image ever stored
+// under its key since the node was created, so deleting it may use a backend's
+// cheaper single delete.
+func WrittenOnce(before *herald.Node) bool {
+	return before != nil && before.Ver != 0 && before.Ver == before.Created
 }

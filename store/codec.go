@@ -8,15 +8,20 @@ import (
 	"github.com/herald-mq/herald"
 )
 
-// codecVersion is the first byte of every encoding produced by this file. A decoder
-// rejects any other version, so a future format can be told apart from this one.
-const codecVersion = 1
+// codecVersion is the first byte of every encoding produced by this file. Version 2
+// added a node's version and body; decoders read version 1 as well, and reject any
+// other, so a future format can be told apart from these.
+const (
+	codecVersion   = 2
+	codecVersionV1 = 1
+)
 
 // The encodings below are deterministic: the same value always encodes to the same
 // bytes (attributes are sorted by name, null attributes are omitted). Strings are a
 // uvarint length followed by the bytes; counts are uvarints.
 //
-//	node      = version id type created attrs
+//	node      = version id type created ver attrs body
+//	body      = 0 | 1 seq count name... size  (the body's values are stored apart)
 //	edge      = version type count endpoint... attrs
 //	typedecl  = version kind name flags count attrdecl... count endpointdecl...
 //	changeset = version seq tick time actor count change...
@@ -29,13 +34,14 @@ func AppendNode(buf []byte, n *herald.Node) []byte {
 	return appendNode(append(buf, codecVersion), n)
 }
 
-// DecodeNode decodes a node encoded by AppendNode. The whole of b must be consumed.
-func DecodeNode(b []byte) (*herald.Node, error) {
-	b, err := checkVersion(b)
+// DecodeNode decodes a node encoded by AppendNode. The whole of b must be consumed. A
+// body of the node reads itself from src.
+func DecodeNode(b []byte, src herald.BodySource) (*herald.Node, error) {
+	v, b, err := checkVersion(b)
 	if err != nil {
 		return nil, corrupt("node", err)
 	}
-	n, b, err := decodeNode(b)
+	n, b, err := decodeNode(b, v, src)
 	return finish(n, b, err, "node")
 }
 
@@ -46,7 +52,7 @@ func AppendEdge(buf []byte, e *herald.Edge) []byte {
 
 // DecodeEdge decodes an edge encoded by AppendEdge. The whole of b must be consumed.
 func DecodeEdge(b []byte) (*herald.Edge, error) {
-	b, err := checkVersion(b)
+	_, b, err := checkVersion(b)
 	if err != nil {
 		return nil, corrupt("edge", err)
 	}
@@ -62,7 +68,7 @@ func AppendTypeDecl(buf []byte, t *herald.TypeDecl) []byte {
 // DecodeTypeDecl decodes a declaration encoded by AppendTypeDecl. The whole of b must be
 // consumed.
 func DecodeTypeDecl(b []byte) (*herald.TypeDecl, error) {
-	b, err := checkVersion(b)
+	_, b, err := checkVersion(b)
 	if err != nil {
 		return nil, corrupt("type", err)
 	}
@@ -87,9 +93,9 @@ func AppendChangeSet(buf []byte, cs *herald.ChangeSet) []byte {
 }
 
 // DecodeChangeSet decodes a change set encoded by AppendChangeSet. The whole of b must
-// be consumed.
-func DecodeChangeSet(b []byte) (*herald.ChangeSet, error) {
-	cs, b, err := decodeChangeSet(b)
+// be consumed. Bodies of its nodes read themselves from src.
+func DecodeChangeSet(b []byte, src herald.BodySource) (*herald.ChangeSet, error) {
+	cs, b, err := decodeChangeSet(b, src)
 	return finish(cs, b, err, "change set")
 }
 
@@ -120,10 +126,21 @@ func appendNode(buf []byte, n *herald.Node) []byte {
 	buf = herald.AppendString(buf, string(n.ID))
 	buf = herald.AppendString(buf, n.Type)
 	buf = binary.AppendUvarint(buf, n.Created)
-	return n.Attrs.AppendBinary(buf)
+	buf = binary.AppendUvarint(buf, n.Ver)
+	buf = n.Attrs.AppendBinary(buf)
+	if n.Body == nil {
+		return append(buf, 0)
+	}
+	buf = append(buf, 1)
+	buf = binary.AppendUvarint(buf, n.Body.Seq)
+	buf = binary.AppendUvarint(buf, uint64(len(n.Body.Names)))
+	for _, name := range n.Body.Names {
+		buf = herald.AppendString(buf, name)
+	}
+	return binary.AppendUvarint(buf, uint64(n.Body.Size))
 }
 
-func decodeNode(b []byte) (*herald.Node, []byte, error) {
+func decodeNode(b []byte, version byte, src herald.BodySource) (*herald.Node, []byte, error) {
 	id, b, err := herald.DecodeString(b)
 	if err != nil {
 		return nil, nil, err
@@ -132,15 +149,56 @@ func decodeNode(b []byte) (*herald.Node, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	created, m := binary.Uvarint(b)
+	n := &herald.Node{ID: herald.NodeID(id), Type: herald.InternName(typ)}
+	var m int
+	if n.Created, m = binary.Uvarint(b); m <= 0 {
+		return nil, nil, herald.ErrCorrupt
+	}
+	b = b[m:]
+	if version >= 2 {
+		if n.Ver, m = binary.Uvarint(b); m <= 0 {
+			return nil, nil, herald.ErrCorrupt
+		}
+		b = b[m:]
+	}
+	if n.Attrs, b, err = herald.DecodeAttrs(b); err != nil {
+		return nil, nil, err
+	}
+	if version < 2 {
+		return n, b, nil
+	}
+	if len(b) == 0 || b[0] > 1 {
+		return nil, nil, herald.ErrCorrupt
+	}
+	if b[0] == 0 {
+		return n, b[1:], nil
+	}
+	b = b[1:]
+	seq, m := binary.Uvarint(b)
 	if m <= 0 {
 		return nil, nil, herald.ErrCorrupt
 	}
-	attrs, b, err := herald.DecodeAttrs(b[m:])
-	if err != nil {
-		return nil, nil, err
+	count, b, err := decodeCount(b[m:])
+	if err != nil || count == 0 {
+		return nil, nil, herald.ErrCorrupt
 	}
-	return &herald.Node{ID: herald.NodeID(id), Type: typ, Created: created, Attrs: attrs}, b, nil
+	names := make([]string, count)
+	for i := range names {
+		var name string
+		if name, b, err = herald.DecodeString(b); err != nil {
+			return nil, nil, err
+		}
+		if i > 0 && names[i-1] >= name || n.Attrs.Has(name) {
+			return nil, nil, herald.ErrCorrupt
+		}
+		names[i] = herald.InternName(name)
+	}
+	size, m := binary.Uvarint(b)
+	if m <= 0 || size > 1<<40 {
+		return nil, nil, herald.ErrCorrupt
+	}
+	n.Body = herald.BodyRef(seq, names, int(size), src)
+	return n, b[m:], nil
 }
 
 func appendEdge(buf []byte, e *herald.Edge) []byte {
@@ -309,7 +367,7 @@ func appendChange(buf []byte, c *herald.Change) []byte {
 	return buf
 }
 
-func decodeChange(b []byte, c *herald.Change) ([]byte, error) {
+func decodeChange(b []byte, c *herald.Change, version byte, src herald.BodySource) ([]byte, error) {
 	if len(b) < 2 || b[1] > imgAll {
 		return nil, herald.ErrCorrupt
 	}
@@ -322,7 +380,7 @@ func decodeChange(b []byte, c *herald.Change) ([]byte, error) {
 		node **herald.Node
 	}{{imgNodeBefore, &c.NodeBefore}, {imgNodeAfter, &c.NodeAfter}} {
 		if mask&img.bit != 0 {
-			if *img.node, b, err = decodeNode(b); err != nil {
+			if *img.node, b, err = decodeNode(b, version, src); err != nil {
 				return nil, err
 			}
 		}
@@ -350,8 +408,8 @@ func decodeChange(b []byte, c *herald.Change) ([]byte, error) {
 	return b, nil
 }
 
-func decodeChangeSet(b []byte) (*herald.ChangeSet, []byte, error) {
-	b, err := checkVersion(b)
+func decodeChangeSet(b []byte, src herald.BodySource) (*herald.ChangeSet, []byte, error) {
+	version, b, err := checkVersion(b)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -381,7 +439,7 @@ func decodeChangeSet(b []byte) (*herald.ChangeSet, []byte, error) {
 		cs.Changes = make([]herald.Change, n)
 	}
 	for i := range cs.Changes {
-		if b, err = decodeChange(b, &cs.Changes[i]); err != nil {
+		if b, err = decodeChange(b, &cs.Changes[i], version, src); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -429,14 +487,14 @@ func decodeCount(b []byte) (int, []byte, error) {
 	return int(n), b[m:], nil
 }
 
-func checkVersion(b []byte) ([]byte, error) {
+func checkVersion(b []byte) (byte, []byte, error) {
 	if len(b) == 0 {
-		return nil, herald.ErrCorrupt
+		return 0, nil, herald.ErrCorrupt
 	}
-	if b[0] != codecVersion {
-		return nil, fmt.Errorf("unknown format version %d: %w", b[0], herald.ErrCorrupt)
+	if b[0] != codecVersion && b[0] != codecVersionV1 {
+		return 0, nil, fmt.Errorf("unknown format version %d: %w", b[0], herald.ErrCorrupt)
 	}
-	return b[1:], nil
+	return b[0], b[1:], nil
 }
 
 func finish[T any](v *T, rest []byte, err error, what string) (*T, error) {

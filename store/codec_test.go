@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"sort"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestCodecExamples(t *testing.T) {
 		t.Fatalf("decoded %+v", got)
 	}
 
-	e := &herald.Edge{Type: "inbox", Endpoints: []herald.NodeID{"a", "b"}, Attrs: herald.Attrs{"at": herald.Timestamp(time.Unix(5, 6))}}
+	e := &herald.Edge{Type: "inbox", Endpoints: []herald.NodeID{"a", "b"}, Attrs: herald.AttrsOf(map[string]herald.Value{"at": herald.Timestamp(time.Unix(5, 6))})}
 	ge, err := store.DecodeEdge(store.AppendEdge(nil, e))
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +69,11 @@ func TestCodecExamples(t *testing.T) {
 
 	when := time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.FixedZone("x", 3600))
 	cs := &herald.ChangeSet{Seq: 7, Tick: 3, Time: when, Actor: "alice", Changes: []herald.Change{
-		{Kind: herald.NodeChange, NodeAfter: &herald.Node{ID: "n1", Type: "Job", Attrs: herald.Attrs{"p": herald.Int(1)}}},
+		{Kind: herald.NodeChange, NodeAfter: &herald.Node{ID: "n1", Type: "Job", Attrs: herald.AttrsOf(map[string]herald.Value{"p": herald.Int(1)})}},
 		{Kind: herald.EdgeChange, EdgeBefore: e},
 		{Kind: herald.TypeChange, TypeBefore: decl, TypeAfter: edecl},
 	}}
-	gcs, err := store.DecodeChangeSet(store.AppendChangeSet(nil, cs))
+	gcs, err := store.DecodeChangeSet(store.AppendChangeSet(nil, cs), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestCodecExamples(t *testing.T) {
 		t.Fatalf("decoded %+v", gcs)
 	}
 	c0, c1, c2 := gcs.Changes[0], gcs.Changes[1], gcs.Changes[2]
-	if c0.Kind != herald.NodeChange || c0.NodeBefore != nil || c0.NodeAfter.ID != "n1" || c0.NodeAfter.Attrs["p"].AsInt() != 1 {
+	if c0.Kind != herald.NodeChange || c0.NodeBefore != nil || c0.NodeAfter.ID != "n1" || c0.NodeAfter.Attrs.Get("p").AsInt() != 1 {
 		t.Fatalf("change 0: %+v", c0)
 	}
 	if c1.Kind != herald.EdgeChange || c1.EdgeAfter != nil || c1.EdgeBefore.Key() != e.Key() {
@@ -90,16 +91,16 @@ func TestCodecExamples(t *testing.T) {
 		t.Fatalf("change 2: %+v", c2)
 	}
 
-	zero, err := store.DecodeChangeSet(store.AppendChangeSet(nil, &herald.ChangeSet{Seq: 1}))
+	zero, err := store.DecodeChangeSet(store.AppendChangeSet(nil, &herald.ChangeSet{Seq: 1}), nil)
 	if err != nil || !zero.Time.IsZero() || zero.Changes != nil {
 		t.Fatalf("zero time: %+v, %v", zero, err)
 	}
 }
 
 func TestCodecDeterministic(t *testing.T) {
-	n := &herald.Node{ID: "x", Type: "T", Attrs: herald.Attrs{}}
+	n := &herald.Node{ID: "x", Type: "T", Attrs: herald.Attrs(nil)}
 	for i := range 50 {
-		n.Attrs[string(rune('a'+i%26))+string(rune('a'+i/26))] = herald.Int(int64(i))
+		n.Attrs = n.Attrs.With(string(rune('a'+i%26))+string(rune('a'+i/26)), herald.Int(int64(i)))
 	}
 	want := store.AppendNode(nil, n)
 	for range 20 {
@@ -111,23 +112,23 @@ func TestCodecDeterministic(t *testing.T) {
 
 func TestCodecRejectsCorrupt(t *testing.T) {
 	cs := &herald.ChangeSet{Seq: 1, Tick: 1, Time: time.Unix(1, 0), Changes: []herald.Change{
-		{Kind: herald.NodeChange, NodeAfter: &herald.Node{ID: "n", Type: "T", Attrs: herald.Attrs{"s": herald.String("hello")}}},
+		{Kind: herald.NodeChange, NodeAfter: &herald.Node{ID: "n", Type: "T", Attrs: herald.AttrsOf(map[string]herald.Value{"s": herald.String("hello")})}},
 	}}
 	good := store.AppendChangeSet(nil, cs)
 	for i := range good {
-		if _, err := store.DecodeChangeSet(good[:i]); !errors.Is(err, herald.ErrCorrupt) {
+		if _, err := store.DecodeChangeSet(good[:i], nil); !errors.Is(err, herald.ErrCorrupt) {
 			t.Fatalf("prefix of %d bytes: err = %v", i, err)
 		}
 	}
-	if _, err := store.DecodeChangeSet(append(good, 0)); !errors.Is(err, herald.ErrCorrupt) {
+	if _, err := store.DecodeChangeSet(append(good, 0), nil); !errors.Is(err, herald.ErrCorrupt) {
 		t.Fatalf("trailing byte: err = %v", err)
 	}
 	bad := append([]byte{9}, good[1:]...)
-	if _, err := store.DecodeChangeSet(bad); !errors.Is(err, herald.ErrCorrupt) {
+	if _, err := store.DecodeChangeSet(bad, nil); !errors.Is(err, herald.ErrCorrupt) {
 		t.Fatalf("bad version: err = %v", err)
 	}
 	for _, dec := range []func([]byte) error{
-		func(b []byte) error { _, err := store.DecodeNode(b); return err },
+		func(b []byte) error { _, err := store.DecodeNode(b, nil); return err },
 		func(b []byte) error { _, err := store.DecodeEdge(b); return err },
 		func(b []byte) error { _, err := store.DecodeTypeDecl(b); return err },
 	} {
@@ -179,7 +180,7 @@ func genAttrs() *rapid.Generator[herald.Attrs] {
 		if rapid.IntRange(0, 5).Draw(t, "nil") == 0 {
 			return nil
 		}
-		return rapid.MapOfN(rapid.StringN(0, 8, -1), genValue(2), 0, 5).Draw(t, "attrs")
+		return herald.AttrsOf(rapid.MapOfN(rapid.StringN(0, 8, -1), genValue(2), 0, 5).Draw(t, "attrs"))
 	})
 }
 
@@ -191,7 +192,22 @@ func genID() *rapid.Generator[herald.NodeID] {
 
 func genNode() *rapid.Generator[*herald.Node] {
 	return rapid.Custom(func(t *rapid.T) *herald.Node {
-		return &herald.Node{ID: genID().Draw(t, "id"), Type: rapid.String().Draw(t, "type"), Attrs: genAttrs().Draw(t, "attrs")}
+		n := &herald.Node{ID: genID().Draw(t, "id"), Type: rapid.String().Draw(t, "type"), Attrs: genAttrs().Draw(t, "attrs"),
+			Created: rapid.Uint64().Draw(t, "created"), Ver: rapid.Uint64().Draw(t, "ver")}
+		if rapid.Bool().Draw(t, "body?") {
+			// Body names never repeat an attribute held in memory.
+			var names []string
+			for _, name := range rapid.SliceOfNDistinct(rapid.StringN(1, 8, -1), 1, 3, func(s string) string { return s }).Draw(t, "body") {
+				if !n.Attrs.Has(name) {
+					names = append(names, name)
+				}
+			}
+			if len(names) > 0 {
+				sort.Strings(names)
+				n.Body = herald.BodyRef(rapid.Uint64().Draw(t, "bseq"), names, rapid.IntRange(0, 1<<20).Draw(t, "bsize"), nil)
+			}
+		}
+		return n
 	})
 }
 
@@ -276,7 +292,7 @@ func TestCodecRoundTripProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := genNode().Draw(t, "node")
 		b := store.AppendNode(nil, n)
-		gn, err := store.DecodeNode(b)
+		gn, err := store.DecodeNode(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +322,7 @@ func TestCodecRoundTripProperty(t *testing.T) {
 
 		cs := genChangeSet().Draw(t, "changeset")
 		b = store.AppendChangeSet(nil, cs)
-		gcs, err := store.DecodeChangeSet(b)
+		gcs, err := store.DecodeChangeSet(b, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -329,7 +345,7 @@ func TestCodecRoundTripProperty(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	def := herald.List(herald.Int(1), herald.String("x"))
-	f.Add(store.AppendNode(nil, &herald.Node{ID: "a", Type: "T", Attrs: herald.Attrs{"x": herald.Float(1.5)}}))
+	f.Add(store.AppendNode(nil, &herald.Node{ID: "a", Type: "T", Attrs: herald.AttrsOf(map[string]herald.Value{"x": herald.Float(1.5)})}))
 	f.Add(store.AppendEdge(nil, &herald.Edge{Type: "e", Endpoints: []herald.NodeID{"a", "b"}}))
 	f.Add(store.AppendTypeDecl(nil, &herald.TypeDecl{Kind: herald.NodeDecl, Name: "T", Attrs: []herald.AttrDecl{{Name: "x", Default: &def}}}))
 	f.Add(store.AppendChangeSet(nil, &herald.ChangeSet{Seq: 1, Time: time.Unix(1, 2), Changes: []herald.Change{
@@ -338,7 +354,7 @@ func FuzzDecode(f *testing.F) {
 	}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// Corrupt input must return an error, never panic; whatever decodes must encode.
-		if n, err := store.DecodeNode(b); err == nil {
+		if n, err := store.DecodeNode(b, nil); err == nil {
 			_ = store.AppendNode(nil, n)
 		}
 		if e, err := store.DecodeEdge(b); err == nil {
@@ -347,7 +363,7 @@ func FuzzDecode(f *testing.F) {
 		if d, err := store.DecodeTypeDecl(b); err == nil {
 			_ = store.AppendTypeDecl(nil, d)
 		}
-		if cs, err := store.DecodeChangeSet(b); err == nil {
+		if cs, err := store.DecodeChangeSet(b, nil); err == nil {
 			_ = store.AppendChangeSet(nil, cs)
 		}
 	})

@@ -24,6 +24,8 @@ var (
 	ErrOutOfOrder = errors.New("store: batch out of order")
 	// ErrClosed is returned by every call after Close.
 	ErrClosed = errors.New("store: closed")
+	// ErrNoBody is returned by LoadBody for a body the store does not hold.
+	ErrNoBody = errors.New("store: no such body")
 )
 
 // Meta is the durable position of a store.
@@ -47,10 +49,25 @@ type Precondition struct {
 
 // Batch is the durable effect of one transaction: its change set (which the backend
 // applies to the stored state — a nil after image deletes, any other image replaces —
-// and appends to the change log) and its preconditions.
+// and appends to the change log), its preconditions, and its auxiliary records.
+//
+// A batch without a change set writes only its auxiliary records: it takes no seq, and
+// leaves the position and the change log alone. Services keep state outside the graph
+// this way (consume mode's leases), ordered with the commits around it.
 type Batch struct {
 	Changes *herald.ChangeSet
 	Expect  []Precondition
+	Aux     []AuxOp
+}
+
+// AuxOp writes or deletes one auxiliary record: a key and value outside the graph that
+// a service keeps durable (LoadAux reads them back). A nil Value deletes the key. Once
+// marks a record that is written once and deleted once, which lets a backend drop both
+// writes cheaply when they meet.
+type AuxOp struct {
+	Key   []byte
+	Value []byte
+	Once  bool
 }
 
 // Record is one entity of a snapshot: exactly one field is set.
@@ -75,6 +92,16 @@ type Backend interface {
 	// GetNode returns a stored node, or nil when it does not exist.
 	GetNode(ctx context.Context, id herald.NodeID) (*herald.Node, error)
 
+	// LoadBody returns the encoding of the body that commit seq wrote for node id (see
+	// herald.Body). A body is stored with the commit that creates it and kept until the
+	// change log no longer reaches the commit that replaced or deleted it. Nodes the
+	// backend returns carry bodies that read themselves through LoadBody.
+	LoadBody(id herald.NodeID, seq uint64) ([]byte, error)
+
+	// LoadAux calls fn with every auxiliary record (see AuxOp) in key order, from one
+	// consistent snapshot. It stops at the first error fn returns.
+	LoadAux(ctx context.Context, fn func(key, value []byte) error) error
+
 	// Commit durably applies batches in order. Each batch is atomic and is checked against
 	// its preconditions (seeing the effects of the earlier batches of the same call); the
 	// whole call is made durable with one sync before it returns. errs has one entry per
@@ -89,8 +116,10 @@ type Backend interface {
 	Changes(ctx context.Context, after uint64, limit int) ([]*herald.ChangeSet, error)
 
 	// Truncate removes change sets with Seq <= upTo from the log and raises the horizon to
-	// upTo. upTo is capped at the last committed Seq, so a reader that has seen every
-	// commit never gets ErrCompacted. Truncating at or below the horizon is a no-op.
+	// upTo, together with the bodies that no retained change set can reach any more
+	// (those replaced or deleted by a commit up to upTo). upTo is capped at the last
+	// committed Seq, so a reader that has seen every commit never gets ErrCompacted.
+	// Truncating at or below the horizon is a no-op.
 	Truncate(ctx context.Context, upTo uint64) error
 
 	// Close releases the store. Further calls return ErrClosed.

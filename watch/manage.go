@@ -45,7 +45,7 @@ func (w *watcher) saveNode(ctx context.Context, status string) {
 	w.statMu.Lock()
 	delivered, last := w.delivered, w.lastAt
 	w.statMu.Unlock()
-	attrs := herald.Attrs{
+	attrs := map[string]herald.Value{
 		"pattern":          herald.String(sp.text),
 		"mode":             herald.String("watch"),
 		"status":           herald.String(status),
@@ -64,14 +64,14 @@ func (w *watcher) saveNode(ctx context.Context, status string) {
 	if !last.IsZero() {
 		attrs["last_event_at"] = herald.Timestamp(last)
 	}
-	_, _, err := w.svc.eng.System(ctx, func(tx *graph.Tx) error {
+	_, _, err := w.svc.eng.System(ctx, func(tx *engine.SysTx) error {
 		id := w.nodeID()
 		if old := tx.Node(id); old != nil {
-			attrs["created_at"] = old.Attrs["created_at"]
+			attrs["created_at"] = old.Attrs.Get("created_at")
 		} else {
 			attrs["created_at"] = herald.Timestamp(now)
 		}
-		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: attrs})
+		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: herald.AttrsOf(attrs)})
 		return nil
 	})
 	if err != nil {
@@ -89,7 +89,7 @@ func (w *watcher) dropNode() {
 		w.saveNode(context.Background(), "cancelled")
 		return
 	}
-	_, _, err := w.svc.eng.System(context.Background(), func(tx *graph.Tx) error {
+	_, _, err := w.svc.eng.System(context.Background(), func(tx *engine.SysTx) error {
 		if tx.Node(w.nodeID()) != nil {
 			tx.DeleteNode(w.nodeID())
 		}
@@ -117,7 +117,7 @@ func (w *watcher) position() uint64 {
 // cleanStale removes the _Watch nodes of watch-mode streams from before a restart: their
 // connections are gone (a reliable client resumes by position, not by node).
 func (s *Service) cleanStale(ctx context.Context) error {
-	_, _, err := s.eng.System(ctx, func(tx *graph.Tx) error {
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		for _, id := range tx.NodesByAttr(typeWatch, "mode", herald.String("watch")) {
 			tx.DeleteNode(id)
 		}

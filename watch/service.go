@@ -206,8 +206,8 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) {
 					if n == nil {
 						continue
 					}
-					for attr, v := range n.Attrs {
-						for w := range s.byValue[eqKey{typ: n.Type, attr: attr, val: graph.ValueKey(v)}] {
+					for _, a := range n.Attrs {
+						for w := range s.byValue[eqKey{typ: n.Type, attr: a.Name, val: graph.ValueKey(a.Value)}] {
 							touched[w] = true
 						}
 					}

@@ -384,7 +384,8 @@ func (s *spec) project(ctx *eval.Context, r eval.Row) (herald.Value, []herald.Va
 	}
 	if s.whole {
 		slot := s.slots[0]
-		return eval.NodeValue(r[slot].Node), keys, nil
+		v, err := eval.NodeValue(r[slot].Node)
+		return v, keys, err
 	}
 	col := s.proj.NewCollector()
 	if err := col.Add(ctx, r); err != nil {

@@ -14,6 +14,7 @@ const (
 	modNATS       = "github.com/nats-io/nats.go"
 	modAMQP       = "github.com/rabbitmq/amqp091-go"
 	modRedis      = "github.com/redis/go-redis/v9"
+	modBTree      = "github.com/google/btree"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -32,7 +33,7 @@ var Herald = Config{
 		{Pkg: "lang/parser", Allow: []string{"lang/token", "lang/scanner", "lang/ast"}, TestAllow: lang},
 		{Pkg: "lang/printer", Allow: []string{"lang/token", "lang/ast"}, TestAllow: lang},
 		{Pkg: "lang/eval", Allow: []string{".", "lang/token", "lang/ast"}, TestAllow: lang},
-		{Pkg: "graph/...", Allow: []string{".", "lang/..."}},
+		{Pkg: "graph/...", Allow: []string{".", "lang/..."}, External: []string{modBTree}},
 		{Pkg: "store", Allow: []string{"."}},
 		{Pkg: "store/storetest", Allow: []string{".", "store"}, External: []string{modRapid}},
 		{Pkg: "store/memstore", Allow: []string{".", "store"}},
@@ -76,6 +77,7 @@ var Herald = Config{
 		{Module: modNATS, Only: []string{"bench/nats"}},
 		{Module: modAMQP, Only: []string{"bench/rabbit"}},
 		{Module: modRedis, Only: []string{"bench/redis"}},
+		{Module: modBTree, Only: []string{"graph/..."}},
 	},
 	TestKits:     []string{"internal/testutil", "internal/clock", "store/memstore", "store/storetest"},
 	TestExternal: []string{modRapid, modDataDriven},

@@ -207,7 +207,7 @@ func (c *Compiler) Compile(e ast.Expr) (Func, error) {
 		if kind == EdgeVar {
 			return func(_ *Context, row Row) (herald.Value, error) { return EdgeValue(row[slot].Edge), nil }, nil
 		}
-		return func(_ *Context, row Row) (herald.Value, error) { return NodeValue(row[slot].Node), nil }, nil
+		return func(_ *Context, row Row) (herald.Value, error) { return NodeValue(row[slot].Node) }, nil
 	case *ast.SelectorExpr:
 		return c.selector(x)
 	case *ast.ParenExpr:
@@ -259,18 +259,24 @@ func (c *Compiler) Compile(e ast.Expr) (Func, error) {
 	return nil, c.Error(herald.CodeInvalidQuery, e.Pos(), "unsupported expression %T", e)
 }
 
-// NodeValue is the value of a bare node variable: a map of its id, type and attributes.
-func NodeValue(n *herald.Node) herald.Value {
+// NodeValue is the value of a bare node variable: a map of its id, type and attributes
+// (those of its body included, which may have to be read from the store).
+func NodeValue(n *herald.Node) (herald.Value, error) {
 	if n == nil {
-		return herald.Null
+		return herald.Null, nil
 	}
-	keys := append([]string{"id", "_type"}, n.Attrs.Keys()...)
-	vals := make([]herald.Value, len(keys))
+	attrs, err := n.AllAttrs()
+	if err != nil {
+		return herald.Null, err
+	}
+	keys := make([]string, len(attrs)+2)
+	vals := make([]herald.Value, len(attrs)+2)
+	keys[0], keys[1] = "id", "_type"
 	vals[0], vals[1] = herald.String(string(n.ID)), herald.String(n.Type)
-	for i, k := range keys[2:] {
-		vals[i+2] = n.Attrs[k]
+	for i, a := range attrs {
+		keys[i+2], vals[i+2] = a.Name, a.Value
 	}
-	return herald.Map(keys, vals)
+	return herald.MapOf(keys, vals), nil
 }
 
 // EdgeValue is the value of a bare edge variable: its type, endpoints and attributes.
@@ -282,13 +288,14 @@ func EdgeValue(e *herald.Edge) herald.Value {
 	for i, id := range e.Endpoints {
 		ends[i] = herald.String(string(id))
 	}
-	keys := append([]string{"_type", "_endpoints"}, e.Attrs.Keys()...)
-	vals := make([]herald.Value, len(keys))
+	keys := make([]string, len(e.Attrs)+2)
+	vals := make([]herald.Value, len(e.Attrs)+2)
+	keys[0], keys[1] = "_type", "_endpoints"
 	vals[0], vals[1] = herald.String(e.Type), herald.List(ends...)
-	for i, k := range keys[2:] {
-		vals[i+2] = e.Attrs[k]
+	for i, a := range e.Attrs {
+		keys[i+2], vals[i+2] = a.Name, a.Value
 	}
-	return herald.Map(keys, vals)
+	return herald.MapOf(keys, vals)
 }
 
 func (c *Compiler) selector(x *ast.SelectorExpr) (Func, error) {
@@ -310,7 +317,7 @@ func (c *Compiler) selector(x *ast.SelectorExpr) (Func, error) {
 			if e == nil {
 				return herald.Null, nil
 			}
-			return e.Attrs[attr], nil
+			return e.Attrs.Get(attr), nil
 		}, nil
 	}
 	if attr == "id" {
@@ -327,7 +334,7 @@ func (c *Compiler) selector(x *ast.SelectorExpr) (Func, error) {
 		if n == nil {
 			return herald.Null, nil
 		}
-		return n.Attrs[attr], nil
+		return n.Attr(attr)
 	}, nil
 }
 
@@ -354,7 +361,7 @@ func (c *Compiler) refSelector(ref *ast.NodeRef, attr string) (Func, error) {
 		case attr == "id":
 			return herald.String(string(n.ID)), nil
 		}
-		return n.Attrs[attr], nil
+		return n.Attr(attr)
 	}, nil
 }
 

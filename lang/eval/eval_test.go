@@ -23,7 +23,7 @@ func run(t *testing.T, src string) (herald.Value, error) {
 		return herald.Null, err
 	}
 	row := make(eval.Row, sc.Len())
-	row[n].Node = &herald.Node{ID: "n1", Type: "T", Attrs: herald.Attrs{"i": herald.Int(4), "s": herald.String("héllo")}}
+	row[n].Node = &herald.Node{ID: "n1", Type: "T", Attrs: herald.AttrsOf(map[string]herald.Value{"i": herald.Int(4), "s": herald.String("héllo")})}
 	ctx := &eval.Context{Params: map[string]herald.Value{"p": herald.Int(2)}, Now: time.Unix(100, 0).UTC(), Actor: "bob", Session: "s1"}
 	return f(ctx, row)
 }
@@ -137,7 +137,7 @@ func TestAggregates(t *testing.T) {
 		ctx := &eval.Context{}
 		for _, v := range []herald.Value{herald.Int(1), herald.Int(2), herald.Int(2), herald.Null} {
 			row := make(eval.Row, sc.Len())
-			row[slot].Node = &herald.Node{ID: "x", Type: "T", Attrs: herald.Attrs{"v": v}}
+			row[slot].Node = &herald.Node{ID: "x", Type: "T", Attrs: herald.AttrsOf(map[string]herald.Value{"v": v})}
 			if err := acc.Add(ctx, row); err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ package memstore
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 
@@ -27,6 +28,15 @@ type Store struct {
 	nodes  map[string][]byte
 	edges  map[string][]byte
 	log    []logEntry // Seq ascending; only entries with Seq > meta.Horizon
+	bodies map[store.BodyKey][]byte
+	dead   []deadBody // Seq ascending
+	aux    map[string][]byte
+}
+
+// deadBody is a body that the commit at seq let go.
+type deadBody struct {
+	seq  uint64
+	body store.BodyKey
 }
 
 type logEntry struct {
@@ -37,9 +47,11 @@ type logEntry struct {
 // New returns an empty store.
 func New() *Store {
 	return &Store{
-		types: make(map[string][]byte),
-		nodes: make(map[string][]byte),
-		edges: make(map[string][]byte),
+		types:  make(map[string][]byte),
+		nodes:  make(map[string][]byte),
+		edges:  make(map[string][]byte),
+		bodies: make(map[store.BodyKey][]byte),
+		aux:    make(map[string][]byte),
 	}
 }
 
@@ -80,7 +92,7 @@ func (s *Store) Load(ctx context.Context, fn func(store.Record) error) error {
 		}
 	}
 	for _, b := range nodes {
-		n, err := store.DecodeNode(b)
+		n, err := store.DecodeNode(b, s)
 		if err != nil {
 			return err
 		}
@@ -127,7 +139,7 @@ func (s *Store) GetNode(ctx context.Context, id herald.NodeID) (*herald.Node, er
 	if !ok {
 		return nil, nil
 	}
-	return store.DecodeNode(b)
+	return store.DecodeNode(b, s)
 }
 
 // Commit applies batches in order; see store.Backend.
@@ -145,22 +157,82 @@ func (s *Store) Commit(ctx context.Context, batches []*store.Batch) ([]error, er
 	}
 	errs := make([]error, len(batches))
 	for i, b := range batches {
-		cs := b.Changes
-		if cs.Seq <= s.meta.Seq {
-			errs[i] = store.ErrOutOfOrder
-			continue
+		if cs := b.Changes; cs != nil {
+			if cs.Seq <= s.meta.Seq {
+				errs[i] = store.ErrOutOfOrder
+				continue
+			}
+			if !s.holds(b.Expect) {
+				errs[i] = store.ErrPrecondition
+				continue
+			}
+			for _, n := range store.NewBodies(cs) {
+				data, ok := n.Body.Data()
+				if !ok {
+					return nil, fmt.Errorf("memstore: the new body of node %s (seq %d) is not in memory", n.ID, cs.Seq)
+				}
+				s.bodies[store.BodyKey{Node: n.ID, Seq: n.Body.Seq}] = append([]byte(nil), data...)
+			}
+			for _, m := range store.Mutations(cs) {
+				s.apply(m)
+			}
+			for _, d := range store.DeadBodies(cs) {
+				s.dead = append(s.dead, deadBody{cs.Seq, d})
+			}
+			s.log = append(s.log, logEntry{seq: cs.Seq, cs: store.AppendChangeSet(nil, cs)})
+			s.meta.Seq, s.meta.Tick = cs.Seq, cs.Tick
 		}
-		if !s.holds(b.Expect) {
-			errs[i] = store.ErrPrecondition
-			continue
+		for _, op := range b.Aux {
+			if op.Value == nil {
+				delete(s.aux, string(op.Key))
+			} else {
+				s.aux[string(op.Key)] = append([]byte(nil), op.Value...)
+			}
 		}
-		for _, m := range store.Mutations(cs) {
-			s.apply(m)
-		}
-		s.log = append(s.log, logEntry{seq: cs.Seq, cs: store.AppendChangeSet(nil, cs)})
-		s.meta.Seq, s.meta.Tick = cs.Seq, cs.Tick
 	}
 	return errs, nil
+}
+
+// LoadBody returns a copy of a stored body.
+func (s *Store) LoadBody(id herald.NodeID, seq uint64) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	b, ok := s.bodies[store.BodyKey{Node: id, Seq: seq}]
+	if !ok {
+		return nil, fmt.Errorf("memstore: body of %s at %d: %w", id, seq, store.ErrNoBody)
+	}
+	return append([]byte(nil), b...), nil
+}
+
+// LoadAux calls fn with every auxiliary record in key order.
+func (s *Store) LoadAux(ctx context.Context, fn func(key, value []byte) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return store.ErrClosed
+	}
+	keys := make([]string, 0, len(s.aux))
+	for k := range s.aux {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		vals[i] = s.aux[k]
+	}
+	s.mu.RUnlock()
+	for i, k := range keys {
+		if err := fn([]byte(k), vals[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) holds(expect []store.Precondition) bool {
@@ -175,7 +247,7 @@ func (s *Store) holds(expect []store.Precondition) bool {
 		var attrs herald.Attrs
 		if ok && p.Attr != "" {
 			if p.Node != "" {
-				n, err := store.DecodeNode(b)
+				n, err := store.DecodeNode(b, s)
 				if err != nil {
 					return false
 				}
@@ -241,7 +313,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]*herald
 
 	out := make([]*herald.ChangeSet, len(entries))
 	for i, e := range entries {
-		cs, err := store.DecodeChangeSet(e.cs)
+		cs, err := store.DecodeChangeSet(e.cs, s)
 		if err != nil {
 			return nil, err
 		}
@@ -266,6 +338,11 @@ func (s *Store) Truncate(ctx context.Context, upTo uint64) error {
 	}
 	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].seq > upTo })
 	s.log = append([]logEntry(nil), s.log[i:]...)
+	j := sort.Search(len(s.dead), func(i int) bool { return s.dead[i].seq > upTo })
+	for _, d := range s.dead[:j] {
+		delete(s.bodies, d.body)
+	}
+	s.dead = append([]deadBody(nil), s.dead[j:]...)
 	s.meta.Horizon = upTo
 	return nil
 }
@@ -275,6 +352,6 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.types, s.nodes, s.edges, s.log = nil, nil, nil, nil
+	s.types, s.nodes, s.edges, s.log, s.bodies, s.dead, s.aux = nil, nil, nil, nil, nil, nil, nil
 	return nil
 }

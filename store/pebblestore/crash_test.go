@@ -104,12 +104,12 @@ func (m *model) nextGroupAfter(rng *rand.Rand, n int, seq uint64) []*store.Batch
 		for k := range 1 + rng.IntN(6) {
 			cs.Changes = append(cs.Changes, herald.Change{Kind: herald.NodeChange, NodeAfter: &herald.Node{
 				ID: herald.NodeID(fmt.Sprintf("b%d-%d", seq, k)), Type: "Item",
-				Attrs: herald.Attrs{"seq": herald.Int(int64(seq)), "pad": pad},
+				Attrs: herald.AttrsOf(map[string]herald.Value{"seq": herald.Int(int64(seq)), "pad": pad}),
 			}})
 		}
 		cs.Changes = append(cs.Changes, herald.Change{Kind: herald.NodeChange,
 			NodeBefore: m.nodes["counter"],
-			NodeAfter:  &herald.Node{ID: "counter", Type: "Counter", Attrs: herald.Attrs{"seq": herald.Int(int64(seq))}},
+			NodeAfter:  &herald.Node{ID: "counter", Type: "Counter", Attrs: herald.AttrsOf(map[string]herald.Value{"seq": herald.Int(int64(seq))})},
 		})
 		if victim := m.pick(rng); victim != nil && !deleted[victim.ID] {
 			deleted[victim.ID] = true
@@ -172,7 +172,7 @@ func (m *model) check(t *testing.T, s *pebblestore.Store, round int, lost []*sto
 	for _, b := range lost {
 		seq := herald.Int(int64(b.Changes.Seq))
 		for id, n := range got {
-			if n.Attrs["seq"].Equal(seq) {
+			if n.Attrs.Get("seq").Equal(seq) {
 				t.Fatalf("round %d: node %s of in-flight batch %d visible after crash", round, id, b.Changes.Seq)
 			}
 		}

@@ -30,6 +30,9 @@ const (
 	prefixNode = 0x03 // followed by the node id
 	prefixEdge = 0x04 // followed by the herald.EdgeKey bytes
 	prefixLog  = 0x05 // followed by the change set's Seq, 8 bytes big-endian
+	prefixBody = 0x06 // followed by the node id, a zero byte and the body's Seq (8 bytes)
+	prefixAux  = 0x07 // followed by the auxiliary record's key
+	prefixDead = 0x08 // followed by the Seq that let the body go, the body's Seq and the node id
 )
 
 var (
@@ -38,8 +41,10 @@ var (
 	keyHorizon  = []byte{prefixMeta, 'h'} // uvarint Horizon
 )
 
-// layoutVersion is stored under keyFormat; Open refuses a store written with another.
-const layoutVersion = 1
+// layoutVersion is stored under keyFormat; Open refuses a store written with a newer one.
+// Version 2 added bodies, auxiliary records and the list of dead bodies; a version 1
+// store is read as it is (its records decode unchanged) and marked version 2.
+const layoutVersion = 2
 
 // Options configures Open.
 type Options struct {
@@ -127,12 +132,13 @@ func (s *Store) init() error {
 	if err != nil {
 		return err
 	}
-	if !ok {
+	switch {
+	case ok && (v[0] < 1 || v[0] > layoutVersion):
+		return fmt.Errorf("unsupported layout version %d (this build reads 1 to %d)", v[0], layoutVersion)
+	case !ok || v[0] < layoutVersion:
 		if err := s.db.Set(keyFormat, binary.AppendUvarint(nil, layoutVersion), pebble.Sync); err != nil {
 			return err
 		}
-	} else if v[0] != layoutVersion {
-		return fmt.Errorf("unsupported layout version %d", v[0])
 	}
 	pos, _, err := getUvarints(s.db, keyPosition, 2)
 	if err != nil {
@@ -192,6 +198,21 @@ func edgeKey(key string) []byte  { return append([]byte{prefixEdge}, key...) }
 func logKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{prefixLog}, seq)
 }
+
+func bodyKey(id herald.NodeID, seq uint64) []byte {
+	k := make([]byte, 0, 2+len(id)+8)
+	k = append(append(append(k, prefixBody), id...), 0)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func deadKey(seq uint64, b store.BodyKey) []byte {
+	k := make([]byte, 0, 17+len(b.Node))
+	k = binary.BigEndian.AppendUint64(append(k, prefixDead), seq)
+	k = binary.BigEndian.AppendUint64(k, b.Seq)
+	return append(k, b.Node...)
+}
+
+func auxKey(k []byte) []byte { return append([]byte{prefixAux}, k...) }
 
 // acquire takes the shared lock for one call; it fails once the store is closed.
 func (s *Store) acquire(ctx context.Context) error {
@@ -254,7 +275,7 @@ func (s *Store) Load(ctx context.Context, fn func(store.Record) error) error {
 		case prefixType:
 			rec.Type, err = store.DecodeTypeDecl(v)
 		case prefixNode:
-			rec.Node, err = store.DecodeNode(v)
+			rec.Node, err = store.DecodeNode(v, s)
 		case prefixEdge:
 			rec.Edge, err = store.DecodeEdge(v)
 		}
@@ -276,7 +297,7 @@ func (s *Store) GetNode(ctx context.Context, id herald.NodeID) (*herald.Node, er
 	defer s.mu.RUnlock()
 	var n *herald.Node
 	_, err := get(s.db, nodeKey(string(id)), func(b []byte) (err error) {
-		n, err = store.DecodeNode(b)
+		n, err = store.DecodeNode(b, s)
 		return err
 	})
 	if err != nil {
@@ -287,7 +308,7 @@ func (s *Store) GetNode(ctx context.Context, id herald.NodeID) (*herald.Node, er
 
 // Commit applies batches in order as one synced pebble batch; see store.Backend.
 // Preconditions read an indexed batch, so they see the database plus the batches of the
-// same call applied before them.
+// same call applied before them; a call without preconditions uses a plain batch.
 func (s *Store) Commit(ctx context.Context, batches []*store.Batch) ([]error, error) {
 	if err := store.Validate(batches); err != nil {
 		return nil, err
@@ -303,43 +324,53 @@ func (s *Store) Commit(ctx context.Context, batches []*store.Batch) ([]error, er
 	meta := s.meta
 	s.metaMu.Unlock()
 
-	pb := s.db.NewIndexedBatch()
+	indexed := false
+	for _, b := range batches {
+		indexed = indexed || len(b.Expect) > 0
+	}
+	var pb *pebble.Batch
+	if indexed {
+		pb = s.db.NewIndexedBatch()
+	} else {
+		pb = s.db.NewBatch()
+	}
 	defer pb.Close()
 	errs := make([]error, len(batches))
-	applied := 0
-	var buf []byte
+	applied, writes := 0, 0
+	w := &writer{pb: pb}
 	for i, b := range batches {
-		cs := b.Changes
-		if cs.Seq <= meta.Seq {
-			errs[i] = store.ErrOutOfOrder
-			continue
-		}
-		ok, err := holds(pb, b.Expect)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			errs[i] = store.ErrPrecondition
-			continue
-		}
-		for _, m := range store.Mutations(cs) {
-			if err := write(pb, m); err != nil {
+		if cs := b.Changes; cs != nil {
+			if cs.Seq <= meta.Seq {
+				errs[i] = store.ErrOutOfOrder
+				continue
+			}
+			ok, err := holds(pb, b.Expect)
+			if err != nil {
 				return nil, err
 			}
+			if !ok {
+				errs[i] = store.ErrPrecondition
+				continue
+			}
+			if err := w.changeSet(cs); err != nil {
+				return nil, err
+			}
+			meta.Seq, meta.Tick = cs.Seq, cs.Tick
+			applied++
 		}
-		buf = store.AppendChangeSet(buf[:0], cs)
-		if err := pb.Set(logKey(cs.Seq), buf, nil); err != nil {
+		if err := w.aux(b.Aux); err != nil {
 			return nil, err
 		}
-		meta.Seq, meta.Tick = cs.Seq, cs.Tick
-		applied++
+		writes++
 	}
-	if applied == 0 {
+	if writes == 0 {
 		return errs, nil
 	}
-	pos := binary.AppendUvarint(binary.AppendUvarint(nil, meta.Seq), meta.Tick)
-	if err := pb.Set(keyPosition, pos, nil); err != nil {
-		return nil, err
+	if applied > 0 {
+		pos := binary.AppendUvarint(binary.AppendUvarint(nil, meta.Seq), meta.Tick)
+		if err := pb.Set(keyPosition, pos, nil); err != nil {
+			return nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -349,11 +380,71 @@ func (s *Store) Commit(ctx context.Context, batches []*store.Batch) ([]error, er
 	}
 	s.syncs.Add(1)
 	s.calls.Add(1)
-	s.batches.Add(uint64(applied))
+	s.batches.Add(uint64(writes))
 	s.metaMu.Lock()
 	s.meta = meta
 	s.metaMu.Unlock()
 	return errs, nil
+}
+
+// writer turns change sets and auxiliary records into the writes of one pebble batch.
+type writer struct {
+	pb  *pebble.Batch
+	buf []byte
+}
+
+func (w *writer) changeSet(cs *herald.ChangeSet) error {
+	for i := range cs.Changes {
+		c := &cs.Changes[i]
+		if c.Kind == herald.NodeChange && c.NodeAfter == nil && store.WrittenOnce(c.NodeBefore) {
+			// Written once since it was created: a single delete lets both writes vanish
+			// together in compaction (often before either reaches a table).
+			if err := w.pb.SingleDelete(nodeKey(string(c.NodeBefore.ID)), nil); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, m := range store.Mutations(&herald.ChangeSet{Changes: cs.Changes[i : i+1]}) {
+			if err := write(w.pb, m); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range store.NewBodies(cs) {
+		data, ok := n.Body.Data()
+		if !ok {
+			return fmt.Errorf("pebblestore: the new body of node %s (seq %d) is not in memory", n.ID, cs.Seq)
+		}
+		if err := w.pb.Set(bodyKey(n.ID, n.Body.Seq), data, nil); err != nil {
+			return err
+		}
+	}
+	for _, b := range store.DeadBodies(cs) {
+		if err := w.pb.Set(deadKey(cs.Seq, b), nil, nil); err != nil {
+			return err
+		}
+	}
+	w.buf = store.AppendChangeSet(w.buf[:0], cs)
+	return w.pb.Set(logKey(cs.Seq), w.buf, nil)
+}
+
+func (w *writer) aux(ops []store.AuxOp) error {
+	for _, op := range ops {
+		k := auxKey(op.Key)
+		var err error
+		switch {
+		case op.Value != nil:
+			err = w.pb.Set(k, op.Value, nil)
+		case op.Once:
+			err = w.pb.SingleDelete(k, nil)
+		default:
+			err = w.pb.Delete(k, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func holds(r getter, expect []store.Precondition) (bool, error) {
@@ -370,7 +461,7 @@ func holds(r getter, expect []store.Precondition) (bool, error) {
 				return nil
 			}
 			if p.Node != "" {
-				n, err := store.DecodeNode(b)
+				n, err := store.DecodeNode(b, nil)
 				if err != nil {
 					return err
 				}
@@ -444,7 +535,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]*herald
 	}
 	defer it.Close()
 	for it.First(); it.Valid() && (limit <= 0 || len(out) < limit); it.Next() {
-		cs, err := store.DecodeChangeSet(it.Value())
+		cs, err := store.DecodeChangeSet(it.Value(), s)
 		if err != nil {
 			return nil, fmt.Errorf("pebblestore: key %q: %w", it.Key(), err)
 		}
@@ -476,6 +567,29 @@ func (s *Store) Truncate(ctx context.Context, upTo uint64) error {
 	if err := pb.DeleteRange(logKey(0), append(logKey(upTo), 0), nil); err != nil {
 		return err
 	}
+	// Bodies let go by the commits truncated now can no longer be read by anyone.
+	deadEnd := binary.BigEndian.AppendUint64([]byte{prefixDead}, upTo+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixDead}, UpperBound: deadEnd})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) < 17 {
+			continue
+		}
+		bseq := binary.BigEndian.Uint64(k[9:17])
+		if err := pb.SingleDelete(bodyKey(herald.NodeID(k[17:]), bseq), nil); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if err := pb.DeleteRange([]byte{prefixDead}, deadEnd, nil); err != nil {
+		return err
+	}
 	if err := pb.Set(keyHorizon, binary.AppendUvarint(nil, upTo), nil); err != nil {
 		return err
 	}
@@ -487,6 +601,69 @@ func (s *Store) Truncate(ctx context.Context, upTo uint64) error {
 	s.meta.Horizon = upTo
 	s.metaMu.Unlock()
 	return nil
+}
+
+// LoadBody returns the stored encoding of node id's body written by commit seq.
+func (s *Store) LoadBody(id herald.NodeID, seq uint64) ([]byte, error) {
+	if err := s.acquire(context.Background()); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	var out []byte
+	found, err := get(s.db, bodyKey(id, seq), func(b []byte) error {
+		out = append([]byte(nil), b...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: body of %s at %d: %w", id, seq, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("pebblestore: body of %s at %d: %w", id, seq, store.ErrNoBody)
+	}
+	return out, nil
+}
+
+// LoadAux calls fn with every auxiliary record in key order, from one snapshot.
+func (s *Store) LoadAux(ctx context.Context, fn func(key, value []byte) error) error {
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixAux}, UpperBound: []byte{prefixAux + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(it.Key()[1:], it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// WriteStats are the bytes the store has written since Open, from Pebble's metrics: to
+// its write-ahead log, by flushes of memtables into tables, and by compactions.
+type WriteStats struct {
+	WAL, Flushed, Compacted uint64
+}
+
+// Total returns every byte written to the disk.
+func (w WriteStats) Total() uint64 { return w.WAL + w.Flushed + w.Compacted }
+
+// WriteStats returns the bytes written so far, for write amplification.
+func (s *Store) WriteStats() WriteStats {
+	m := s.db.Metrics()
+	var w WriteStats
+	w.WAL = m.WAL.BytesWritten
+	for _, l := range m.Levels {
+		w.Flushed += l.BytesFlushed
+		w.Compacted += l.BytesCompacted
+	}
+	return w
 }
 
 // Syncs returns how many synced writes the store has made since Open. Divided into

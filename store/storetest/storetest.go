@@ -45,6 +45,8 @@ func Run(t *testing.T, h Harness) {
 		{"GetNode", s.testGetNode},
 		{"LoadStops", s.testLoadStops},
 		{"Reopen", s.testReopen},
+		{"Bodies", s.testBodies},
+		{"Aux", s.testAux},
 		{"ConcurrentReaders", s.testConcurrentReaders},
 		{"Closed", s.testClosed},
 	} {
@@ -91,9 +93,9 @@ func ids(s ...string) []herald.NodeID {
 }
 
 func attrs(kv []any) herald.Attrs {
-	a := herald.Attrs{}
+	a := herald.Attrs(nil)
 	for i := 0; i < len(kv); i += 2 {
-		a[kv[i].(string)] = kv[i+1].(herald.Value)
+		a = a.With(kv[i].(string), kv[i+1].(herald.Value))
 	}
 	return a
 }
@@ -145,7 +147,7 @@ func mustCommit(t *testing.T, b store.Backend, batches ...*store.Batch) {
 	t.Helper()
 	for i, err := range commit(t, b, batches...) {
 		if err != nil {
-			t.Fatalf("batch %d (seq %d): %v", i, batches[i].Changes.Seq, err)
+			t.Fatalf("batch %d: %v", i, err)
 		}
 	}
 }
@@ -381,31 +383,31 @@ func (s *suite) testCopies(t *testing.T) {
 	n := node("n", "T", "x", herald.Int(1))
 	bt := batch(1, putNode(n))
 	mustCommit(t, b, bt)
-	n.Attrs["x"] = herald.Int(99)
+	n.Attrs = n.Attrs.With("x", herald.Int(99))
 	n.Type = "Changed"
 	bt.Changes.Actor = "someone else"
 
 	got, err := b.GetNode(ctx, "n")
-	if err != nil || got == nil || got.Type != "T" || got.Attrs["x"].AsInt() != 1 {
+	if err != nil || got == nil || got.Type != "T" || got.Attrs.Get("x").AsInt() != 1 {
 		t.Fatalf("GetNode after caller mutation = %+v, %v", got, err)
 	}
-	got.Attrs["x"] = herald.Int(7)
-	if again, _ := b.GetNode(ctx, "n"); again.Attrs["x"].AsInt() != 1 {
+	got.Attrs = got.Attrs.With("x", herald.Int(7))
+	if again, _ := b.GetNode(ctx, "n"); again.Attrs.Get("x").AsInt() != 1 {
 		t.Fatal("GetNode returned stored state, not a copy")
 	}
 	cs := changes(t, b, 0, 0)
-	if len(cs) != 1 || cs[0].Actor != "actor1" || cs[0].Changes[0].NodeAfter.Attrs["x"].AsInt() != 1 {
+	if len(cs) != 1 || cs[0].Actor != "actor1" || cs[0].Changes[0].NodeAfter.Attrs.Get("x").AsInt() != 1 {
 		t.Fatalf("Changes after caller mutation = %+v", cs)
 	}
-	cs[0].Changes[0].NodeAfter.Attrs["x"] = herald.Int(5)
-	if again := changes(t, b, 0, 0); again[0].Changes[0].NodeAfter.Attrs["x"].AsInt() != 1 {
+	cs[0].Changes[0].NodeAfter.Attrs = cs[0].Changes[0].NodeAfter.Attrs.With("x", herald.Int(5))
+	if again := changes(t, b, 0, 0); again[0].Changes[0].NodeAfter.Attrs.Get("x").AsInt() != 1 {
 		t.Fatal("Changes returned stored state, not a copy")
 	}
 	_ = b.Load(ctx, func(r store.Record) error {
-		r.Node.Attrs["x"] = herald.Int(6)
+		r.Node.Attrs = r.Node.Attrs.With("x", herald.Int(6))
 		return nil
 	})
-	if again, _ := b.GetNode(ctx, "n"); again.Attrs["x"].AsInt() != 1 {
+	if again, _ := b.GetNode(ctx, "n"); again.Attrs.Get("x").AsInt() != 1 {
 		t.Fatal("Load returned stored state, not a copy")
 	}
 }
@@ -825,7 +827,7 @@ func (s *suite) testConcurrentReaders(t *testing.T) {
 				items++
 			}
 			if r.Node != nil && r.Node.ID == "counter" {
-				n = r.Node.Attrs["n"].AsInt()
+				n = r.Node.Attrs.Get("n").AsInt()
 			}
 			return nil
 		})
@@ -874,7 +876,7 @@ func (s *suite) testConcurrentReaders(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if v := n.Attrs["n"].AsInt(); v < last {
+			if v := n.Attrs.Get("n").AsInt(); v < last {
 				return fmt.Errorf("counter went back from %d to %d", last, v)
 			} else {
 				last = v
@@ -904,7 +906,7 @@ func (s *suite) testConcurrentReaders(t *testing.T) {
 		t.Fatal(err)
 	default:
 	}
-	if n, _ := b.GetNode(ctx, "counter"); n == nil || n.Attrs["n"].AsInt() < commits {
+	if n, _ := b.GetNode(ctx, "counter"); n == nil || n.Attrs.Get("n").AsInt() < commits {
 		t.Fatalf("counter = %v", n)
 	}
 }

@@ -1,0 +1,153 @@
+package herald
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// InlineLimit is the largest encoded size of an attribute value that a user node keeps in
+// memory. Larger values (long strings, big lists) go to the node's Body, which is
+// written to the store once and read back when a statement needs it, so a backlog of
+// messages costs memory for their small attributes only. Values this large are not
+// indexed either.
+const InlineLimit = 128
+
+// Body holds the large attribute values of one image of a node. It is written to the
+// store once, under the node's id and Seq, by the commit that created it, and shared by
+// later images of the node that leave those values alone. Its encoding stays in memory
+// only while the server keeps it cached (a newly written body, for a while); otherwise
+// it is read from its source when an attribute is needed.
+type Body struct {
+	Seq   uint64   // the commit that wrote it
+	Names []string // the attributes it holds, sorted
+	Size  int      // length of its encoding
+
+	src  BodySource
+	data atomic.Pointer[[]byte] // its encoding, while held in memory
+}
+
+// BodySource reads bodies back from the store that holds them.
+type BodySource interface {
+	// LoadBody returns the encoding of the body written for node id by commit seq.
+	LoadBody(id NodeID, seq uint64) ([]byte, error)
+}
+
+// NewBody returns a body holding attrs (whose encoding is data), written by commit seq
+// and kept in memory until Release; src reads it back afterwards.
+func NewBody(seq uint64, attrs Attrs, data []byte, src BodySource) *Body {
+	b := &Body{Seq: seq, Names: attrs.Keys(), Size: len(data), src: src}
+	b.data.Store(&data)
+	return b
+}
+
+// BodyRef returns a body that is not in memory: its attributes are read from src when
+// needed.
+func BodyRef(seq uint64, names []string, size int, src BodySource) *Body {
+	return &Body{Seq: seq, Names: names, Size: size, src: src}
+}
+
+// Has reports whether the body holds the attribute name.
+func (b *Body) Has(name string) bool {
+	_, ok := slices.BinarySearch(b.Names, name)
+	return ok
+}
+
+// Data returns the body's encoding if it is in memory.
+func (b *Body) Data() ([]byte, bool) {
+	if p := b.data.Load(); p != nil {
+		return *p, true
+	}
+	return nil, false
+}
+
+// Encoded returns the body's encoding, reading it from the store when it is not in
+// memory (without keeping it).
+func (b *Body) Encoded(id NodeID) ([]byte, error) {
+	if p := b.data.Load(); p != nil {
+		return *p, nil
+	}
+	if b.src == nil {
+		return nil, Errorf(CodeReadFailed, "the body of node #%s (seq %d) has no source to read it from", id, b.Seq)
+	}
+	data, err := b.src.LoadBody(id, b.Seq)
+	if err != nil {
+		return nil, &Error{Code: CodeReadFailed, Message: fmt.Sprintf("reading the body of node #%s (seq %d): %v", id, b.Seq, err), Err: err}
+	}
+	return data, nil
+}
+
+// Attrs decodes the body's attributes; id is the node's.
+func (b *Body) Attrs(id NodeID) (Attrs, error) {
+	data, err := b.Encoded(id)
+	if err != nil {
+		return nil, err
+	}
+	a, rest, err := DecodeAttrs(data)
+	if err == nil && len(rest) > 0 {
+		err = ErrCorrupt
+	}
+	if err != nil {
+		return nil, &Error{Code: CodeReadFailed, Message: fmt.Sprintf("decoding the body of node #%s (seq %d): %v", id, b.Seq, err), Err: err}
+	}
+	return a, nil
+}
+
+// Release drops the body's encoding from memory; it is read from its source from then
+// on.
+func (b *Body) Release() { b.data.Store(nil) }
+
+// Source returns where the body is read back from.
+func (b *Body) Source() BodySource { return b.src }
+
+// same reports whether two bodies are one: the same version of the same values.
+func (b *Body) same(o *Body) bool {
+	if b == nil || o == nil {
+		return b == o
+	}
+	return b.Seq == o.Seq && slices.Equal(b.Names, o.Names) && b.Size == o.Size
+}
+
+// SplitAttrs separates the values of attrs that a user node keeps in memory from those
+// that go to its body (encoded longer than InlineLimit). big is nil when there are none.
+func SplitAttrs(attrs Attrs) (inline, big Attrs) {
+	for i := range attrs {
+		if attrs[i].Value.EncodedLen() > InlineLimit {
+			if big == nil {
+				inline = append(make(Attrs, 0, len(attrs)-1), attrs[:i]...)
+			}
+			big = append(big, attrs[i])
+		} else if big != nil {
+			inline = append(inline, attrs[i])
+		}
+	}
+	if big == nil {
+		return attrs, nil
+	}
+	return inline, big
+}
+
+// interned holds attribute and type names decoded from the store, so a million nodes
+// loaded at start share their few names instead of holding a copy each.
+var interned sync.Map
+
+// internLimit bounds how many names are interned.
+const internLimit = 1 << 16
+
+var internCount atomic.Int64
+
+// InternName returns a shared copy of s, for names read from the store.
+func InternName(s string) string {
+	if v, ok := interned.Load(s); ok {
+		return v.(string)
+	}
+	if internCount.Load() >= internLimit || len(s) > 64 {
+		return s
+	}
+	v, loaded := interned.LoadOrStore(s, s)
+	if !loaded {
+		internCount.Add(1)
+	}
+	return v.(string)
+}
