@@ -3,57 +3,15 @@ package client_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log"
 	"log/slog"
-	"os"
-	"testing"
 	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/heraldtest"
 )
-
-// TestMain runs the examples only against a server that serves consume streams: until
-// the in-process server wires consume mode up, it restricts the run to the tests (when
-// no -run pattern was given) and says so.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if run := flag.Lookup("test.run"); run != nil && run.Value.String() == "" {
-		if reason := consumeUnavailable(); reason != "" {
-			fmt.Fprintf(os.Stderr, "client: skipping the Example tests: %s\n", reason)
-			_ = run.Value.Set("^Test")
-		}
-	}
-	os.Exit(m.Run())
-}
-
-// consumeUnavailable returns why the in-process server cannot run the examples, or "".
-func consumeUnavailable() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	srv, err := heraldtest.Start(ctx)
-	if err != nil {
-		return err.Error()
-	}
-	defer srv.Close()
-	c := srv.Client()
-	if _, err := c.Exec(ctx, `node Probe { n: Int }`, nil); err != nil {
-		return err.Error()
-	}
-	sub, err := c.Subscribe(ctx, `WATCH p: Probe [mode: consume] RETURN p`, func(context.Context, *client.Message) error { return nil })
-	if err != nil {
-		switch herald.CodeOf(err) {
-		case herald.CodeNotImplemented, herald.CodeNotFound:
-			return "the server does not serve consume streams yet (" + err.Error() + ")"
-		}
-		return err.Error()
-	}
-	_ = sub.Close(ctx)
-	return ""
-}
 
 // setup starts a server with two jobs waiting, "ok" and "fail", and returns a client.
 // Examples call it to keep their bodies about the subscription.

@@ -11,20 +11,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/store/memstore"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// start starts s and skips the test while the engine cannot open yet.
+// start starts s, failing the test if it does not start.
 func start(t *testing.T, s *Server) {
 	t.Helper()
 	if err := s.Start(context.Background()); err != nil {
-		if herald.CodeOf(err) == herald.CodeNotImplemented {
-			t.Skipf("engine not available yet: %v", err)
-		}
-		t.Fatal(err)
+		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 }
@@ -117,9 +113,6 @@ func TestStartFailureReleasesStore(t *testing.T) {
 	dir := t.TempDir()
 	s := New(Config{DataDir: dir, Listen: busy.Addr().String(), Logger: quietLogger()})
 	err = s.Start(context.Background())
-	if herald.CodeOf(err) == herald.CodeNotImplemented {
-		t.Skipf("engine not available yet: %v", err)
-	}
 	if err == nil {
 		_ = s.Stop(context.Background())
 		t.Fatal("Start on a busy port succeeded")

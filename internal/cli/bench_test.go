@@ -66,7 +66,7 @@ func TestBenchHerald(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	if strings.Contains(stdout, "herald (unavailable)") {
-		t.Skipf("the server does not serve consume-mode watches yet: %s", stdout)
+		t.Fatalf("the in-process server was reported unavailable:\n%s\n%s", stdout, stderr)
 	}
 	for _, want := range []string{
 		"| system | S1 publish msg/s |",

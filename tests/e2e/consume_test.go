@@ -62,7 +62,6 @@ func rowString(row []json.RawMessage) string {
 // exhausting max_redeliveries dead-letters it too, and settling an id twice answers
 // E8004.
 func TestSeedBasicConsumeWorkflow(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	u := s.URL()
 	mustQuery(t, u, `SPAWN #failed_jobs: Bin {}`)
@@ -173,7 +172,6 @@ var (
 // policy), a permanent one → NACK [no_retry] (herald.Reject), and a failure that never
 // clears runs out of redeliveries.
 func TestSeedErrorHandlingPattern(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*eventWait)
 	defer cancel()
@@ -293,7 +291,6 @@ const groupWatch = `WATCH j: Job WHERE j.status = "pending" [mode: consume] [gro
 // goes to either; a closed stream's jobs are redelivered at once; an expired lease is
 // redelivered and its late ACK answers E8004.
 func TestSeedCompetingConsumers(t *testing.T) {
-	needBinary(t)
 	// Each part runs on a server of its own, so that no stream of one part is still
 	// registered when the next begins.
 	t.Run("share", func(t *testing.T) {

@@ -325,7 +325,6 @@ func graphState(t *testing.T, u string) (present map[string]bool, dead map[strin
 // message whose publish was acknowledged was acked by a consumer, is still a node, or is
 // a dead letter — and no message was acked twice, nor both acked and dead-lettered.
 func TestConsumeKillNine(t *testing.T) {
-	needBinary(t)
 	c := &crashCluster{t: t, dir: t.TempDir()}
 	t.Cleanup(c.cleanup)
 	c.start()
@@ -479,7 +478,6 @@ func TestConsumeKillNine(t *testing.T) {
 // deadline is still ahead settles with its old delivery id after the restart, and a
 // lease that ran out meanwhile is redelivered, its old id answering E8004.
 func TestConsumeLeaseSurvivesKillNine(t *testing.T) {
-	needBinary(t)
 	c := &crashCluster{t: t, dir: t.TempDir()}
 	t.Cleanup(c.cleanup)
 	c.start()

@@ -22,11 +22,10 @@ const (
 	stopTimeout  = 60 * time.Second
 )
 
-var (
-	binary   string // path of the built herald binary
-	buildErr error
-)
+var binary string // path of the built herald binary
 
+// TestMain builds the herald binary once for every test; a failed build fails the
+// whole suite.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "herald-e2e-")
 	if err != nil {
@@ -39,17 +38,14 @@ func TestMain(m *testing.M) {
 		binary, err = testutil.BuildBinary(ctx, root, "./cmd/herald", dir)
 		cancel()
 	}
-	buildErr = err
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: cannot build the herald binary: %v\n", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func needBinary(t *testing.T) {
-	t.Helper()
-	if buildErr != nil {
-		t.Skipf("cannot build the herald binary, skipping end-to-end tests: %v", buildErr)
-	}
 }
 
 func startServer(t *testing.T, dataDir string) *testutil.Server {
@@ -123,7 +119,6 @@ func rowsJSON(r *response, i int) string {
 
 // TestAcceptance is the first-use path: declare a type, spawn with a default, match.
 func TestAcceptance(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	mustQuery(t, s.URL(), `node Job { status: String = "pending", priority: Int }`)
 	mustQuery(t, s.URL(), `SPAWN j: Job { priority = 5 }`)
@@ -145,7 +140,6 @@ func TestAcceptance(t *testing.T) {
 
 // TestSyntaxError checks the error shape of a statement that does not parse.
 func TestSyntaxError(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	r, err := query(s.URL(), "SPAWN j: Job {\n  priority = = 5 }", nil)
 	if err != nil {
@@ -175,7 +169,6 @@ func TestSyntaxError(t *testing.T) {
 // it on the same data and checks that every acknowledged SPAWN survived and that seq
 // continues after the last acknowledged commit.
 func TestKillNine(t *testing.T) {
-	needBinary(t)
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	mustQuery(t, s.URL(), `node Msg { k: Int [required] }`)
@@ -260,7 +253,6 @@ func TestKillNine(t *testing.T) {
 // TestGracefulShutdown stops the server with SIGTERM: it exits 0 and the data is there
 // after a restart.
 func TestGracefulShutdown(t *testing.T) {
-	needBinary(t)
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	mustQuery(t, s.URL(), `node Job { status: String = "pending", priority: Int }`)
@@ -304,7 +296,6 @@ func TestGracefulShutdown(t *testing.T) {
 // TestQueryCommand runs the CLI against the server: one-shot, JSON, a script with a
 // transaction spanning statements, and a failing statement.
 func TestQueryCommand(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	run := func(stdin string, args ...string) (string, string, int) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

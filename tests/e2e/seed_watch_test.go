@@ -66,7 +66,6 @@ func mustSessionQuery(t *testing.T, base, session, q string) *response {
 // `w = WATCH …`, then PAUSE, RESUME, ALTER … SET and CANCEL through that handle, with
 // the _Watch node showing each state.
 func TestWatchSeedManagement(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	base := s.URL()
 	sid := openSession(t, base)
@@ -125,7 +124,6 @@ func TestWatchSeedManagement(t *testing.T) {
 // consume mode ordered by sent_at, then the seed's full-options example. Ann's messages
 // never reach Bob's streams.
 func TestConsumeSeedInboxSelf(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	base := s.URL()
 	for _, q := range []string{

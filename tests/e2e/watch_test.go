@@ -203,7 +203,6 @@ func watchWrite(t *testing.T, base, q string) uint64 {
 // initial snapshot, then added when a task's status becomes done, changed when a
 // returned attribute changes, removed when it leaves the filter or is killed.
 func TestWatchModeAcceptance(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	base := s.URL()
 	watchWrite(t, base, `SPAWN #t1: Task { status = "done", title = "write" }`)
@@ -352,7 +351,6 @@ type owedEvent struct {
 // and those of writes made while it was away — with no loss and no duplicate, round
 // after round.
 func TestWatchReliableResumeAfterKillNine(t *testing.T) {
-	needBinary(t)
 	dir := t.TempDir()
 	s := startServer(t, dir)
 	m := &resumeModel{tasks: map[string][2]string{}}
@@ -444,7 +442,6 @@ func TestWatchReliableResumeAfterKillNine(t *testing.T) {
 // TestWatchSeedDashboard is the seed document's dashboard example: the tasks of one
 // project, through a join on belongs_to with an #id constant.
 func TestWatchSeedDashboard(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	base := s.URL()
 	for _, q := range []string{
@@ -496,7 +493,6 @@ RETURN t.id, t.title, t.status, t.priority`, "")
 // TestWatchSeedInbox is the seed document's inbox example in watch mode: messages
 // linked into Bob's inbox, with the declared schema and sent_at from now().
 func TestWatchSeedInbox(t *testing.T) {
-	needBinary(t)
 	s := startServer(t, t.TempDir())
 	base := s.URL()
 	for _, q := range []string{
