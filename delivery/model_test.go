@@ -39,10 +39,9 @@ import (
 //     only then;
 //   - the durable _Delivery state matches the model, so a restart finds it.
 //
-// Fairness shares are checked by TestModelFairnessShares.
-//
-// The generator steers around the shapes of the known bugs pinned by the TestBug_ tests;
-// HERALD_MODEL_BUGS=same_round,recovered,later_due (or all) lets it produce them. A long
+// Fairness shares are checked by TestModelFairnessShares. Bugs the model found have
+// regression tests of their own: TestRedeliveryInSameRoundIsDurable,
+// TestRecoveredLeaseKeepsWatchOptions and TestLaterAvailableAtHoldsReadyMessage. A long
 // run: go test ./delivery -run TestModel -rapid.checks=2000 [-rapid.steps=100].
 
 type msgState int
@@ -67,15 +66,13 @@ type mmsg struct {
 }
 
 type mlease struct {
-	id        string
-	seq       int // creation order, so draws do not depend on random ids
-	msg       *mmsg
-	cons      *mcons // nil once its consumer is gone (restart)
-	spec      *mspec
-	deadline  time.Time
-	attempt   int
-	recovered bool // held across a restart
-	durable   bool // its _Delivery node names it (see TestBug_RedeliveryInSameRoundNotDurable)
+	id       string
+	seq      int // creation order, so draws do not depend on random ids
+	msg      *mmsg
+	cons     *mcons // nil once its consumer is gone (restart)
+	spec     *mspec
+	deadline time.Time
+	attempt  int
 }
 
 type mcons struct {
@@ -87,7 +84,6 @@ type mcons struct {
 
 type model struct {
 	w        *world
-	bugs     map[string]bool // known bugs whose shapes the generator may produce
 	specs    []*mspec
 	msgs     map[string]*mmsg
 	ids      []string // every message id, in publish order
@@ -98,7 +94,6 @@ type model struct {
 	nextCons int
 	nextSeq  int
 	letters  []letterRow
-	failed   map[string]bool // messages released or expired in the current step
 	log      []string
 }
 
@@ -224,9 +219,6 @@ func (m *model) fail(l *mlease, now time.Time, kind failKind, noRetry bool, dela
 	case kind != failRelease && l.spec.backoff.delay(l.attempt) > 0:
 		msg.notBefore = now.Add(l.spec.backoff.delay(l.attempt))
 	}
-	if kind != failNack {
-		m.failed[msg.id] = true
-	}
 	return false
 }
 
@@ -328,7 +320,7 @@ func (m *model) step(t *rapid.T) {
 			m.fatalf(t, "%s got %s with a reused delivery id %q", c.name, id, ev.DeliveryID)
 		}
 		m.nextSeq++
-		l := &mlease{id: ev.DeliveryID, seq: m.nextSeq, msg: msg, cons: c, spec: c.spec, deadline: ev.Deadline, attempt: ev.Attempt, durable: !m.failed[id]}
+		l := &mlease{id: ev.DeliveryID, seq: m.nextSeq, msg: msg, cons: c, spec: c.spec, deadline: ev.Deadline, attempt: ev.Attempt}
 		msg.state, msg.lease, msg.notBefore = stLeased, l, time.Time{}
 		m.leases[l.id] = l
 		c.held[l.id] = l
@@ -352,7 +344,6 @@ func (m *model) step(t *rapid.T) {
 			}
 		}
 	}
-	m.failed = map[string]bool{}
 	m.checkGraph(t)
 }
 
@@ -392,9 +383,6 @@ func (m *model) checkGraph(t *rapid.T) {
 		switch {
 		case msg.state == stLeased:
 			l := msg.lease
-			if !l.durable && !m.bugs[bugSameRound] {
-				continue // TestBug_RedeliveryInSameRoundNotDurable
-			}
 			if !ok || d.deliveryID != l.id || d.attempts != l.attempt || !d.deadline.Equal(l.deadline) {
 				m.fatalf(t, "durable state of %s: %+v, want lease %s attempt %d deadline %s", id, d, l.id, l.attempt, l.deadline.Sub(modelEpoch))
 			}
@@ -542,9 +530,6 @@ func (m *model) extend(t *rapid.T) {
 	l := m.pickLease(t)
 	viaQuery := rapid.Bool().Draw(t, "via_query")
 	by := time.Duration(rapid.IntRange(0, 40).Draw(t, "by")) * time.Second
-	if by == 0 && l.recovered && !m.bugs[bugRecovered] {
-		by = time.Second // TestBug_RecoveredLeaseForgetsWatchOptions: EXTEND without by
-	}
 	var deadline time.Time
 	var err error
 	if viaQuery {
@@ -571,7 +556,6 @@ func (m *model) extend(t *rapid.T) {
 		m.fatalf(t, "EXTEND of %s: deadline %s, want %s", l.id, deadline.Sub(modelEpoch), want.Sub(modelEpoch))
 	}
 	l.deadline = deadline
-	l.durable = true
 }
 
 // stale settles an id that is settled, expired, released, of a killed message, or unknown:
@@ -618,19 +602,11 @@ func (m *model) advance(t *rapid.T) {
 }
 
 func (m *model) restart(t *rapid.T) {
-	for _, l := range m.leases {
-		if !l.spec.defaultish() && !m.bugs[bugRecovered] || !l.durable && !m.bugs[bugSameRound] {
-			t.Skip("a restart here meets a known bug")
-		}
-	}
 	down := time.Duration(rapid.IntRange(0, 40).Draw(t, "down")) * time.Second
 	for _, c := range m.cons {
 		for _, l := range c.held {
 			l.cons = nil
 		}
-	}
-	for _, l := range m.leases {
-		l.recovered = true
 	}
 	m.cons = nil
 	m.w.restart(down)
@@ -671,9 +647,6 @@ func (m *model) reprioritize(t *rapid.T) {
 	}
 	now := m.w.now()
 	due := now.Add(time.Duration(rapid.IntRange(-5, 30).Draw(t, "due_in")) * time.Second)
-	if !m.bugs[bugLaterDueSet] && due.After(now) && msg.state == stReady && !now.Before(msg.notBefore) && !now.Before(msg.due) {
-		due = now // TestBug_LaterAvailableAtIgnoredWhileReady
-	}
 	msg.due = due
 	m.w.exec(fmt.Sprintf(`MATCH m: Msg WHERE m.id = %q SET m.due = $due`, msg.id), map[string]herald.Value{"due": herald.Timestamp(msg.due)})
 	m.logf("set %s due=%s", msg.id, msg.due.Sub(modelEpoch))
@@ -718,11 +691,7 @@ func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(t)
 		defer w.close()
-		bugs := map[string]bool{}
-		for _, b := range []string{bugSameRound, bugRecovered, bugLaterDueSet} {
-			bugs[b] = modelBug(b)
-		}
-		m := &model{w: w, bugs: bugs, msgs: map[string]*mmsg{}, leases: map[string]*mlease{}, failed: map[string]bool{}}
+		m := &model{w: w, msgs: map[string]*mmsg{}, leases: map[string]*mlease{}}
 		w.exec(`SPAWN #dlq: Queue {}`, nil)
 		n := rapid.IntRange(1, 3).Draw(t, "specs")
 		for i := range n {
@@ -816,9 +785,10 @@ func TestModelFairnessShares(t *testing.T) {
 }
 
 // A message released (its consumer closed) or expired is redelivered in the same
-// dispatcher round; the round writes the new lease, then the released state over it, so
-// the new lease is not durable: after a restart its delivery id no longer settles and
-// the message is delivered again with the same attempt number.
+// dispatcher round, and the new lease is durable: after a restart its delivery id still
+// settles. (A bug the model found: the round wrote the new lease, then the released
+// state over it, so the id no longer settled after a restart and the message came again
+// with the same attempt number.)
 func TestRedeliveryInSameRoundIsDurable(t *testing.T) {
 	ctx := context.Background()
 	for _, how := range []string{"release", "timeout"} {
@@ -860,10 +830,11 @@ func TestRedeliveryInSameRoundIsDurable(t *testing.T) {
 	}
 }
 
-// A lease recovered after a restart forgets its watch's options: it is settled with the
-// defaults (3 redeliveries, no backoff, no dead-letter destination, 30s ack timeout for
-// EXTEND) even when the same watch is consumed again. A message under
-// `max_redeliveries: 0` is then delivered twice.
+// A lease recovered after a restart keeps its watch's options: its timeout and NACK
+// follow `max_redeliveries: 0` and the dead-letter destination, and EXTEND without by
+// uses the watch's ack timeout. (A bug the model found: a recovered lease was settled
+// with the defaults — 3 redeliveries, no backoff, no dead-letter destination, a 30s ack
+// timeout for EXTEND — so a message under `max_redeliveries: 0` was delivered twice.)
 func TestRecoveredLeaseKeepsWatchOptions(t *testing.T) {
 	ctx := context.Background()
 	const q = `WATCH m: Msg [mode: consume, group: "g", ack_timeout: 10s, max_redeliveries: 0, backoff: fixed(3s), dead_letter: #dlq] RETURN m`
@@ -918,8 +889,9 @@ func TestRecoveredLeaseKeepsWatchOptions(t *testing.T) {
 	})
 }
 
-// Moving a ready message's available_at into the future does not delay it: the entry is
-// re-sorted in the ready queue instead of moving to the delayed queue.
+// Moving a ready message's available_at into the future holds it back until then. (A
+// bug the model found: the entry was re-sorted in the ready queue instead of moving to
+// the delayed queue, so it was delivered at once.)
 func TestLaterAvailableAtHoldsReadyMessage(t *testing.T) {
 	w := newWorld(t)
 	defer w.close()

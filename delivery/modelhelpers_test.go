@@ -28,16 +28,6 @@ var modelLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 var modelEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// Shapes of bugs found by the model and since fixed; the generator produces them all
-// (modelBug), and each has its own regression test.
-const (
-	bugSameRound   = "same_round" // TestRedeliveryInSameRoundIsDurable
-	bugRecovered   = "recovered"  // TestRecoveredLeaseKeepsWatchOptions
-	bugLaterDueSet = "later_due"  // TestLaterAvailableAtHoldsReadyMessage
-)
-
-func modelBug(string) bool { return true }
-
 // tb is what the helpers need from *testing.T and *rapid.T.
 type tb interface {
 	Helper()
@@ -205,12 +195,6 @@ type mspec struct {
 	availableAt bool   // available_at: m.due
 	deadLetter  string // "", "dlq" (exists), "nowhere" (missing)
 	buffer      int
-}
-
-// defaultish reports whether a lease under s behaves the same when its options are
-// forgotten (the defaults: 3 redeliveries, no backoff, no dead-letter destination).
-func (s *mspec) defaultish() bool {
-	return s.maxRedeliv == delivery.DefaultMaxRedeliveries && s.backoff.kind == "" && s.deadLetter == ""
 }
 
 func (s *mspec) statement() string {
