@@ -22,12 +22,17 @@ import (
 	"github.com/herald-mq/herald/store/memstore"
 )
 
+// queueEpoch is where the manual clock of serveQueues starts.
+var queueEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
 // serveQueues starts both services on a real engine (memstore) with the consume engine
-// and the queue service behind them; grpc selects the gRPC protocol over HTTP/2.
-func serveQueues(t *testing.T, grpc bool) (heraldv1connect.QueuesClient, *Service) {
+// and the queue service behind them, all on a manual clock that starts at queueEpoch;
+// grpc selects the gRPC protocol over HTTP/2.
+func serveQueues(t *testing.T, grpc bool) (heraldv1connect.QueuesClient, *Service, *clock.Manual) {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := engine.Open(context.Background(), engine.Config{Backend: memstore.New(), Clock: clock.Real(), Logger: quiet})
+	clk := clock.NewManual(queueEpoch)
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: memstore.New(), Clock: clk, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +59,7 @@ func serveQueues(t *testing.T, grpc bool) (heraldv1connect.QueuesClient, *Servic
 		_ = del.Stop(context.Background())
 		_ = eng.Close(context.Background())
 	})
-	return heraldv1connect.NewQueuesClient(srv.Client(), srv.URL, opts...), svc
+	return heraldv1connect.NewQueuesClient(srv.Client(), srv.URL, opts...), svc, clk
 }
 
 func wantRPCError(t *testing.T, err error, code connect.Code, hcode herald.Code) {
@@ -89,7 +94,7 @@ func TestQueueRPCLifecycle(t *testing.T) {
 }
 
 func queueLifecycle(t *testing.T, grpc bool) {
-	c, _ := serveQueues(t, grpc)
+	c, _, clk := serveQueues(t, grpc)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -126,13 +131,20 @@ func queueLifecycle(t *testing.T, grpc bool) {
 		m.GetDeadline() == nil || m.GetEnqueuedAt() == nil {
 		t.Fatalf("delivered %v", m)
 	}
-	if d := time.Until(m.GetDeadline().AsTime()); d <= 0 || d > time.Minute {
-		t.Fatalf("deadline in %v, want within the visibility timeout", d)
+	if at := m.GetEnqueuedAt().AsTime(); !at.Equal(queueEpoch) {
+		t.Fatalf("enqueued at %v, want %v", at, queueEpoch)
+	}
+	if dl := m.GetDeadline().AsTime(); !dl.Equal(queueEpoch.Add(time.Minute)) {
+		t.Fatalf("deadline %v, want the visibility timeout after %v", dl, queueEpoch)
 	}
 
+	clk.Advance(10 * time.Second)
 	ext, err := c.Extend(ctx, connect.NewRequest(&heraldv1.QueueExtendRequest{Queue: "jobs", MessageId: id, By: durationpb.New(2 * time.Minute)}))
-	if err != nil || !ext.Msg.GetDeadline().AsTime().After(m.GetDeadline().AsTime()) {
-		t.Fatalf("extend: %v %v", ext, err)
+	if err != nil {
+		t.Fatalf("extend: %v", err)
+	}
+	if dl, want := ext.Msg.GetDeadline().AsTime(), clk.Now().Add(2*time.Minute); !dl.Equal(want) {
+		t.Fatalf("extended deadline %v, want %v", dl, want)
 	}
 
 	// Nack: the message comes back on the stream with its attempt count up.
@@ -179,14 +191,20 @@ func queueLifecycle(t *testing.T, grpc bool) {
 		t.Fatalf("redriven: %v", m)
 	}
 
-	// Delayed delivery.
-	er, err = c.Enqueue(ctx, connect.NewRequest(&heraldv1.EnqueueRequest{Queue: "jobs", Payload: []byte("later"), Delay: durationpb.New(150 * time.Millisecond)}))
+	// Delayed delivery: nothing is leased until the clock has passed the delay, so the
+	// lease's deadline counts from then.
+	er, err = c.Enqueue(ctx, connect.NewRequest(&heraldv1.EnqueueRequest{Queue: "jobs", Payload: []byte("later"), Delay: durationpb.New(30 * time.Second)}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if m = receive(t, st); m.GetMessageId() != er.Msg.GetMessageId() || time.Since(start) < 100*time.Millisecond {
-		t.Fatalf("delayed: %v after %v", m, time.Since(start))
+	enqueued := clk.Now()
+	clk.Advance(30 * time.Second)
+	m = receive(t, st)
+	if m.GetMessageId() != er.Msg.GetMessageId() || !m.GetEnqueuedAt().AsTime().Equal(enqueued) {
+		t.Fatalf("delayed: %v", m)
+	}
+	if dl, want := m.GetDeadline().AsTime(), enqueued.Add(30*time.Second+time.Minute); !dl.Equal(want) {
+		t.Fatalf("delayed message leased with deadline %v, want %v (leased when the delay ended)", dl, want)
 	}
 
 	dr, err := c.DeleteQueue(ctx, connect.NewRequest(&heraldv1.DeleteQueueRequest{Name: "jobs"}))
@@ -207,7 +225,7 @@ func queueLifecycle(t *testing.T, grpc bool) {
 
 // Ending the call returns the unsettled messages at once; CloseStreams ends streams.
 func TestQueueRPCStreamEnd(t *testing.T) {
-	c, svc := serveQueues(t, false)
+	c, svc, _ := serveQueues(t, false)
 	ctx := context.Background()
 	if _, err := c.CreateQueue(ctx, connect.NewRequest(&heraldv1.CreateQueueRequest{Name: "q"})); err != nil {
 		t.Fatal(err)
