@@ -6,12 +6,20 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/heraldtest"
 )
+
+// TestMain fails the package's run if a test or example leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // setup starts a server with two jobs waiting, "ok" and "fail", and returns a client.
 // Examples call it to keep their bodies about the subscription.

@@ -15,6 +15,7 @@ const (
 	modAMQP       = "github.com/rabbitmq/amqp091-go"
 	modRedis      = "github.com/redis/go-redis/v9"
 	modBTree      = "github.com/google/btree"
+	modGoleak     = "go.uber.org/goleak"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -40,9 +41,10 @@ var Herald = Config{
 		{Pkg: "store/pebblestore", Allow: []string{".", "store"}, External: []string{modPebble}},
 		// The engine's restart tests run Pebble on its in-memory filesystem.
 		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
-		{Pkg: "watch/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
-		// Consume-mode tests restart the engine on Pebble's in-memory filesystem, like the engine's.
-		{Pkg: "delivery/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
+		// Watch-mode and consume-mode tests restart the engine on Pebble's in-memory
+		// filesystem, like the engine's, and check that no goroutine outlives them.
+		{Pkg: "watch/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
+		{Pkg: "delivery/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// The queue REST contract translates onto the engine and the consume engine.
 		{Pkg: "queue", Allow: []string{".", "engine", "delivery", "graph/...", "lang/...", "internal/clock"}},
 		// httpapi streams consume-mode deliveries; it uses the delivery package's types.
@@ -53,7 +55,8 @@ var Herald = Config{
 		// rpcapi routes a WATCH to the consume or watch-mode engine by its mode option, and
 		// serves the queue RPC on the queue package.
 		{Pkg: "rpcapi", Allow: []string{".", "engine", "watch", "delivery", "queue", "api/..."}, External: []string{modProtobuf, modConnect}},
-		{Pkg: "client", Allow: []string{".", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}},
+		// The client's tests check that no goroutine outlives them.
+		{Pkg: "client", Allow: []string{".", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
 		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
 		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "bench/...", "client"}, TestAllow: []string{"heraldtest"}, External: []string{modCobra, modReadline}},
