@@ -51,6 +51,7 @@ const (
 	CodeNotFound         Code = "E4007"
 	CodeMethodNotAllowed Code = "E4008"
 	CodeStreamRequired   Code = "E4009"
+	CodeUnknownStatement Code = "E4010"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -110,6 +111,7 @@ var codeTable = []CodeInfo{
 	{CodeNotFound, "NOT_FOUND", 404, "not_found", "no such endpoint"},
 	{CodeMethodNotAllowed, "METHOD_NOT_ALLOWED", 405, "unimplemented", "the endpoint does not accept this HTTP method"},
 	{CodeStreamRequired, "STREAM_REQUIRED", 400, "invalid_argument", "WATCH needs a streaming endpoint (GET /v1/watch or the Consume RPC), not POST /v1/query"},
+	{CodeUnknownStatement, "UNKNOWN_STATEMENT", 404, "not_found", "no prepared statement has that name (never prepared, dropped, or the server restarted): prepare it again"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

@@ -203,3 +203,14 @@ func TestSplitAttrsAndEncodedLen(t *testing.T) {
 		t.Fatal("small values stay together")
 	}
 }
+
+func TestNewIDSortsInOrder(t *testing.T) {
+	prev := herald.NewID("n")
+	for i := 0; i < 100000; i++ {
+		id := herald.NewID("n")
+		if id <= prev {
+			t.Fatalf("id %d: %s after %s", i, id, prev)
+		}
+		prev = id
+	}
+}

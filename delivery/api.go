@@ -5,6 +5,8 @@
 package delivery
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -66,4 +68,41 @@ func CheckSettle(i int, it Settle, delayGiven, byGiven bool) error {
 		return herald.Errorf(herald.CodeMalformedRequest, "settlement %d: durations must not be negative", i)
 	}
 	return nil
+}
+
+// Consumer is a consume stream with credit-based flow control: the server has at most
+// Credit unsettled deliveries out to it at once.
+type Consumer interface {
+	Stream
+	// SetCredit changes the credit, from 1 up to the stream's largest credit (E4001
+	// otherwise). Raising it lets more deliveries out at once; lowering it holds new ones
+	// back until settlements bring the count under it.
+	SetCredit(n int) error
+}
+
+// Handle names a lease without being its capability: it is a hash of the delivery id.
+// The server keeps handles, never delivery ids, in anything a client can read (the
+// queue API's lock records them so), and only internal callers settle by handle.
+type Handle [16]byte
+
+// HandleOf returns the handle of a delivery id.
+func HandleOf(deliveryID string) Handle {
+	sum := sha256.Sum256([]byte(deliveryID))
+	var h Handle
+	copy(h[:], sum[:16])
+	return h
+}
+
+// String renders a handle in hex.
+func (h Handle) String() string { return hex.EncodeToString(h[:]) }
+
+// ParseHandle reads a handle written by String.
+func ParseHandle(s string) (Handle, bool) {
+	var h Handle
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(h) {
+		return h, false
+	}
+	copy(h[:], b)
+	return h, true
 }

@@ -195,6 +195,35 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		h.open()
 		h.svc.Flush()
 		return "ok\n"
+	case "records":
+		// The durable delivery records: attempts, the lease (named by the delivery whose
+		// handle it holds) and its deadline, and when the subject may come back.
+		h.svc.Flush()
+		recs, err := delivery.Records(h.eng)
+		if err != nil {
+			return "error: " + err.Error() + "\n"
+		}
+		if len(recs) == 0 {
+			return "none\n"
+		}
+		var b strings.Builder
+		for _, r := range recs {
+			fmt.Fprintf(&b, "%s attempts=%d", r.Subject, r.Attempts)
+			if r.Leased {
+				name := "?"
+				for n, id := range h.ids {
+					if delivery.HandleOf(id) == r.Handle {
+						name = n
+					}
+				}
+				fmt.Fprintf(&b, " lease=%s deadline=%s", name, r.Deadline.Format(time.RFC3339))
+			}
+			if !r.NotBefore.IsZero() {
+				fmt.Fprintf(&b, " not_before=%s", r.NotBefore.Format(time.RFC3339))
+			}
+			b.WriteByte('\n')
+		}
+		return b.String()
 	}
 	d.Fatalf(t, "unknown command %s", d.Cmd)
 	return ""
@@ -220,14 +249,14 @@ func scrub(v herald.Value) string {
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
-	if v.Kind() == herald.KindString && len(v.AsString()) == 17 && v.AsString()[0] == 'n' {
+	if v.Kind() == herald.KindString && len(v.AsString()) == 22 && v.AsString()[0] == 'n' {
 		return "<id>"
 	}
 	return v.String()
 }
 
 // letterID matches generated dead-letter ids, which change from run to run.
-var letterID = regexp.MustCompile(`\bdl[a-z2-7]{16}\b`)
+var letterID = regexp.MustCompile(`\bdl[2-7a-z]{21}\b`)
 
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {

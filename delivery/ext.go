@@ -79,8 +79,8 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 		if err != nil {
 			return engine.Result{}, err
 		}
-		pos, err := s.ack(ctx, d)
-		observe(env, pos)
+		r, err := s.settleOne(ctx, Settle{DeliveryID: d, Action: ActAck})
+		observe(env, r.at)
 		return engine.Result{}, err
 	case *ast.NackStmt:
 		d, err := id(x.ID)
@@ -98,8 +98,12 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 		if o.Delay, _, err = duration(x.Options, "delay"); err != nil {
 			return engine.Result{}, err
 		}
-		pos, err := s.nack(ctx, d, o)
-		observe(env, pos)
+		act := ActNack
+		if o.NoRetry {
+			act = ActReject
+		}
+		r, err := s.settleOne(ctx, Settle{DeliveryID: d, Action: act, Delay: o.Delay})
+		observe(env, r.at)
 		return engine.Result{}, err
 	case *ast.ExtendStmt:
 		d, err := id(x.ID)
@@ -110,12 +114,12 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 		if err != nil {
 			return engine.Result{}, err
 		}
-		deadline, pos, err := s.extend(ctx, d, by)
-		observe(env, pos)
+		r, err := s.settleOne(ctx, Settle{DeliveryID: d, Action: ActExtend, By: by})
+		observe(env, r.at)
 		if err != nil {
 			return engine.Result{}, err
 		}
-		return engine.Result{Columns: []string{"deadline"}, Rows: [][]herald.Value{{herald.Timestamp(deadline)}}}, nil
+		return engine.Result{Columns: []string{"deadline"}, Rows: [][]herald.Value{{herald.Timestamp(r.Deadline)}}}, nil
 	case *ast.RedriveStmt:
 		d, err := id(x.ID)
 		if err != nil {

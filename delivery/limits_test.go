@@ -158,28 +158,29 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// TestDeliveryOf: the current lease of a message can be found by the message's id.
-func TestDeliveryOf(t *testing.T) {
+// TestLeaseOf: the current lease of a message can be found by the message's id, as a
+// handle (the hash of its delivery id) that settles it.
+func TestLeaseOf(t *testing.T) {
 	eng, svc := openService(t, delivery.Config{})
 	ctx := context.Background()
 	if _, err := eng.Exec(ctx, "", `SPAWN #m: Msg {}`, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := svc.DeliveryOf("m"); ok {
+	if _, ok := svc.LeaseOf("m"); ok {
 		t.Fatal("a message that is not leased has no delivery")
 	}
 	evs, err := svc.Lease(ctx, "", `WATCH m: Msg [mode: consume, group: "g"] RETURN m`, nil, 1)
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("lease: %v %v", evs, err)
 	}
-	id, ok := svc.DeliveryOf("m")
-	if !ok || id != evs[0].DeliveryID {
-		t.Fatalf("DeliveryOf = %q %v, want %q", id, ok, evs[0].DeliveryID)
+	h, ok := svc.LeaseOf("m")
+	if !ok || h != delivery.HandleOf(evs[0].DeliveryID) {
+		t.Fatalf("LeaseOf = %v %v, want the handle of %q", h, ok, evs[0].DeliveryID)
 	}
-	if err := svc.Ack(ctx, id); err != nil {
-		t.Fatal(err)
+	if r := svc.SettleHandles(ctx, []delivery.Handle{h}, delivery.Settle{Action: delivery.ActAck}); r[0].Err != nil {
+		t.Fatal(r[0].Err)
 	}
-	if _, ok := svc.DeliveryOf("m"); ok {
+	if _, ok := svc.LeaseOf("m"); ok {
 		t.Fatal("an acked message has no delivery")
 	}
 }
@@ -277,7 +278,7 @@ func TestConcurrentChurn(t *testing.T) {
 		}
 	}
 	svc.Flush()
-	res, err := eng.Exec(ctx, "", `MATCH m: Churn RETURN COUNT(m) MATCH d: _Delivery RETURN COUNT(d) MATCH l: _DeadLetter RETURN COUNT(l)`, nil)
+	res, err := eng.Exec(ctx, "", `MATCH m: Churn RETURN COUNT(m) MATCH l: _DeadLetter RETURN COUNT(l)`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,6 +286,9 @@ func TestConcurrentChurn(t *testing.T) {
 		if got := r.Rows[0][0].AsInt(); got != 0 {
 			t.Errorf("statement %d: %d left over, want 0", i+1, got)
 		}
+	}
+	if recs, err := delivery.Records(eng); err != nil || len(recs) != 0 {
+		t.Errorf("delivery records left over: %+v %v", recs, err)
 	}
 }
 

@@ -43,10 +43,10 @@ func (s *Service) loop() {
 }
 
 // persistOnStop writes what the last rounds left pending — leases given back by
-// consumers that left, delivery state to clean up — so that a restart does not wait for
-// released leases' old deadlines. Nothing new is leased, and the _Watch nodes of groups
-// of one that end with the stop are kept: the leases that stay durable across the
-// restart take their options from them.
+// consumers that left, delivery records to clean up — so that a restart does not wait
+// for released leases' old deadlines. Nothing new is leased, and the _Watch nodes of
+// groups of one that end with the stop are kept: the leases that stay durable across
+// the restart take their options from them.
 func (s *Service) persistOnStop() {
 	s.mu.Lock()
 	w := &work{}
@@ -57,7 +57,7 @@ func (s *Service) persistOnStop() {
 		return
 	}
 	if _, _, err := s.eng.System(context.Background(), func(tx *engine.SysTx) error {
-		s.write(tx.Tx, w, now)
+		s.write(tx, w, now)
 		return nil
 	}); err != nil {
 		s.log.Warn("consume: writing the state left at stop failed; released leases wait for their deadlines", "err", err)
@@ -65,14 +65,14 @@ func (s *Service) persistOnStop() {
 }
 
 // pendingLocked moves into w what consumers that left and deleted subjects left to
-// write: the state of released leases and the _Delivery nodes to remove.
+// write: the state of released leases and the records to remove.
 func (s *Service) pendingLocked(w *work) {
 	for _, l := range s.released {
 		s.settledLocked(l, w, true)
 	}
 	s.released = nil
-	for id := range s.cleanup {
-		w.cleanup = append(w.cleanup, id)
+	for id, d := range s.cleanup {
+		w.drops = append(w.drops, d)
 		delete(s.cleanup, id)
 	}
 }
@@ -80,14 +80,14 @@ func (s *Service) pendingLocked(w *work) {
 // work is what one dispatcher round writes in one system transaction.
 type work struct {
 	leases  []*lease        // new leases, for their consumed events
-	states  []deliveryState // durable state to write, in order: released and expired first, new leases last
+	states  []deliveryState // records to write, in order: released and expired first, new leases last
 	letters []letter
-	cleanup []herald.NodeID
+	drops   []recordDrop
 	retired []herald.NodeID
 }
 
 type letter struct {
-	subj     herald.NodeID
+	drop     recordDrop
 	watch    herald.NodeID
 	dest     herald.NodeID
 	reason   string
@@ -96,7 +96,7 @@ type letter struct {
 }
 
 func (w *work) empty() bool {
-	return len(w.leases) == 0 && len(w.states) == 0 && len(w.letters) == 0 && len(w.cleanup) == 0 && len(w.retired) == 0
+	return len(w.leases) == 0 && len(w.states) == 0 && len(w.letters) == 0 && len(w.drops) == 0 && len(w.retired) == 0
 }
 
 // Flush runs dispatcher rounds until the work queued before the call is done: commits
@@ -113,44 +113,44 @@ func (s *Service) Flush() {
 
 // runOnce does one round and returns when the next timed work is due (zero: none).
 func (s *Service) runOnce() time.Time {
-	s.pendMu.Lock()
-	sets := s.pending
-	s.pending = nil
-	s.pendMu.Unlock()
-
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
 		return time.Time{}
 	}
-	if len(sets) > 0 {
-		if err := s.applyChangesLocked(sets); err != nil {
-			s.log.Error("consume: evaluating commits failed", "err", err)
-		}
-	}
 	now := s.clock.Now()
 	w := &work{}
-	s.expireLocked(now, w)
-	s.pendingLocked(w)
-	w.retired, s.retired = s.retired, nil
-	for _, g := range s.groups {
-		for _, e := range g.delayed.due(now) {
-			s.queueLocked(e)
+	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		s.catchUpLocked(tx)
+		s.expireLocked(now, w)
+		s.pendingLocked(w)
+		w.retired, s.retired = s.retired, nil
+		for _, g := range s.groups {
+			if !g.idleSince.IsZero() && !g.idleSince.Add(s.cfg.GroupIdle).After(now) {
+				s.dropGroupLocked(g)
+				continue
+			}
+			for _, e := range g.delayed.due(now) {
+				s.queueLocked(e)
+			}
 		}
+		s.dispatchLocked(tx, now, w)
+		return nil
+	})
+	if err != nil {
+		s.log.Error("consume: a dispatcher round failed", "err", err)
 	}
-	s.dispatchLocked(now, w)
 	// New leases go last: a subject released or expired and leased again in the same
 	// round must end up with its new lease.
 	for _, l := range w.leases {
 		w.states = append(w.states, stateLocked(l.subj, l))
-		l.subj.stored = true
 	}
 	s.mu.Unlock()
 
 	if !w.empty() {
 		// The consumed events go out once the leases are durable; meanwhile the next
 		// round can run.
-		err := s.commitAsync(func(tx *engine.SysTx) { s.write(tx.Tx, w, now) },
+		err := s.commitAsync(func(tx *engine.SysTx) { s.write(tx, w, now) },
 			func(seq, tick uint64, err error) { s.sent(w, seq, tick, err) })
 		if err != nil {
 			s.log.Error("consume: writing delivery state failed", "err", err)
@@ -166,7 +166,7 @@ func (s *Service) unleaseRound(w *work) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, l := range w.leases {
-		if s.leases[l.id] != l {
+		if s.leases[l.key] != l {
 			continue
 		}
 		s.removeLeaseLocked(l)
@@ -188,7 +188,7 @@ func (s *Service) sent(w *work, seq, tick uint64, err error) {
 	s.count.delivered.Add(uint64(len(w.leases)))
 	s.count.deadLettered.Add(uint64(len(w.letters)))
 	for _, l := range w.leases {
-		if s.leases[l.id] == l && l.cons != nil {
+		if s.leases[l.key] == l && l.cons != nil {
 			l.sent = l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
 		}
 	}
@@ -198,12 +198,20 @@ func (s *Service) nextWake() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var next time.Time
+	earlier := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
 	if len(s.deadlines) > 0 {
-		next = s.deadlines[0].deadline
+		earlier(s.deadlines[0].deadline)
 	}
 	for _, g := range s.groups {
-		if t, ok := g.delayed.next(); ok && (next.IsZero() || t.Before(next)) {
-			next = t
+		if t, ok := g.delayed.next(); ok {
+			earlier(t)
+		}
+		if !g.idleSince.IsZero() {
+			earlier(g.idleSince.Add(s.cfg.GroupIdle))
 		}
 	}
 	return next
@@ -211,19 +219,19 @@ func (s *Service) nextWake() time.Time {
 
 // write applies a round's work in a system transaction. It reads only what runOnce
 // copied under the lock.
-func (s *Service) write(tx *graph.Tx, w *work, now time.Time) {
+func (s *Service) write(tx *engine.SysTx, w *work, now time.Time) {
 	for _, lt := range w.letters {
-		if _, err := s.deadLetter(tx, lt.subj, lt.watch, lt.dest, lt.reason, lt.attempts, lt.match, now); err != nil {
-			s.log.Warn("consume: dead letter recorded without its destination", "err", err)
+		if _, failed, err := s.deadLetter(tx, lt.drop, lt.watch, lt.dest, lt.reason, lt.attempts, lt.match, now); err != nil {
+			s.log.Error("consume: a message past its redeliveries stays where it is: its body cannot be read", "node", lt.drop.subject, "err", err)
+		} else if failed != nil {
+			s.log.Warn("consume: dead letter recorded without its destination", "err", failed)
 		}
 	}
-	for _, id := range w.cleanup {
-		if n := tx.Node(id); n != nil && n.Type == typeDelivery {
-			tx.DeleteNode(id)
-		}
+	for _, d := range w.drops {
+		d.apply(tx)
 	}
 	for _, id := range w.retired {
-		retireWatch(tx, id)
+		retireWatch(tx.Tx, id)
 	}
 	for _, st := range w.states {
 		if tx.Node(st.subject) != nil {
@@ -275,8 +283,8 @@ func (s *Service) settledLocked(l *lease, w *work, released bool) {
 	sp := l.spec()
 	max, dest, bo := sp.maxRedeliveries, sp.deadLetter, sp.backoff
 	if spent >= 1+max {
+		w.letters = append(w.letters, letter{drop: dropLocked(sub), watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: spent, match: l.match})
 		s.dropSubjectLocked(sub)
-		w.letters = append(w.letters, letter{subj: sub.id, watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: spent, match: l.match})
 		return
 	}
 	if released || !l.sent {
@@ -286,7 +294,6 @@ func (s *Service) settledLocked(l *lease, w *work, released bool) {
 		sub.notBefore = s.clock.Now().Add(d)
 	}
 	w.states = append(w.states, stateLocked(sub, nil))
-	sub.stored = true
 	s.requeueLocked(sub)
 }
 
@@ -303,136 +310,164 @@ func (s *Service) dropSubjectLocked(sub *subject) {
 }
 
 // dispatchLocked leases ready messages to members with room, round robin.
-func (s *Service) dispatchLocked(now time.Time, w *work) {
+func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 	for _, g := range s.groups {
-		for g.ready.len() > 0 {
+		if len(g.recheck) > 0 {
+			s.recheckLocked(tx, g)
+		}
+		scanned := 0
+		for {
 			c := g.nextMember()
 			if c == nil {
 				break
 			}
-			e := g.ready.pop()
-			sub := e.subj
-			if sub.lease != nil {
-				continue
+			cand, ok := s.nextReadyLocked(tx, g, now, &scanned)
+			if !ok {
+				break
 			}
-			l := &lease{
-				id:       newDeliveryID(),
-				subj:     sub,
-				cons:     c,
-				watch:    g.watch,
-				grp:      g,
-				deadline: now.Add(g.spec.ackTimeout),
-				sp:       g.spec,
-				attempt:  sub.attempts + 1,
-				index:    -1,
-				match:    e.info.match,
+			if l := s.leaseLocked(tx, g, c, cand, now); l != nil {
+				w.leases = append(w.leases, l)
 			}
-			sub.lease = l
-			sub.notBefore = time.Time{}
-			s.leases[l.id] = l
-			c.leases[l.id] = l
-			s.pushDeadlineLocked(l)
-			for _, other := range sub.entries {
-				s.unqueueLocked(other) // a leased message is invisible to every other watch
-			}
-			w.leases = append(w.leases, l)
 		}
 	}
 }
 
-// nextMember picks the next member with room for another delivery.
-func (g *group) nextMember() *consumer {
-	for i := 0; i < len(g.members); i++ {
-		c := g.members[(g.rr+i)%len(g.members)]
-		if !c.closed && len(c.leases) < c.capacity {
-			g.rr = (g.rr + i + 1) % len(g.members)
-			return c
-		}
+// leaseLocked leases a candidate to c (nil for a pull lease): a new delivery id, the
+// match projected now, the deadline from the watch's ack_timeout.
+func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, cand candidate, now time.Time) *lease {
+	match, err := g.spec.project(tx, cand.row)
+	if err != nil {
+		s.failingLocked(g, cand.node.ID, err)
+		return nil
 	}
-	return nil
+	sub := s.subjectLocked(cand.node)
+	id := newDeliveryID()
+	l := &lease{
+		key:      HandleOf(id),
+		id:       id,
+		subj:     sub,
+		cons:     c,
+		watch:    g.watch,
+		grp:      g,
+		deadline: now.Add(g.spec.ackTimeout),
+		sp:       g.spec,
+		attempt:  sub.attempts + 1,
+		index:    -1,
+		match:    match,
+	}
+	sub.lease = l
+	sub.notBefore = time.Time{}
+	s.leases[l.key] = l
+	if c != nil {
+		c.leases[l.key] = l
+	}
+	s.pushDeadlineLocked(l)
+	for _, other := range sub.entries {
+		s.unqueueLocked(other) // a leased message is invisible to every other watch
+	}
+	return l
 }
 
-// applyChangesLocked re-evaluates what the commits in sets touched.
-func (s *Service) applyChangesLocked(sets []*herald.ChangeSet) error {
-	touched := map[string]map[herald.NodeID]bool{}
-	deleted := map[herald.NodeID]bool{}
+// catchUpLocked applies the commits applied to the graph since the last call. tx must
+// be a view taken after them (onCommit runs before a commit's view exists).
+func (s *Service) catchUpLocked(tx *graph.Tx) {
+	s.pendMu.Lock()
+	sets := s.pending
+	s.pending = nil
+	s.pendMu.Unlock()
+	if len(sets) > 0 {
+		s.applyChangesLocked(tx, sets)
+	}
+}
+
+// applyChangesLocked re-evaluates what the commits in sets touched, on the graph as it
+// is now (tx).
+func (s *Service) applyChangesLocked(tx *graph.Tx, sets []*herald.ChangeSet) {
 	full := map[*group]bool{}
-	add := func(typ string, id herald.NodeID) {
-		m := touched[typ]
-		if m == nil {
-			m = map[herald.NodeID]bool{}
-			touched[typ] = m
-		}
-		m[id] = true
-	}
 	for _, cs := range sets {
-		for _, ch := range cs.Changes {
-			var typ string
+		for i := range cs.Changes {
+			ch := &cs.Changes[i]
 			switch ch.Kind {
 			case herald.NodeChange:
-				if ch.NodeBefore != nil {
-					add(ch.NodeBefore.Type, ch.NodeBefore.ID)
-					typ = ch.NodeBefore.Type
-				}
-				if ch.NodeAfter != nil {
-					add(ch.NodeAfter.Type, ch.NodeAfter.ID)
-					typ = ch.NodeAfter.Type
-				} else {
-					deleted[ch.NodeBefore.ID] = true
-				}
+				s.nodeChangedLocked(tx, ch, full)
 			case herald.EdgeChange:
+				typ := ch.EdgeBefore
 				if ch.EdgeAfter != nil {
-					typ = ch.EdgeAfter.Type
-				} else {
-					typ = ch.EdgeBefore.Type
+					typ = ch.EdgeAfter
 				}
-			default:
+				for _, g := range s.groups {
+					if !g.spec.single && g.spec.types[typ.Type] {
+						full[g] = true
+					}
+				}
+			}
+		}
+	}
+	for g := range full {
+		s.rematchLocked(tx, g)
+	}
+}
+
+// nodeChangedLocked follows one node change: a deleted subject is forgotten; the groups
+// of its type decide it again (a lazy group only when its cursor has passed it: a new
+// node is always ahead); join groups over its type are marked in full to run again.
+func (s *Service) nodeChangedLocked(tx *graph.Tx, ch *herald.Change, full map[*group]bool) {
+	n := ch.NodeAfter
+	id, typ := herald.NodeID(""), ""
+	if n != nil {
+		id, typ = n.ID, n.Type
+	} else {
+		id, typ = ch.NodeBefore.ID, ch.NodeBefore.Type
+	}
+	now := tx.Node(id)
+	if now == nil {
+		if sub := s.subjects[id]; sub != nil {
+			if sub.lease != nil && sub.lease.settling {
+				// Its ACK deleted it, or it was killed while a NACK or EXTEND of it was
+				// committing: the settlement finishes the bookkeeping.
+				sub.gone = true
+			} else {
+				if sub.stored {
+					s.cleanup[id] = dropLocked(sub)
+				}
+				s.dropSubjectLocked(sub)
+			}
+		}
+	}
+	types := []string{typ}
+	if ch.NodeBefore != nil && ch.NodeAfter != nil && ch.NodeBefore.Type != ch.NodeAfter.Type {
+		types = append(types, ch.NodeBefore.Type)
+	}
+	for _, t := range types {
+		for _, g := range s.byType[t] {
+			if !g.spec.single {
 				continue
 			}
-			for _, g := range s.groups {
-				if !g.spec.single && g.spec.types[typ] {
+			switch {
+			case now == nil || now.Type != g.spec.subjectTyp:
+				s.dropEntryLocked(g, id)
+			case g.lazy:
+				if !g.cursor.Less(graph.PosOf(now)) {
+					s.decideBehindLocked(tx, g, now)
+				}
+			default:
+				if info, _ := s.evalLocked(tx, g, now); info == nil {
+					s.dropEntryLocked(g, id)
+				} else {
+					s.setEntryLocked(g, now, info)
+				}
+			}
+		}
+	}
+	for _, g := range s.groups {
+		if !g.spec.single && !full[g] {
+			for _, t := range types {
+				if g.spec.types[t] {
 					full[g] = true
 				}
 			}
 		}
 	}
-	return s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
-		for id := range deleted {
-			sub := s.subjects[id]
-			if sub == nil || tx.Node(id) != nil {
-				continue
-			}
-			if sub.lease != nil && sub.lease.settling {
-				// Its ACK deleted it, or it was killed while a NACK or EXTEND of it was
-				// committing: the settlement finishes the bookkeeping.
-				sub.gone = true
-				continue
-			}
-			if sub.stored && tx.Node(deliveryNodeID(id)) != nil {
-				s.cleanup[deliveryNodeID(id)] = true
-			}
-			s.dropSubjectLocked(sub)
-		}
-		for typ, ids := range touched {
-			for _, g := range s.byType[typ] {
-				if !g.spec.single {
-					continue
-				}
-				for id := range ids {
-					info := s.evalLocked(tx, g, tx.Node(id))
-					if info == nil {
-						s.dropEntryLocked(g, id)
-					} else {
-						s.setEntryLocked(g, tx.Node(id), info)
-					}
-				}
-			}
-		}
-		for g := range full {
-			s.rematchLocked(tx, g)
-		}
-		return nil
-	})
 }
 
 // rematchLocked re-runs a join pattern and applies the difference.
@@ -464,7 +499,7 @@ func (s *Service) runLocked(tx *graph.Tx, g *group, found func(*herald.Node, *ma
 		if n == nil || seen[n.ID] {
 			return nil
 		}
-		info, err := sp.info(ctx, n, row)
+		info, err := sp.info(ctx, row)
 		if err != nil {
 			s.failingLocked(g, n.ID, err)
 			return nil
@@ -498,17 +533,17 @@ func (s *Service) failingLocked(g *group, id herald.NodeID, err error) {
 	s.log.Warn("consume: a node cannot be evaluated against its watch and is not delivered", "node", id, "watch", g.watch, "err", err)
 }
 
-// evalLocked decides whether g matches node n (nil: it does not). A node whose
-// evaluation fails (say, a division by zero in WHERE) does not match: it is logged once
-// and decided again when it changes; it never holds up the other messages.
-func (s *Service) evalLocked(tx *graph.Tx, g *group, n *herald.Node) *matchInfo {
-	info, err := g.spec.evalMatch(tx, n)
+// evalLocked decides whether g matches node n (nil: it does not), with the binding row.
+// A node whose evaluation fails (say, a division by zero in WHERE) does not match: it is
+// logged once and decided again when it changes; it never holds up the other messages.
+func (s *Service) evalLocked(tx *graph.Tx, g *group, n *herald.Node) (*matchInfo, eval.Row) {
+	info, row, err := g.spec.evalMatch(tx, n)
 	if err == nil {
-		if n != nil {
+		if n != nil && g.failing != nil {
 			delete(g.failing, n.ID)
 		}
-		return info
+		return info, row
 	}
 	s.failingLocked(g, n.ID, err)
-	return nil
+	return nil, nil
 }

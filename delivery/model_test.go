@@ -37,7 +37,7 @@ import (
 //     watch's order (priority, then arrival) that was left undelivered;
 //   - a timeout event (E8003) reaches the holder in the step its deadline passes, and
 //     only then;
-//   - the durable _Delivery state matches the model, so a restart finds it.
+//   - the durable delivery records match the model, so a restart finds them.
 //
 // Fairness shares are checked by TestModelFairnessShares. Bugs the model found have
 // regression tests of their own: TestRedeliveryInSameRoundIsDurable,
@@ -354,7 +354,8 @@ func consName(l *mlease) string {
 	return l.cons.name
 }
 
-// checkGraph compares the Msg, _DeadLetter and _Delivery nodes with the model.
+// checkGraph compares the Msg and _DeadLetter nodes and the delivery records with the
+// model.
 func (m *model) checkGraph(t *rapid.T) {
 	t.Helper()
 	w := m.w
@@ -374,7 +375,7 @@ func (m *model) checkGraph(t *rapid.T) {
 	rows := w.deliveries()
 	for subj := range rows {
 		if msg := m.msgs[subj]; msg == nil || msg.state == stGone {
-			m.fatalf(t, "a _Delivery node remains for %s, which is gone", subj)
+			m.fatalf(t, "a delivery record remains for %s, which is gone", subj)
 		}
 	}
 	for _, id := range live {
@@ -383,7 +384,7 @@ func (m *model) checkGraph(t *rapid.T) {
 		switch {
 		case msg.state == stLeased:
 			l := msg.lease
-			if !ok || d.deliveryID != l.id || d.attempts != l.attempt || !d.deadline.Equal(l.deadline) {
+			if !ok || !d.leased || d.handle != delivery.HandleOf(l.id) || d.attempts != l.attempt || !d.deadline.Equal(l.deadline) {
 				m.fatalf(t, "durable state of %s: %+v, want lease %s attempt %d deadline %s", id, d, l.id, l.attempt, l.deadline.Sub(modelEpoch))
 			}
 		case msg.attempts == 0:
@@ -391,7 +392,7 @@ func (m *model) checkGraph(t *rapid.T) {
 				m.fatalf(t, "durable state of never-delivered %s: %+v", id, d)
 			}
 		default:
-			if !ok || d.deliveryID != "" || d.attempts != msg.attempts || !d.notBefore.Equal(msg.notBefore) {
+			if !ok || d.leased || d.attempts != msg.attempts || !d.notBefore.Equal(msg.notBefore) {
 				m.fatalf(t, "durable state of %s: %+v, want attempts %d not before %s", id, d, msg.attempts, msg.notBefore.Sub(modelEpoch))
 			}
 		}
@@ -818,7 +819,7 @@ func TestRedeliveryInSameRoundIsDurable(t *testing.T) {
 			if second.Attempt != 2 || second.DeliveryID == first.DeliveryID {
 				t.Fatalf("redelivery: %+v", second)
 			}
-			if d := w.deliveries()["m"]; d.deliveryID != second.DeliveryID || d.attempts != 2 {
+			if d := w.deliveries()["m"]; d.handle != delivery.HandleOf(second.DeliveryID) || d.attempts != 2 {
 				t.Errorf("durable state %+v, want delivery %s attempt 2", d, second.DeliveryID)
 			}
 			w.restart(0)

@@ -257,33 +257,26 @@ func (w *world) letters() []letterRow {
 	return out
 }
 
-// deliveryRow is one _Delivery node: a message's durable delivery state.
+// deliveryRow is one delivery record: a message's durable delivery state.
 type deliveryRow struct {
-	subject    string
-	attempts   int
-	deliveryID string
-	deadline   time.Time
-	notBefore  time.Time
+	subject   string
+	attempts  int
+	leased    bool
+	handle    delivery.Handle // the lease's handle (the hash of its delivery id)
+	deadline  time.Time
+	notBefore time.Time
 }
 
 func (w *world) deliveries() map[string]deliveryRow {
 	w.t.Helper()
+	recs, err := delivery.Records(w.eng)
+	if err != nil {
+		w.t.Fatalf("delivery records: %v", err)
+	}
 	out := map[string]deliveryRow{}
-	for _, r := range w.rows(`MATCH d: _Delivery RETURN d.subject, d.attempts, d.delivery_id, d.deadline, d.not_before`) {
-		d := deliveryRow{subject: r[0].AsString(), attempts: int(r[1].AsInt())}
-		if r[2].Kind() == herald.KindString {
-			d.deliveryID = r[2].AsString()
-		}
-		if r[3].Kind() == herald.KindTimestamp {
-			d.deadline = r[3].AsTime()
-		}
-		if r[4].Kind() == herald.KindTimestamp {
-			d.notBefore = r[4].AsTime()
-		}
-		if _, dup := out[d.subject]; dup {
-			w.t.Fatalf("two _Delivery nodes for %s", d.subject)
-		}
-		out[d.subject] = d
+	for _, r := range recs {
+		out[string(r.Subject)] = deliveryRow{subject: string(r.Subject), attempts: r.Attempts, leased: r.Leased,
+			handle: r.Handle, deadline: r.Deadline, notBefore: r.NotBefore}
 	}
 	return out
 }

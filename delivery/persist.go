@@ -1,11 +1,9 @@
 package delivery
 
 import (
-	"container/heap"
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"time"
 
@@ -19,17 +17,156 @@ import (
 // Layer 0 types written by consume mode.
 const (
 	typeWatch       = "_Watch"
-	typeDelivery    = "_Delivery"
 	typeDeadLetter  = "_DeadLetter"
 	edgeWatchLetter = "_watch_dead_letter"       // (_Watch, _DeadLetter)
 	edgeLetterDest  = "_dead_letter_destination" // (_DeadLetter, destination node)
+	// typeOldDelivery is how delivery state was kept before it moved out of the graph;
+	// Start converts such nodes.
+	typeOldDelivery = "_Delivery"
 )
 
-// deliveryNodeID names the _Delivery node of a subject. `.` cannot appear in `#ids`
-// written by users, so these ids never collide with theirs.
-func deliveryNodeID(subject herald.NodeID) herald.NodeID {
-	return herald.NodeID("_d." + string(subject))
+// Delivery state lives outside the graph, in one auxiliary record per subject that has
+// any (engine.SysTx.PutAux): its attempts, when it may be delivered again, and its lease
+// — the hash of the delivery id, never the id, with the deadline, the watch and the
+// consumer. Nothing a client can read holds a delivery id.
+
+// stateKey is the auxiliary record of a subject's delivery state.
+func stateKey(subject herald.NodeID) []byte { return append([]byte("d/"), subject...) }
+
+// stateVersion is the first byte of an encoded state.
+const stateVersion = 1
+
+// deliveryState is a subject's durable delivery state: a copy taken under Service.mu,
+// so that a transaction can write it after the lock is released while the dispatcher
+// and consumers keep changing the live subject and lease.
+type deliveryState struct {
+	subject   herald.NodeID
+	attempts  int
+	notBefore time.Time
+	// Set while the subject is leased:
+	leased   bool
+	handle   Handle
+	deadline time.Time
+	watch    herald.NodeID
+	consumer string // empty for a lease whose consumer is gone
 }
+
+// stateLocked copies sub's delivery state, leased by l (nil: not leased), and counts the
+// record's write.
+func stateLocked(sub *subject, l *lease) deliveryState {
+	st := deliveryState{subject: sub.id, attempts: sub.attempts, notBefore: sub.notBefore}
+	if l != nil {
+		st.attempts = l.attempt
+		st.leased, st.handle, st.deadline, st.watch = true, l.key, l.deadline, l.watch
+		if l.cons != nil {
+			st.consumer = l.cons.id
+		}
+	}
+	if sub.writes >= 0 {
+		sub.writes++
+	}
+	sub.stored = true
+	return st
+}
+
+// dropLocked returns the deletion of sub's record, which was written since the last
+// deletion if stored; once tells whether it was written exactly once.
+func dropLocked(sub *subject) recordDrop {
+	d := recordDrop{subject: sub.id, once: sub.writes == 1}
+	sub.stored, sub.writes = false, 0
+	return d
+}
+
+// recordDrop deletes a subject's delivery record.
+type recordDrop struct {
+	subject herald.NodeID
+	once    bool
+}
+
+func (d recordDrop) apply(tx *engine.SysTx) { tx.DeleteAux(stateKey(d.subject), d.once) }
+
+func (st deliveryState) encode() []byte {
+	b := []byte{stateVersion}
+	b = binary.AppendUvarint(b, uint64(st.attempts))
+	b = appendTime(b, st.notBefore)
+	if !st.leased {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = append(b, st.handle[:]...)
+	b = appendTime(b, st.deadline)
+	b = herald.AppendString(b, string(st.watch))
+	return herald.AppendString(b, st.consumer)
+}
+
+func decodeState(subject herald.NodeID, b []byte) (deliveryState, error) {
+	st := deliveryState{subject: subject}
+	if len(b) == 0 || b[0] != stateVersion {
+		return st, herald.ErrCorrupt
+	}
+	b = b[1:]
+	n, m := binary.Uvarint(b)
+	if m <= 0 || n > 1<<31 {
+		return st, herald.ErrCorrupt
+	}
+	st.attempts, b = int(n), b[m:]
+	var err error
+	if st.notBefore, b, err = decodeTime(b); err != nil {
+		return st, err
+	}
+	if len(b) == 0 || b[0] > 1 {
+		return st, herald.ErrCorrupt
+	}
+	if b[0] == 0 {
+		if len(b) != 1 {
+			return st, herald.ErrCorrupt
+		}
+		return st, nil
+	}
+	b = b[1:]
+	if len(b) < len(st.handle) {
+		return st, herald.ErrCorrupt
+	}
+	st.leased = true
+	copy(st.handle[:], b)
+	b = b[len(st.handle):]
+	if st.deadline, b, err = decodeTime(b); err != nil {
+		return st, err
+	}
+	var watch string
+	if watch, b, err = herald.DecodeString(b); err != nil {
+		return st, err
+	}
+	st.watch = herald.NodeID(watch)
+	if st.consumer, b, err = herald.DecodeString(b); err != nil {
+		return st, err
+	}
+	if len(b) != 0 {
+		return st, herald.ErrCorrupt
+	}
+	return st, nil
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return binary.AppendVarint(b, 0)
+	}
+	return binary.AppendVarint(b, t.UnixNano())
+}
+
+func decodeTime(b []byte) (time.Time, []byte, error) {
+	ns, m := binary.Varint(b)
+	if m <= 0 {
+		return time.Time{}, nil, herald.ErrCorrupt
+	}
+	if ns == 0 {
+		return time.Time{}, b[m:], nil
+	}
+	return time.Unix(0, ns).UTC(), b[m:], nil
+}
+
+// put writes the state as the subject's record.
+func (st deliveryState) put(tx *engine.SysTx) { tx.PutAux(stateKey(st.subject), st.encode()) }
 
 // saveWatch records the group's _Watch node (kept across restarts for named groups).
 func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) error {
@@ -67,91 +204,110 @@ func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) err
 	return err
 }
 
-// deliveryState is a subject's durable delivery state: a copy taken under Service.mu,
-// so that a transaction can write it after the lock is released while the dispatcher
-// and consumers keep changing the live subject and lease.
-type deliveryState struct {
-	subject   herald.NodeID
-	attempts  int
-	notBefore time.Time
-	// Set while the subject is leased:
-	leaseID  string
-	deadline time.Time
-	watch    herald.NodeID
-	consumer string // empty for a lease whose consumer is gone
-}
-
-// stateLocked copies sub's delivery state, leased by l (nil: not leased).
-func stateLocked(sub *subject, l *lease) deliveryState {
-	st := deliveryState{subject: sub.id, attempts: sub.attempts, notBefore: sub.notBefore}
-	if l != nil {
-		st.attempts = l.attempt
-		st.leaseID = l.id
-		st.deadline = l.deadline
-		st.watch = l.watch
-		if l.cons != nil {
-			st.consumer = l.cons.id
+// recoverAll rebuilds the delivery state of every subject from its record at start:
+// leases keep their deadlines (those that expired while the server was down are
+// redelivered by the first round); records of subjects that are gone are cleaned up.
+// Delivery state kept as _Delivery nodes by earlier versions is converted first.
+func (s *Service) recoverAll(ctx context.Context) error {
+	if err := s.convertOldState(ctx); err != nil {
+		return err
+	}
+	var states []deliveryState
+	err := s.eng.LoadAux(func(key, value []byte) error {
+		id, ok := bytesCut(key, "d/")
+		if !ok {
+			return nil
 		}
-	}
-	return st
-}
-
-// put writes the state as the subject's _Delivery node.
-func (st deliveryState) put(tx *graph.Tx) {
-	attrs := map[string]herald.Value{
-		"subject":  herald.String(string(st.subject)),
-		"attempts": herald.Int(int64(st.attempts)),
-	}
-	if !st.notBefore.IsZero() {
-		attrs["not_before"] = herald.Timestamp(st.notBefore)
-	}
-	if st.leaseID != "" {
-		attrs["delivery_id"] = herald.String(st.leaseID)
-		attrs["deadline"] = herald.Timestamp(st.deadline)
-		attrs["watch"] = herald.String(string(st.watch))
-		if st.consumer != "" {
-			attrs["consumer"] = herald.String(st.consumer)
+		st, err := decodeState(herald.NodeID(id), value)
+		if err != nil {
+			s.log.Error("consume: an unreadable delivery record is ignored", "subject", id, "err", err)
+			return nil
 		}
+		states = append(states, st)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	tx.PutNode(&herald.Node{ID: deliveryNodeID(st.subject), Type: typeDelivery, Attrs: herald.AttrsOf(attrs)})
+	return s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		for _, st := range states {
+			s.recover(tx, st)
+		}
+		return nil
+	})
 }
 
-// recover rebuilds a subject's delivery state from its _Delivery node at start.
-func (s *Service) recover(tx *graph.Tx, d *herald.Node) {
-	if d == nil {
-		return
+func bytesCut(b []byte, prefix string) (string, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return "", false
 	}
-	subjID := herald.NodeID(d.Attrs.Get("subject").AsString())
-	n := tx.Node(subjID)
+	return string(b[len(prefix):]), true
+}
+
+// recover rebuilds one subject's delivery state from its record.
+func (s *Service) recover(tx *graph.Tx, st deliveryState) {
+	n := tx.Node(st.subject)
 	if n == nil {
-		s.cleanup[d.ID] = true // the message is gone; its state is garbage
+		s.cleanup[st.subject] = recordDrop{subject: st.subject} // the message is gone
 		return
 	}
 	sub := s.subjectLocked(n)
-	sub.stored = true
-	sub.attempts = int(d.Attrs.Get("attempts").AsInt())
-	if nb := d.Attrs.Get("not_before"); nb.Kind() == herald.KindTimestamp {
-		sub.notBefore = nb.AsTime()
-	}
-	id := d.Attrs.Get("delivery_id")
-	if id.Kind() != herald.KindString {
+	sub.stored, sub.writes = true, -1
+	sub.attempts, sub.notBefore = st.attempts, st.notBefore
+	if !st.leased {
 		return
 	}
-	watch := herald.NodeID(d.Attrs.Get("watch").AsString())
 	l := &lease{
-		id:       id.AsString(),
+		key:      st.handle,
 		subj:     sub,
-		watch:    watch,
-		sp:       s.recoveredSpec(tx, watch),
-		deadline: d.Attrs.Get("deadline").AsTime(),
-		attempt:  sub.attempts,
+		watch:    st.watch,
+		sp:       s.recoveredSpec(tx, st.watch),
+		deadline: st.deadline,
+		attempt:  st.attempts,
 		index:    -1,
-		match:    nodeMatch(n),
+		sent:     true, // it went out before the restart
 	}
-	l.sent = true // it went out before the restart
 	sub.lease = l
-	s.leases[l.id] = l
+	s.leases[l.key] = l
 	s.pushDeadlineLocked(l)
+}
+
+// convertOldState moves delivery state kept in _Delivery nodes (before delivery state
+// left the graph) into records, in one commit.
+func (s *Service) convertOldState(ctx context.Context) error {
+	var found bool
+	_ = s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		found = tx.CountOfType(typeOldDelivery) > 0
+		return nil
+	})
+	if !found {
+		return nil
+	}
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
+		for _, id := range tx.NodesOfType(typeOldDelivery) {
+			d := tx.Node(id)
+			a := d.Attrs
+			st := deliveryState{subject: herald.NodeID(a.Get("subject").AsString()), attempts: int(a.Get("attempts").AsInt())}
+			if nb := a.Get("not_before"); nb.Kind() == herald.KindTimestamp {
+				st.notBefore = nb.AsTime()
+			}
+			if did := a.Get("delivery_id"); did.Kind() == herald.KindString {
+				st.leased, st.handle = true, HandleOf(did.AsString())
+				st.deadline = a.Get("deadline").AsTime()
+				st.watch = herald.NodeID(a.Get("watch").AsString())
+				st.consumer = a.Get("consumer").AsString()
+			}
+			if st.subject != "" && tx.Node(st.subject) != nil {
+				st.put(tx)
+			}
+			tx.DeleteNode(id)
+		}
+		return nil
+	})
+	if err == nil {
+		s.log.Info("consume: delivery state moved out of _Delivery nodes")
+	}
+	return err
 }
 
 // recoveredSpec compiles the statement recorded on a _Watch node again, so a lease that
@@ -174,36 +330,26 @@ func (s *Service) recoveredSpec(tx *graph.Tx, watch herald.NodeID) *spec {
 	return sp
 }
 
-// nodeMatch is the match value of a recovered lease (its group, and so its RETURN, may
-// be unknown after a restart).
-func nodeMatch(n *herald.Node) herald.Value {
-	v, _ := eval.NodeValue(n)
-	return v
-}
-
 // deadLetter moves a subject to a _DeadLetter node in tx (the caller forgets the
-// subject's tracking state under the lock): the letter keeps the match and
-// the whole node (for REDRIVE), is linked from the watch and, when configured, to the
+// subject's tracking state under the lock): the letter keeps the match and the whole
+// node (for REDRIVE), is linked from the watch and, when configured, to the
 // destination. It reports E8007 when the destination is missing; the letter is recorded
-// all the same.
-func (s *Service) deadLetter(tx *graph.Tx, subj herald.NodeID, watch herald.NodeID, dest herald.NodeID, reason string, attempts int, match herald.Value, now time.Time) (herald.NodeID, *herald.Error) {
-	n := tx.Node(subj)
-	if d := deliveryNodeID(subj); tx.Node(d) != nil {
-		tx.DeleteNode(d)
-	}
+// all the same. A body that cannot be read fails the transaction: the message stays.
+func (s *Service) deadLetter(tx *engine.SysTx, drop recordDrop, watch herald.NodeID, dest herald.NodeID, reason string, attempts int, match herald.Value, now time.Time) (herald.NodeID, *herald.Error, error) {
+	drop.apply(tx)
+	n := tx.Node(drop.subject)
 	if n == nil {
-		return "", nil // already gone (killed or acked meanwhile): nothing to keep
+		return "", nil, nil // already gone (killed or acked meanwhile): nothing to keep
 	}
+	all, err := n.AllAttrs()
+	if err != nil {
+		return "", nil, err
+	}
+	whole := &herald.Node{ID: n.ID, Type: n.Type, Created: n.Created, Attrs: all}
 	if match.IsNull() {
-		match = nodeMatch(n)
+		match, _ = eval.NodeValue(whole)
 	}
 	mj, _ := json.Marshal(match)
-	whole := n
-	if all, err := n.AllAttrs(); err == nil {
-		whole = &herald.Node{ID: n.ID, Type: n.Type, Created: n.Created, Attrs: all}
-	} else {
-		s.log.Error("consume: a dead letter keeps the node without its body, which cannot be read", "node", n.ID, "err", err)
-	}
 	letterID := newNodeID("dl")
 	attrs := map[string]herald.Value{
 		"original_match":    herald.String(string(mj)),
@@ -232,7 +378,7 @@ func (s *Service) deadLetter(tx *graph.Tx, subj herald.NodeID, watch herald.Node
 		tx.PutEdge(&herald.Edge{Type: edgeLetterDest, Endpoints: []herald.NodeID{letterID, dest}})
 	}
 	tx.DeleteNode(n.ID)
-	return letterID, failed
+	return letterID, failed, nil
 }
 
 // Redrive re-spawns the node a dead letter holds (under its original id when that is
@@ -263,24 +409,42 @@ func (s *Service) Redrive(ctx context.Context, letter herald.NodeID) (herald.Nod
 	return id, err
 }
 
-func (s *Service) pushDeadlineLocked(l *lease) { heap.Push(&s.deadlines, l) }
-
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
 // newDeliveryID returns a delivery id: "d" and 128 random bits in lower-case base32. It is
 // URL-safe and can be written as a string, a $param or an `#ident` in ACK and NACK.
 func newDeliveryID() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return "d" + idEncoding.EncodeToString(b)
+	return "d" + randBase32(16)
 }
 
-// newNodeID returns prefix followed by 80 random bits in lower-case base32, an id that can
-// be written as `#id` in queries.
-func newNodeID(prefix string) herald.NodeID {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return herald.NodeID(prefix + idEncoding.EncodeToString(b))
+func newNodeID(prefix string) herald.NodeID { return herald.NewID(prefix) }
+
+// Record is a subject's durable delivery state, as stored: for operators' tools and
+// tests. It holds the lease's handle, never its delivery id.
+type Record struct {
+	Subject   herald.NodeID
+	Attempts  int
+	NotBefore time.Time // zero: none
+	Leased    bool
+	Handle    Handle
+	Deadline  time.Time
+	Watch     herald.NodeID
+	Consumer  string
 }
 
-func (s *Service) fixDeadlineLocked(l *lease) { heap.Fix(&s.deadlines, l.index) }
+// Records reads every delivery record as durably stored by eng, in subject order.
+func Records(eng *engine.Engine) ([]Record, error) {
+	var out []Record
+	err := eng.LoadAux(func(key, value []byte) error {
+		id, ok := bytesCut(key, "d/")
+		if !ok {
+			return nil
+		}
+		st, err := decodeState(herald.NodeID(id), value)
+		if err != nil {
+			return err
+		}
+		out = append(out, Record{Subject: st.subject, Attempts: st.attempts, NotBefore: st.notBefore, Leased: st.leased,
+			Handle: st.handle, Deadline: st.deadline, Watch: st.watch, Consumer: st.consumer})
+		return nil
+	})
+	return out, err
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -28,26 +29,34 @@ type Config struct {
 	MaxConsumersPerSession int
 	// Policy refuses patterns with E8001 (consume mode never takes a system type).
 	Policy herald.WatchPolicy
+	// GroupIdle is how long a named group (and a pull statement's group) is kept without
+	// members, so that its queue need not be built again (0: 10 minutes).
+	GroupIdle time.Duration
 }
 
-// subject is a message: a node some consume group matches, or one with durable
-// delivery state.
+// subject is a message with delivery state: leased, delivered before, held back, or
+// queued by a group that keeps every match (see group).
 type subject struct {
 	id        herald.NodeID
+	typ       string
 	created   uint64
-	attempts  int // deliveries so far, durable in its _Delivery node
+	attempts  int // deliveries so far, durable in its record
 	lease     *lease
 	notBefore time.Time
 	entries   map[*group]*entry
-	stored    bool // a _Delivery node exists for it
+	stored    bool // its delivery record exists
+	writes    int  // writes of its record since it last did not exist; -1 unknown
 	gone      bool // deleted while a settlement of its lease was committing
 }
 
+func (sub *subject) pos() graph.Pos { return graph.Pos{Created: sub.created, ID: sub.id} }
+
 // lease is one delivery attempt in flight.
 type lease struct {
-	id       string
+	key      Handle // the hash of the delivery id
+	id       string // the delivery id; "" for a lease recovered after a restart
 	subj     *subject
-	cons     *consumer // nil for a lease recovered after a restart
+	cons     *consumer // nil for a pull lease, or one recovered after a restart
 	watch    herald.NodeID
 	grp      *group // nil for a recovered lease, or when its group is gone
 	sp       *spec  // the options it was leased under (recovered from its _Watch)
@@ -71,31 +80,19 @@ func (l *lease) spent() int {
 	return l.attempt - 1
 }
 
-// group is the consumers sharing one ready queue: a named group, or one consumer.
-type group struct {
-	key     string
-	spec    *spec
-	watch   herald.NodeID // its _Watch node
-	members []*consumer
-	rr      int
-	ready   *readyQueue
-	delayed *delayQueue
-	matches map[herald.NodeID]*entry
-	failing map[herald.NodeID]bool // nodes whose evaluation failed, logged once
-}
-
 // consumer is one stream.
 type consumer struct {
-	id       string
-	svc      *Service
-	grp      *group
-	session  string
-	events   chan Event
-	leases   map[string]*lease
-	capacity int
-	closed   bool
-	done     chan struct{}
-	unctx    func() bool // stops closing the consumer when its context ends
+	id        string
+	svc       *Service
+	grp       *group
+	session   string
+	events    chan Event
+	leases    map[Handle]*lease
+	capacity  int
+	maxCredit int
+	closed    bool
+	done      chan struct{}
+	unctx     func() bool // stops closing the consumer when its context ends
 }
 
 // Service is the consume-mode engine. Surfaces (HTTP, RPC, the query language) call
@@ -108,13 +105,13 @@ type Service struct {
 
 	mu         sync.Mutex
 	subjects   map[herald.NodeID]*subject
-	leases     map[string]*lease
+	leases     map[Handle]*lease
 	deadlines  leaseHeap
 	groups     map[string]*group
 	consumers  map[string]*consumer
 	perSession map[string]int
 	byType     map[string][]*group // groups by subject type
-	cleanup    map[herald.NodeID]bool
+	cleanup    map[herald.NodeID]recordDrop
 	specs      map[herald.NodeID]*spec // recovered watches' options, by _Watch id
 	released   []*lease                // leases whose consumer left: requeued, not yet persisted
 	retired    []herald.NodeID         // _Watch nodes of ended groups of one
@@ -155,18 +152,21 @@ func New(cfg Config) *Service {
 	if cfg.MaxConsumersPerSession <= 0 {
 		cfg.MaxConsumersPerSession = 100
 	}
+	if cfg.GroupIdle <= 0 {
+		cfg.GroupIdle = 10 * time.Minute
+	}
 	return &Service{
 		cfg:        cfg,
 		eng:        cfg.Engine,
 		clock:      cfg.Engine.Clock(),
 		log:        cfg.Logger,
 		subjects:   map[herald.NodeID]*subject{},
-		leases:     map[string]*lease{},
+		leases:     map[Handle]*lease{},
 		groups:     map[string]*group{},
 		consumers:  map[string]*consumer{},
 		perSession: map[string]int{},
 		byType:     map[string][]*group{},
-		cleanup:    map[herald.NodeID]bool{},
+		cleanup:    map[herald.NodeID]recordDrop{},
 		specs:      map[herald.NodeID]*spec{},
 		wake:       make(chan struct{}, 1),
 		setWake:    make(chan struct{}, 1),
@@ -181,20 +181,15 @@ func New(cfg Config) *Service {
 
 // Start recovers durable delivery state (leases keep their deadlines; those that expired
 // while the server was down are redelivered), installs the service as the engine's
-// statement extension, and starts the dispatcher.
+// statement extension, and starts the dispatcher. It reads the delivery records only,
+// never the backlog: groups read their backlog when they start.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
 		return nil
 	}
-	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
-		for _, id := range tx.NodesOfType(typeDelivery) {
-			s.recover(tx, tx.Node(id))
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.recoverAll(ctx); err != nil {
 		return err
 	}
 	s.unlisten = s.eng.ListenApplied(s.onCommit)
@@ -259,95 +254,66 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) {
 	s.kick()
 }
 
-// Consume registers a consumer for one `WATCH … [mode: consume]` statement.
-// With a session id, `#self` and `current_actor()` in the statement are the session's
-// actor (`BEGIN SESSION AS #actor`).
+// Consume registers a consumer for one `WATCH … [mode: consume]` statement, with the
+// statement's buffer as its credit. With a session id, `#self` and `current_actor()` in
+// the statement are the session's actor (`BEGIN SESSION AS #actor`).
 func (s *Service) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (Stream, error) {
-	var actor herald.NodeID
-	if sessionID != "" {
-		var err error
-		if actor, err = s.eng.SessionActor(sessionID); err != nil {
-			return nil, err
-		}
-	}
-	return s.consume(ctx, sessionID, actor, query, params, 0)
+	return s.Subscribe(ctx, sessionID, query, params, 0, 0)
 }
 
-// consume registers a consumer; capacity > 0 overrides the watch's buffer.
-func (s *Service) consume(ctx context.Context, sessionID string, actor herald.NodeID, query string, params map[string]herald.Value, capacity int) (Stream, error) {
-	sp, err := compileSpec(s.eng, query, params, actor, sessionID)
+// Subscribe is Consume with credit-based flow control: at most credit unsettled
+// deliveries are out to the consumer at once (0: the statement's buffer), and
+// SetCredit may later change that up to maxCredit (0: the initial credit).
+func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (Consumer, error) {
+	sp, err := s.compile(sessionID, query, params)
 	if err != nil {
 		return nil, err
 	}
-	if sp.selfRef != nil && actor == "" {
-		return nil, herald.Errorf(herald.CodeSession, "#self needs a session bound to an actor (BEGIN SESSION AS #actor); open the stream in that session")
+	if credit < 0 || maxCredit < 0 {
+		return nil, herald.Errorf(herald.CodeMalformedRequest, "credit must not be negative")
 	}
-	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, sortedKeys(sp.types)); err != nil {
-		return nil, err
+	if credit == 0 {
+		credit = sp.buffer
+	}
+	maxCredit = max(maxCredit, credit)
+	if maxCredit > MaxCredit {
+		return nil, herald.Errorf(herald.CodeMalformedRequest, "credit %d is larger than the most a stream may have, %d", maxCredit, MaxCredit)
 	}
 	cid := randToken(12)
 	key := "c:" + cid
 	if sp.group != "" {
 		key = "g:" + sp.group
 	}
-	s.mu.Lock()
-	if !s.started || s.stopped {
-		s.mu.Unlock()
-		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
-	}
-	if len(s.consumers) >= s.cfg.MaxConsumers {
-		s.mu.Unlock()
-		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d consumers", len(s.consumers))
-	}
-	if sessionID != "" && s.perSession[sessionID] >= s.cfg.MaxConsumersPerSession {
-		s.mu.Unlock()
-		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already has %d consumers", s.perSession[sessionID])
-	}
-	g := s.groups[key]
-	if g != nil && g.spec.text != sp.text {
-		s.mu.Unlock()
-		return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
-	}
-	s.mu.Unlock()
-
-	if g == nil {
-		watchID := newNodeID("w")
-		if sp.group != "" {
-			sum := sha256.Sum256([]byte(sp.group))
-			watchID = herald.NodeID("wg" + hex.EncodeToString(sum[:10]))
-		}
-		if err := s.saveWatch(ctx, watchID, sp); err != nil {
-			return nil, err
-		}
-		if g, err = s.addGroup(key, sp, watchID); err != nil {
-			if sp.group == "" {
-				_, _, _ = s.eng.System(ctx, func(tx *engine.SysTx) error { retireWatch(tx.Tx, watchID); return nil })
-			}
-			return nil, err
-		}
+	g, err := s.group(ctx, key, sp)
+	if err != nil {
+		return nil, err
 	}
 	c := &consumer{
 		id: cid, svc: s, grp: g, session: sessionID,
-		events:   make(chan Event, 2*sp.buffer+2),
-		leases:   map[string]*lease{},
-		capacity: sp.buffer,
-		done:     make(chan struct{}),
-	}
-	if capacity > 0 {
-		c.capacity = capacity
-		c.events = make(chan Event, 2*capacity+2)
+		events:    make(chan Event, 2*maxCredit+2),
+		leases:    map[Handle]*lease{},
+		capacity:  credit,
+		maxCredit: maxCredit,
+		done:      make(chan struct{}),
 	}
 	s.mu.Lock()
-	if s.stopped {
+	switch {
+	case s.stopped:
 		s.mu.Unlock()
 		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
-	}
-	if cur := s.groups[key]; cur != g {
-		// The group emptied and was dropped while this consumer was being set up.
+	case len(s.consumers) >= s.cfg.MaxConsumers:
 		s.mu.Unlock()
-		return s.consume(ctx, sessionID, actor, query, params, capacity)
+		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d consumers", len(s.consumers))
+	case sessionID != "" && s.perSession[sessionID] >= s.cfg.MaxConsumersPerSession:
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already has %d consumers", s.perSession[sessionID])
+	case s.groups[key] != g:
+		// The group was dropped while this consumer was being set up.
+		s.mu.Unlock()
+		return s.Subscribe(ctx, sessionID, query, params, credit, maxCredit)
 	}
 	g.members = append(g.members, c)
+	g.idleSince = time.Time{}
 	s.consumers[c.id] = c
 	if sessionID != "" {
 		s.perSession[sessionID]++
@@ -366,16 +332,84 @@ func (s *Service) consume(ctx context.Context, sessionID string, actor herald.No
 	return c, nil
 }
 
-// addGroup creates a group and loads its backlog.
+// MaxCredit is the largest credit a consume stream may have.
+const MaxCredit = 100000
+
+// compile compiles a consume statement for a session and checks it against the policy.
+func (s *Service) compile(sessionID, query string, params map[string]herald.Value) (*spec, error) {
+	var actor herald.NodeID
+	if sessionID != "" {
+		var err error
+		if actor, err = s.eng.SessionActor(sessionID); err != nil {
+			return nil, err
+		}
+	}
+	sp, err := compileSpec(s.eng, query, params, actor, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if sp.selfRef != nil && actor == "" {
+		return nil, herald.Errorf(herald.CodeSession, "#self needs a session bound to an actor (BEGIN SESSION AS #actor); open the stream in that session")
+	}
+	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, sortedKeys(sp.types)); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// group returns the group key, creating it (with its _Watch node) when it does not exist.
+// Members of a named group must all use the same statement (E1004 otherwise).
+func (s *Service) group(ctx context.Context, key string, sp *spec) (*group, error) {
+	s.mu.Lock()
+	if !s.started || s.stopped {
+		s.mu.Unlock()
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
+	}
+	g := s.groups[key]
+	s.mu.Unlock()
+	if g != nil {
+		if g.spec.text != sp.text {
+			return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
+		}
+		return g, nil
+	}
+	watchID := newNodeID("w")
+	if named := key[:2] != "c:"; named {
+		sum := sha256.Sum256([]byte(key[2:]))
+		watchID = herald.NodeID("w" + key[:1] + hex.EncodeToString(sum[:10]))
+	}
+	if err := s.saveWatch(ctx, watchID, sp); err != nil {
+		return nil, err
+	}
+	g, err := s.addGroup(key, sp, watchID)
+	if err != nil && key[:2] == "c:" {
+		_, _, _ = s.eng.System(ctx, func(tx *engine.SysTx) error { retireWatch(tx.Tx, watchID); return nil })
+	}
+	return g, err
+}
+
+// addGroup creates a group. A lazy group starts with its cursor before the type's first
+// node and reads its backlog as it delivers; any other reads its whole backlog now.
 func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID) (*group, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := s.groups[key]; g != nil {
+		if g.spec.text != sp.text {
+			return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
+		}
 		return g, nil
 	}
-	g := &group{key: key, spec: sp, watch: watchID, matches: map[herald.NodeID]*entry{}, delayed: newDelayQueue()}
-	g.ready = newReadyQueue(g.less)
-	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+	g := newGroup(key, sp, watchID)
+	err := s.eng.View(func(tx *graph.Tx, seq, _ uint64) error {
+		if g.lazy {
+			if sp.initialNone {
+				// Skip what exists now: start after the type's newest node.
+				if last := lastOfType(tx, sp.subjectTyp); last != nil {
+					g.cursor = graph.PosOf(last)
+				}
+			}
+			return nil
+		}
 		s.runLocked(tx, g, func(n *herald.Node, info *matchInfo) {
 			e := s.setEntryLocked(g, n, info)
 			e.skip = sp.initialNone
@@ -393,11 +427,20 @@ func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID) (*group,
 	return g, nil
 }
 
+// lastOfType returns the type's newest node, or nil.
+func lastOfType(tx *graph.Tx, typ string) *herald.Node {
+	ids := tx.NodesOfType(typ)
+	if len(ids) == 0 {
+		return nil
+	}
+	return tx.Node(ids[len(ids)-1])
+}
+
 // subjectLocked returns (creating) the tracking record of node n.
 func (s *Service) subjectLocked(n *herald.Node) *subject {
 	sub := s.subjects[n.ID]
 	if sub == nil {
-		sub = &subject{id: n.ID, created: n.Created, entries: map[*group]*entry{}}
+		sub = &subject{id: n.ID, typ: n.Type, created: n.Created, entries: map[*group]*entry{}}
 		s.subjects[n.ID] = sub
 	}
 	if sub.created == 0 {
@@ -406,70 +449,10 @@ func (s *Service) subjectLocked(n *herald.Node) *subject {
 	return sub
 }
 
-// setEntryLocked records that g matches n with info, queueing it when it is deliverable.
-func (s *Service) setEntryLocked(g *group, n *herald.Node, info *matchInfo) *entry {
-	sub := s.subjectLocked(n)
-	e := g.matches[n.ID]
-	if e == nil {
-		e = &entry{subj: sub, grp: g, info: info, index: -1}
-		g.matches[n.ID] = e
-		sub.entries[g] = e
-		s.queueLocked(e)
-		return e
-	}
-	if e.where == inReady && e.info.fairKey == info.fairKey && !info.availableAt.After(s.clock.Now()) {
-		e.info = info
-		g.ready.fix(e)
-		return e
-	}
-	s.unqueueLocked(e)
-	e.info = info
-	s.queueLocked(e)
-	return e
-}
-
-// dropEntryLocked forgets that g matches subject id.
-func (s *Service) dropEntryLocked(g *group, id herald.NodeID) {
-	e := g.matches[id]
-	if e == nil {
-		return
-	}
-	s.unqueueLocked(e)
-	delete(g.matches, id)
-	delete(e.subj.entries, g)
-	s.forgetLocked(e.subj)
-}
-
 // forgetLocked drops a subject nobody tracks any more.
 func (s *Service) forgetLocked(sub *subject) {
 	if len(sub.entries) == 0 && sub.lease == nil && !sub.stored {
 		delete(s.subjects, sub.id)
-	}
-}
-
-// queueLocked puts e where it belongs: ready, delayed, or nowhere (leased or skipped).
-func (s *Service) queueLocked(e *entry) {
-	if e.where != inNone || e.skip || e.subj.lease != nil {
-		return
-	}
-	until := e.subj.notBefore
-	if e.info.availableAt.After(until) {
-		until = e.info.availableAt
-	}
-	if until.After(s.clock.Now()) {
-		e.until = until
-		e.grp.delayed.push(e)
-		return
-	}
-	e.grp.ready.push(e)
-}
-
-func (s *Service) unqueueLocked(e *entry) {
-	switch e.where {
-	case inReady:
-		e.grp.ready.remove(e)
-	case inDelayed:
-		e.grp.delayed.remove(e)
 	}
 }
 
@@ -489,6 +472,18 @@ func (c *consumer) Events() <-chan Event { return c.events }
 
 // Done is closed when the consumer has ended.
 func (c *consumer) Done() <-chan struct{} { return c.done }
+
+// SetCredit changes how many unsettled deliveries the consumer may hold.
+func (c *consumer) SetCredit(n int) error {
+	if n < 1 || n > c.maxCredit {
+		return herald.Errorf(herald.CodeMalformedRequest, "credit %d: want 1 to %d, the stream's largest credit", n, c.maxCredit)
+	}
+	c.svc.mu.Lock()
+	c.capacity = n
+	c.svc.mu.Unlock()
+	c.svc.kick()
+	return nil
+}
 
 // endConsumerLocked removes c; with release its leases return to the queue at once.
 func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bool) {
@@ -525,7 +520,11 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 	}
 	c.leases = nil
 	if len(g.members) == 0 {
-		s.dropGroupLocked(g)
+		if g.spec.group == "" {
+			s.dropGroupLocked(g) // a group of one ends with its consumer
+		} else {
+			g.idleSince = s.clock.Now()
+		}
 	}
 }
 
@@ -542,11 +541,12 @@ func (s *Service) releaseLocked(l *lease) {
 	}
 }
 
-// dropGroupLocked forgets a group without members.
+// dropGroupLocked forgets a group: one of one whose consumer left, or a named one idle
+// for too long.
 func (s *Service) dropGroupLocked(g *group) {
 	delete(s.groups, g.key)
-	if g.spec.group == "" {
-		s.retired = append(s.retired, g.watch) // a group of one ends with its consumer
+	if g.spec.group == "" && g.key[:2] == "c:" {
+		s.retired = append(s.retired, g.watch)
 	}
 	list := s.byType[g.spec.subjectTyp]
 	for i, x := range list {
@@ -567,12 +567,12 @@ func (s *Service) dropGroupLocked(g *group) {
 
 // removeLeaseLocked forgets l everywhere (not its subject's attempt count).
 func (s *Service) removeLeaseLocked(l *lease) {
-	delete(s.leases, l.id)
+	delete(s.leases, l.key)
 	if l.index >= 0 && l.index < len(s.deadlines) && s.deadlines[l.index] == l {
 		heap.Remove(&s.deadlines, l.index)
 	}
 	if l.cons != nil {
-		delete(l.cons.leases, l.id)
+		delete(l.cons.leases, l.key)
 	}
 	if l.subj.lease == l {
 		l.subj.lease = nil
@@ -580,12 +580,19 @@ func (s *Service) removeLeaseLocked(l *lease) {
 }
 
 // requeueLocked makes a subject without a lease deliverable again in every group that
-// matches it, at its original position.
+// matches it, at its original position: groups that queue it already put it back; lazy
+// groups whose cursor has passed it decide again on their next round.
 func (s *Service) requeueLocked(sub *subject) {
 	for _, e := range sub.entries {
 		s.queueLocked(e)
 	}
+	for _, g := range s.byType[sub.typ] {
+		if g.lazy && sub.entries[g] == nil && !g.cursor.Less(sub.pos()) {
+			g.recheck = append(g.recheck, sub.id)
+		}
+	}
 	s.forgetLocked(sub)
+	s.kick()
 }
 
 // send delivers ev to c; the channel is sized so this never blocks. It reports whether
@@ -619,6 +626,15 @@ func randToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// randBase32 returns n random bytes in lower-case base32.
+func randBase32(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return idEncoding.EncodeToString(b)
+}
+
 // invalidDelivery is the E8004 answer.
 func invalidDelivery(id string) error {
 	return herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %q is unknown, already settled, or expired", id)
@@ -650,52 +666,6 @@ func (h *leaseHeap) Pop() any {
 	return l
 }
 
-// Lease is a pull consumer: it leases up to n messages that a consume-mode WATCH
-// statement matches and are ready now, and returns their consumed events at once (none
-// when nothing is ready). The leases are settled like any other — ACK, NACK, EXTEND by
-// delivery id — and expire after the watch's ack_timeout; no stream holds them, so a
-// closed connection does not release them. The queue REST API's pop is built on it.
-func (s *Service) Lease(ctx context.Context, sessionID, query string, params map[string]herald.Value, n int) ([]herald.Event, error) {
-	if n < 1 {
-		return nil, nil
-	}
-	var actor herald.NodeID
-	if sessionID != "" {
-		var err error
-		if actor, err = s.eng.SessionActor(sessionID); err != nil {
-			return nil, err
-		}
-	}
-	st, err := s.consume(ctx, sessionID, actor, query, params, n)
-	if err != nil {
-		return nil, err
-	}
-	c := st.(*consumer)
-	s.Flush()
-	s.mu.Lock()
-	var out []herald.Event
-	drained := map[string]bool{}
-	for more := true; more; {
-		select {
-		case ev := <-c.events:
-			if ev.Type == herald.EventConsumed {
-				out = append(out, ev)
-				drained[ev.DeliveryID] = true
-			}
-		default:
-			more = false
-		}
-	}
-	// A round that ran after the Flush may have leased more to c, with events still on
-	// their way: nobody would hold those, so give them back (their attempt does not
-	// count). Then leave without releasing the others: they stay until settled or
-	// expired.
-	for id, l := range c.leases {
-		if !drained[id] {
-			s.releaseLocked(l)
-		}
-	}
-	s.endConsumerLocked(c, nil, false)
-	s.mu.Unlock()
-	return out, nil
-}
+func (s *Service) pushDeadlineLocked(l *lease) { heap.Push(&s.deadlines, l) }
+
+func (s *Service) fixDeadlineLocked(l *lease) { heap.Fix(&s.deadlines, l.index) }

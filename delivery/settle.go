@@ -5,22 +5,19 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/engine"
 )
 
-// begin claims a lease for settlement: it must exist, not be settling already, and not
-// have expired. The claim keeps the dispatcher from expiring it meanwhile. It also
-// returns the subject's durable state as of the claim, for the settlement's transaction
-// to write without the lock.
-func (s *Service) begin(id string) (*lease, deliveryState, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l := s.leases[id]
+// beginLocked claims a lease for settlement: it must exist, have reached its consumer,
+// not be settling already, and not have expired. The claim keeps the dispatcher from
+// expiring it meanwhile. name is how the caller named it, for the error.
+func (s *Service) beginLocked(h Handle, name string) (*lease, error) {
+	l := s.leases[h]
 	if l == nil || !l.sent || l.settling || !l.deadline.After(s.clock.Now()) {
-		return nil, deliveryState{}, invalidDelivery(id)
+		return nil, invalidDelivery(name)
 	}
 	l.settling = true
-	return l, stateLocked(l.subj, l), nil
+	return l, nil
 }
 
 // abort undoes a claim whose commit failed.
@@ -28,13 +25,13 @@ func (s *Service) abort(l *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.settling = false
-	if s.leases[l.id] == l && l.index < 0 {
+	if s.leases[l.key] == l && l.index < 0 {
 		s.pushDeadlineLocked(l)
 	}
 	s.kick()
 }
 
-// finish forgets a settled lease and frees its consumer's slot.
+// finishLocked forgets a settled lease and frees its consumer's slot.
 func (s *Service) finishLocked(l *lease) {
 	s.removeLeaseLocked(l)
 	l.settling = false
@@ -45,45 +42,21 @@ func (s *Service) finishLocked(l *lease) {
 // deleted with its edges. An unknown, settled or expired id answers E8004 and changes
 // nothing, so a stale ACK never touches a message that was redelivered since.
 func (s *Service) Ack(ctx context.Context, deliveryID string) error {
-	_, err := s.ack(ctx, deliveryID)
+	_, err := s.settleOne(ctx, Settle{DeliveryID: deliveryID, Action: ActAck})
 	return err
 }
 
 // at is the position of a settlement's commit.
 type at struct{ seq, tick uint64 }
 
-func (s *Service) ack(ctx context.Context, deliveryID string) (at, error) {
-	st, err := s.prepareAck(deliveryID)
-	if err != nil {
-		return at{}, err
+// settleOne settles one delivery and waits for the outcome.
+func (s *Service) settleOne(ctx context.Context, it Settle) (SettleResult, error) {
+	res, seq, tick := s.SettleMany(ctx, []Settle{it})
+	if res[0].Err != nil {
+		return res[0], res[0].Err
 	}
-	return s.settle(ctx, st)
-}
-
-// prepareAck claims a lease for ACK.
-func (s *Service) prepareAck(deliveryID string) (*settlement, error) {
-	l, _, err := s.begin(deliveryID)
-	if err != nil {
-		return nil, err
-	}
-	return &settlement{
-		l: l,
-		apply: func(tx *graph.Tx) {
-			if tx.Node(l.subj.id) != nil {
-				tx.DeleteNode(l.subj.id)
-			}
-			if d := deliveryNodeID(l.subj.id); tx.Node(d) != nil {
-				tx.DeleteNode(d)
-			}
-		},
-		after: func() error {
-			s.finishLocked(l)
-			l.subj.stored = false
-			s.dropSubjectLocked(l.subj)
-			s.count.acked.Add(1)
-			return nil
-		},
-	}, nil
+	res[0].at = at{seq, tick}
+	return res[0], nil
 }
 
 // Nack settles a delivery as failed: the subject returns to the ready queue at its
@@ -91,26 +64,76 @@ func (s *Service) prepareAck(deliveryID string) (*settlement, error) {
 // past max_redeliveries, or with NoRetry, it is dead-lettered. When the dead-letter
 // destination is missing the letter is still recorded and Nack answers E8007.
 func (s *Service) Nack(ctx context.Context, deliveryID string, o NackOptions) error {
-	_, err := s.nack(ctx, deliveryID, o)
+	act := ActNack
+	if o.NoRetry {
+		act = ActReject
+	}
+	_, err := s.settleOne(ctx, Settle{DeliveryID: deliveryID, Action: act, Delay: o.Delay})
 	return err
 }
 
-func (s *Service) nack(ctx context.Context, deliveryID string, o NackOptions) (at, error) {
-	st, err := s.prepareNack(deliveryID, o)
-	if err != nil {
-		return at{}, err
-	}
-	return s.settle(ctx, st)
+// Extend moves a lease's deadline to now + by (by 0: the watch's ack_timeout) and
+// returns the new deadline. It tells the server the consumer is still working.
+func (s *Service) Extend(ctx context.Context, deliveryID string, by time.Duration) (time.Time, error) {
+	r, err := s.settleOne(ctx, Settle{DeliveryID: deliveryID, Action: ActExtend, By: by})
+	return r.Deadline, err
 }
 
-// prepareNack claims a lease for NACK.
-func (s *Service) prepareNack(deliveryID string, o NackOptions) (*settlement, error) {
-	l, st, err := s.begin(deliveryID)
+// prepareLocked claims the lease of one settlement and prepares its effect.
+func (s *Service) prepareLocked(it Settle) (*settlement, error) {
+	h := it.handle
+	if it.DeliveryID != "" {
+		h = HandleOf(it.DeliveryID)
+	}
+	name := it.DeliveryID
+	if name == "" {
+		name = h.String()
+	}
+	switch it.Action {
+	case ActAck, ActNack, ActReject, ActExtend:
+	default:
+		return nil, herald.Errorf(herald.CodeMalformedRequest, "unknown settlement action %d", it.Action)
+	}
+	l, err := s.beginLocked(h, name)
 	if err != nil {
 		return nil, err
 	}
+	switch it.Action {
+	case ActAck:
+		return s.ackLocked(l), nil
+	case ActExtend:
+		return s.extendLocked(l, it.By), nil
+	}
+	return s.nackLocked(l, NackOptions{NoRetry: it.Action == ActReject, Delay: it.Delay}), nil
+}
+
+// ackLocked prepares an ACK: the subject and its delivery record go in one commit.
+func (s *Service) ackLocked(l *lease) *settlement {
+	sub := l.subj
+	drop := recordDrop{subject: sub.id, once: sub.writes == 1}
+	return &settlement{
+		l: l,
+		apply: func(tx *engine.SysTx) {
+			if tx.Node(sub.id) != nil {
+				tx.DeleteNode(sub.id)
+			}
+			drop.apply(tx)
+		},
+		after: func() error {
+			s.finishLocked(l)
+			sub.stored = false
+			s.dropSubjectLocked(sub)
+			s.count.acked.Add(1)
+			return nil
+		},
+	}
+}
+
+// nackLocked prepares a NACK: a new record with the attempt counted and the delay, or a
+// dead letter.
+func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 	now := s.clock.Now()
-	sp := s.specOf(l)
+	sp := l.spec()
 	reason := ""
 	switch {
 	case o.NoRetry:
@@ -124,28 +147,45 @@ func (s *Service) prepareNack(deliveryID string, o NackOptions) (*settlement, er
 	} else if d := sp.backoff.delay(l.attempt); d > 0 {
 		notBefore = now.Add(d)
 	}
+	sub := l.subj
+	var drop recordDrop
+	var st deliveryState
+	if reason != "" {
+		drop = recordDrop{subject: sub.id, once: sub.writes == 1}
+	} else {
+		st = deliveryState{subject: sub.id, attempts: l.attempt, notBefore: notBefore}
+		if sub.writes >= 0 {
+			sub.writes++
+		}
+	}
 	var dlErr *herald.Error
+	var readErr error
 	return &settlement{
 		l: l,
-		apply: func(tx *graph.Tx) {
+		apply: func(tx *engine.SysTx) {
 			if reason != "" {
-				_, dlErr = s.deadLetter(tx, l.subj.id, l.watch, sp.deadLetter, reason, l.attempt, l.match, now)
+				_, dlErr, readErr = s.deadLetter(tx, drop, l.watch, sp.deadLetter, reason, l.attempt, l.match, now)
 				return
 			}
-			if tx.Node(l.subj.id) != nil {
-				deliveryState{subject: st.subject, attempts: st.attempts, notBefore: notBefore}.put(tx)
+			if tx.Node(sub.id) != nil {
+				st.put(tx)
 			}
 		},
 		after: func() error {
+			if readErr != nil {
+				// The letter could not be written: the lease stays as it was.
+				l.settling = false
+				return readErr
+			}
 			s.finishLocked(l)
 			s.count.nacked.Add(1)
-			sub := l.subj
-			if sub.gone {
+			switch {
+			case sub.gone:
 				s.goneLocked(sub)
-			} else if reason != "" {
+			case reason != "":
 				s.dropSubjectLocked(sub)
 				s.count.deadLettered.Add(1)
-			} else {
+			default:
 				sub.attempts, sub.notBefore, sub.stored = l.attempt, notBefore, true
 				s.requeueLocked(sub)
 			}
@@ -154,44 +194,23 @@ func (s *Service) prepareNack(deliveryID string, o NackOptions) (*settlement, er
 			}
 			return nil
 		},
-	}, nil
+	}
 }
 
-// Extend moves a lease's deadline to now + by (by 0: the watch's ack_timeout) and
-// returns the new deadline. It tells the server the consumer is still working.
-func (s *Service) Extend(ctx context.Context, deliveryID string, by time.Duration) (time.Time, error) {
-	d, _, err := s.extend(ctx, deliveryID, by)
-	return d, err
-}
-
-func (s *Service) extend(ctx context.Context, deliveryID string, by time.Duration) (time.Time, at, error) {
-	st, err := s.prepareExtend(deliveryID, by)
-	if err != nil {
-		return time.Time{}, at{}, err
-	}
-	pos, err := s.settle(ctx, st)
-	if err != nil {
-		return time.Time{}, pos, err
-	}
-	return st.deadline, pos, nil
-}
-
-// prepareExtend claims a lease for EXTEND; the settlement's deadline is the new one.
-func (s *Service) prepareExtend(deliveryID string, by time.Duration) (*settlement, error) {
-	l, st, err := s.begin(deliveryID)
-	if err != nil {
-		return nil, err
-	}
+// extendLocked prepares an EXTEND: the lease's record with the new deadline.
+func (s *Service) extendLocked(l *lease, by time.Duration) *settlement {
 	if by <= 0 {
-		by = s.specOf(l).ackTimeout
+		by = l.spec().ackTimeout
 	}
 	deadline := s.clock.Now().Add(by)
+	st := stateLocked(l.subj, l)
+	st.deadline = deadline
+	sub := l.subj
 	return &settlement{
 		l:        l,
 		deadline: deadline,
-		apply: func(tx *graph.Tx) {
-			if tx.Node(l.subj.id) != nil {
-				st.deadline = deadline
+		apply: func(tx *engine.SysTx) {
+			if tx.Node(sub.id) != nil {
 				st.put(tx)
 			}
 		},
@@ -199,13 +218,13 @@ func (s *Service) prepareExtend(deliveryID string, by time.Duration) (*settlemen
 			l.settling = false
 			l.deadline = deadline
 			s.count.extended.Add(1)
-			if l.subj.gone {
+			if sub.gone {
 				s.removeLeaseLocked(l)
-				s.goneLocked(l.subj)
+				s.goneLocked(sub)
 				s.kick()
 				return nil
 			}
-			if s.leases[l.id] == l {
+			if s.leases[l.key] == l {
 				if l.index >= 0 {
 					s.fixDeadlineLocked(l)
 				} else {
@@ -215,7 +234,7 @@ func (s *Service) prepareExtend(deliveryID string, by time.Duration) (*settlemen
 			s.kick()
 			return nil
 		},
-	}, nil
+	}
 }
 
 // Action is what a settlement of a batch does.
@@ -235,68 +254,89 @@ type Settle struct {
 	Action     Action
 	Delay      time.Duration // ActNack: redeliver no earlier than this (0: the watch's backoff)
 	By         time.Duration // ActExtend: the new deadline is now + By (0: the watch's ack_timeout)
+
+	handle Handle // set by SettleHandles instead of DeliveryID
 }
 
 // SettleResult is the outcome of one settlement of a batch.
 type SettleResult struct {
 	Err      error     // nil, E8004 (unknown, settled or expired), E8007 (letter kept without its destination), …
 	Deadline time.Time // ActExtend: the new deadline
+
+	at at
 }
 
 // SettleMany settles a batch of deliveries in one commit (claims that fail answer on
 // their own and change nothing). Each settlement behaves as Ack, Nack or Extend would;
 // seq and tick are the position of the commit (zero when nothing was committed).
 func (s *Service) SettleMany(ctx context.Context, items []Settle) (results []SettleResult, seq, tick uint64) {
-	results = make([]SettleResult, len(items))
-	sts := make([]*settlement, len(items))
-	var batch []*settlement
-	for i, it := range items {
-		var st *settlement
-		var err error
-		switch it.Action {
-		case ActAck:
-			st, err = s.prepareAck(it.DeliveryID)
-		case ActNack:
-			st, err = s.prepareNack(it.DeliveryID, NackOptions{Delay: it.Delay})
-		case ActReject:
-			st, err = s.prepareNack(it.DeliveryID, NackOptions{NoRetry: true})
-		case ActExtend:
-			st, err = s.prepareExtend(it.DeliveryID, it.By)
-		default:
-			err = herald.Errorf(herald.CodeMalformedRequest, "unknown settlement action %d", it.Action)
+	done := make(chan struct{})
+	s.SettleAsync(items, func(r []SettleResult, sq, tk uint64) {
+		results, seq, tick = r, sq, tk
+		close(done)
+	})
+	select {
+	case <-done:
+		return results, seq, tick
+	case <-ctx.Done():
+		// The settlements still complete; the caller only stops waiting.
+		results = make([]SettleResult, len(items))
+		for i := range results {
+			results[i].Err = ctx.Err()
 		}
+		return results, 0, 0
+	}
+}
+
+// SettleAsync settles a batch as SettleMany does and calls done with the outcome once it
+// is known (durable, or refused) instead of waiting for it. done runs on the service's
+// completer (or the caller's goroutine when nothing was committed) and must not block.
+func (s *Service) SettleAsync(items []Settle, done func(results []SettleResult, seq, tick uint64)) {
+	results := make([]SettleResult, len(items))
+	var batch []*settlement
+	s.mu.Lock()
+	for i, it := range items {
+		st, err := s.prepareLocked(it)
 		if err != nil {
 			results[i].Err = err
 			continue
 		}
-		sts[i] = st
+		st.slot = i
 		batch = append(batch, st)
 	}
-	s.enqueue(batch)
-	for i, st := range sts {
-		if st == nil {
-			continue
-		}
-		pos, err := s.wait(ctx, st)
-		results[i] = SettleResult{Err: err, Deadline: st.deadline}
-		if err == nil && pos.seq > seq {
-			seq, tick = pos.seq, pos.tick
-		}
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		done(results, 0, 0)
+		return
 	}
-	return results, seq, tick
+	b := &settleBatch{results: results, left: len(batch), done: done}
+	for _, st := range batch {
+		st.batch = b
+	}
+	s.enqueue(batch)
+}
+
+// SettleHandles settles the leases named by handles, each as it says (its DeliveryID is
+// ignored), as SettleMany settles delivery ids. It is for internal callers that keep
+// handles, never for client input.
+func (s *Service) SettleHandles(ctx context.Context, hs []Handle, it Settle) []SettleResult {
+	items := make([]Settle, len(hs))
+	for i, h := range hs {
+		items[i] = it
+		items[i].DeliveryID, items[i].handle = "", h
+	}
+	res, _, _ := s.SettleMany(ctx, items)
+	return res
 }
 
 // goneLocked forgets a subject that was deleted while a settlement of it committed,
-// and has its durable delivery state removed by the next round.
+// and has its delivery record removed by the next round.
 func (s *Service) goneLocked(sub *subject) {
 	if sub.stored {
-		s.cleanup[deliveryNodeID(sub.id)] = true
+		s.cleanup[sub.id] = dropLocked(sub)
 	}
 	s.dropSubjectLocked(sub)
 }
-
-// specOf returns the options governing l.
-func (s *Service) specOf(l *lease) *spec { return l.spec() }
 
 // defaultSpec governs a recovered lease whose watch could not be compiled again (its
 // statement used parameters): the option defaults.
@@ -310,15 +350,15 @@ func (l *lease) spec() *spec {
 	return defaultSpec
 }
 
-// DeliveryOf returns the delivery id of a message's current lease: the settlement
-// capability, for surfaces that settle by message id (the queue RPC). ok is false when
-// the message is not leased (unknown, settled, or back in the queue).
-func (s *Service) DeliveryOf(subject herald.NodeID) (id string, ok bool) {
+// LeaseOf returns the handle of a message's current lease, for surfaces that settle by
+// message id (the queue RPC). ok is false when the message is not leased (unknown,
+// settled, or back in the queue).
+func (s *Service) LeaseOf(subject herald.NodeID) (h Handle, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sub := s.subjects[subject]
 	if sub == nil || sub.lease == nil || !sub.lease.sent || sub.lease.settling {
-		return "", false
+		return Handle{}, false
 	}
-	return sub.lease.id, true
+	return sub.lease.key, true
 }

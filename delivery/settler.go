@@ -1,12 +1,11 @@
 package delivery
 
 import (
-	"context"
+	"sync"
 	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
-	"github.com/herald-mq/herald/graph"
 )
 
 // The settler commits ACK, NACK and EXTEND: every settlement claimed while the previous
@@ -17,35 +16,53 @@ import (
 // settlement is one claimed lease's ACK, NACK or EXTEND.
 type settlement struct {
 	l        *lease
-	apply    func(tx *graph.Tx) // writes its effect into the batch's transaction
-	after    func() error       // updates memory once committed, under s.mu; its error is the caller's
-	deadline time.Time          // EXTEND: the new deadline
-	done     chan error         // receives the outcome once
-	pos      at
+	apply    func(tx *engine.SysTx) // writes its effect into the batch's transaction
+	after    func() error           // updates memory once committed, under s.mu; its error is the caller's
+	deadline time.Time              // EXTEND: the new deadline
+	batch    *settleBatch           // the caller's batch
+	slot     int                    // its place in the batch
 }
 
-// settle hands a claimed settlement to the settler and waits for its outcome. The
-// settlement is committed even if ctx ends first: the caller only stops waiting.
-func (s *Service) settle(ctx context.Context, st *settlement) (at, error) {
-	s.enqueue([]*settlement{st})
-	return s.wait(ctx, st)
+// settleBatch collects the outcomes of one caller's settlements and reports them when
+// the last one is known.
+type settleBatch struct {
+	mu        sync.Mutex
+	results   []SettleResult
+	left      int
+	seq, tick uint64
+	done      func(results []SettleResult, seq, tick uint64)
+}
+
+// finish records one settlement's outcome, reporting the batch when it was the last.
+func (st *settlement) finish(err error, seq, tick uint64) {
+	b := st.batch
+	b.mu.Lock()
+	b.results[st.slot].Err = err
+	if err == nil {
+		if !st.deadline.IsZero() {
+			b.results[st.slot].Deadline = st.deadline
+		}
+		if seq > b.seq {
+			b.seq, b.tick = seq, tick
+		}
+	}
+	b.left--
+	last := b.left == 0
+	b.mu.Unlock()
+	if last {
+		b.done(b.results, b.seq, b.tick)
+	}
 }
 
 // enqueue hands claimed settlements to the settler; settlements enqueued together are
 // committed together.
 func (s *Service) enqueue(sts []*settlement) {
-	if len(sts) == 0 {
-		return
-	}
-	for _, st := range sts {
-		st.done = make(chan error, 1)
-	}
 	s.setMu.Lock()
 	if s.setStopped {
 		s.setMu.Unlock()
 		for _, st := range sts {
 			s.abort(st.l)
-			st.done <- herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
+			st.finish(herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running"), 0, 0)
 		}
 		return
 	}
@@ -54,16 +71,6 @@ func (s *Service) enqueue(sts []*settlement) {
 	select {
 	case s.setWake <- struct{}{}:
 	default:
-	}
-}
-
-// wait waits for an enqueued settlement's outcome, or for ctx.
-func (s *Service) wait(ctx context.Context, st *settlement) (at, error) {
-	select {
-	case err := <-st.done:
-		return st.pos, err
-	case <-ctx.Done():
-		return at{}, ctx.Err()
 	}
 }
 
@@ -82,7 +89,7 @@ func (s *Service) settler() {
 			s.setMu.Unlock()
 			for _, st := range batch {
 				s.abort(st.l)
-				st.done <- herald.Errorf(herald.CodeShuttingDown, "the delivery service stopped before the settlement was committed")
+				st.finish(herald.Errorf(herald.CodeShuttingDown, "the delivery service stopped before the settlement was committed"), 0, 0)
 			}
 			return
 		}
@@ -104,7 +111,7 @@ func (s *Service) settler() {
 func (s *Service) commitSettlements(batch []*settlement) {
 	err := s.commitAsync(func(tx *engine.SysTx) {
 		for _, st := range batch {
-			st.apply(tx.Tx)
+			st.apply(tx)
 		}
 	}, func(seq, tick uint64, err error) {
 		if err != nil {
@@ -121,7 +128,7 @@ func (s *Service) commitSettlements(batch []*settlement) {
 func (s *Service) failSettlements(batch []*settlement, err error) {
 	for _, st := range batch {
 		s.abort(st.l)
-		st.done <- err
+		st.finish(err, 0, 0)
 	}
 }
 
@@ -130,11 +137,10 @@ func (s *Service) settled(batch []*settlement, seq, tick uint64) {
 	errs := make([]error, len(batch))
 	s.mu.Lock()
 	for i, st := range batch {
-		st.pos = at{seq, tick}
 		errs[i] = st.after()
 	}
 	s.mu.Unlock()
 	for i, st := range batch {
-		st.done <- errs[i]
+		st.finish(errs[i], seq, tick)
 	}
 }

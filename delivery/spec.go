@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -345,11 +344,18 @@ func compileBackoff(val ast.Expr, file *token.File) (backoff, error) {
 	return backoff{}, fmt.Errorf("unknown backoff %s", call.Fun.Name)
 }
 
-// evalMatch evaluates the spec around node n in tx: whether it matches, and if so its
-// match value and ordering data.
-func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, error) {
+// lazy reports whether a group of this spec can read its backlog from the type's
+// arrival index as it goes, instead of queueing every match up front: the pattern is
+// the subject alone, ordered by arrival, without fairness keys.
+func (s *spec) lazy() bool {
+	return s.single && s.keys == nil && s.fairness == nil
+}
+
+// evalMatch evaluates the spec around node n in tx: whether it matches (nil when it
+// does not), and if so its queue data and the binding row.
+func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, eval.Row, error) {
 	if n == nil || n.Type != s.subjectTyp {
-		return nil, nil
+		return nil, nil, nil
 	}
 	ctx := s.ctx()
 	ctx.Node = tx.Node
@@ -361,38 +367,31 @@ func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, error) {
 		return nil
 	})
 	if err != nil || row == nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.info(ctx, n, row)
+	info, err := s.info(ctx, row)
+	return info, row, err
 }
 
+// matchInfo is what a group's queues need of a match: its ordering keys, fairness key
+// and weight, and when it becomes available. The match value itself is projected only
+// when the message is leased, so a queued message holds no copy of its payload.
 type matchInfo struct {
-	match       herald.Value
 	keys        []herald.Value
 	fairKey     string
 	weight      int
 	availableAt time.Time
 }
 
-func (s *spec) info(ctx *eval.Context, n *herald.Node, row eval.Row) (*matchInfo, error) {
-	m := &matchInfo{weight: 1}
-	if s.wholeNode {
-		v, err := eval.NodeValue(n)
-		if err != nil {
-			return nil, err
-		}
-		m.match = v
-	} else {
-		col := s.proj.NewCollector()
-		if err := col.Add(ctx, row); err != nil {
-			return nil, err
-		}
-		rows, err := col.Rows(ctx)
-		if err != nil {
-			return nil, err
-		}
-		m.match = herald.Map(s.proj.Columns, rows[0])
+// plainInfo is the queue data of a match of a spec with no keys, fairness or
+// available_at: shared, since it never changes.
+var plainInfo = &matchInfo{weight: 1}
+
+func (s *spec) info(ctx *eval.Context, row eval.Row) (*matchInfo, error) {
+	if s.keys == nil && s.fairness == nil && s.weight == nil && s.availableAt == nil {
+		return plainInfo, nil
 	}
+	m := &matchInfo{weight: 1}
 	for _, k := range s.keys {
 		v, err := k.fn(ctx, row)
 		if err != nil {
@@ -432,4 +431,22 @@ func (s *spec) info(ctx *eval.Context, n *herald.Node, row eval.Row) (*matchInfo
 	return m, nil
 }
 
-var _ = context.Background
+// project returns the match value of a binding row: the watch's RETURN, or the subject
+// node itself for `RETURN v`.
+func (s *spec) project(tx *graph.Tx, row eval.Row) (herald.Value, error) {
+	ctx := s.ctx()
+	ctx.Node = tx.Node
+	if s.wholeNode {
+		slot, _, _ := s.plan.Scope.Lookup(s.subjectVar)
+		return eval.NodeValue(row[slot].Node)
+	}
+	col := s.proj.NewCollector()
+	if err := col.Add(ctx, row); err != nil {
+		return herald.Null, err
+	}
+	rows, err := col.Rows(ctx)
+	if err != nil {
+		return herald.Null, err
+	}
+	return herald.MapOf(s.proj.Columns, rows[0]), nil
+}

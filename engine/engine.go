@@ -46,6 +46,8 @@ type Engine struct {
 
 	sessListeners sessionListeners
 
+	prep prepared
+
 	sessMu   sync.Mutex
 	sessions map[string]*Session
 

@@ -212,7 +212,7 @@ func format(r *engine.Response) string {
 	return b.String()
 }
 
-// scrub hides generated node ids (they start with "n" and are 17 characters).
+// scrub hides generated node ids (they start with "n" and are 22 characters).
 func scrub(v herald.Value) string {
 	if v.Kind() == herald.KindMap {
 		keys := v.MapKeys()
@@ -222,7 +222,7 @@ func scrub(v herald.Value) string {
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
-	if v.Kind() == herald.KindString && len(v.AsString()) == 17 && v.AsString()[0] == 'n' {
+	if v.Kind() == herald.KindString && len(v.AsString()) == 22 && v.AsString()[0] == 'n' {
 		return "<id>"
 	}
 	return v.String()

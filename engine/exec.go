@@ -27,16 +27,24 @@ func (e *Engine) Exec(ctx context.Context, sessionID, query string, params map[s
 	if e.closing.Load() {
 		return nil, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
 	}
-	e.inflight.Add(1)
-	defer e.inflight.Done()
-
 	script, file, err := Parse(query)
 	if err != nil {
 		return nil, err
 	}
+	return e.run(ctx, sessionID, script, file, params)
+}
+
+// run executes a parsed script for Exec and ExecPrepared.
+func (e *Engine) run(ctx context.Context, sessionID string, script *ast.Script, file *token.File, params map[string]herald.Value) (*Response, error) {
+	e.inflight.Add(1)
+	defer e.inflight.Done()
+	if e.closing.Load() {
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
+	}
 	if err := checkParams(script, params); err != nil {
 		return nil, err
 	}
+	var err error
 	var sess *Session
 	if sessionID == "" {
 		sess = newSession("")

@@ -4,6 +4,7 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/token"
 )
 
 // action applies one mutation with row bound in scope. In a compound MATCH (compound
@@ -145,39 +146,19 @@ func conform(ad *herald.AttrDecl, v herald.Value) (herald.Value, bool) {
 }
 
 func (x *execution) spawn(s *ast.SpawnStmt, scope *eval.Scope, row eval.Row) (eval.Row, error) {
-	typ := s.Type.Name
-	if err := x.writable(typ, s.Type); err != nil {
-		return nil, err
-	}
-	decl := x.tx.Type(typ)
-	if decl != nil && decl.Kind != herald.NodeDecl {
-		return nil, x.errAt(herald.CodeTypeConflict, s.Type.Pos(), "%s is an edge type; SPAWN needs a node type", typ)
-	}
+	var idNode ast.Node = noNode{}
 	var id herald.NodeID
 	if s.ID != nil {
-		id = herald.NodeID(s.ID.Name)
-		if id == "self" {
-			return nil, x.errAt(herald.CodeInvalidQuery, s.ID.Pos(), "#self names the session actor and cannot be spawned")
-		}
-		if x.tx.Node(id) != nil {
-			return nil, x.errAt(herald.CodeDuplicateID, s.ID.Pos(), "node #%s already exists", id)
-		}
-	} else {
-		id = newNodeID()
+		idNode, id = s.ID, herald.NodeID(s.ID.Name)
 	}
-	attrs, err := x.evalBody(s.Body, scope, row)
+	// The body is evaluated after the type and id checks, as the statement reads.
+	body := func() (attrMap, error) { return x.evalBody(s.Body, scope, row) }
+	n, err := x.create(s.Type.Name, id, body, s.Type, idNode, s)
 	if err != nil {
 		return nil, err
 	}
-	if err := x.checkAttrs(decl, attrs, true, s); err != nil {
-		return nil, err
-	}
-	n := &herald.Node{ID: id, Type: typ, Attrs: herald.AttrsOf(attrs)}
-	x.tx.PutNode(n)
-	x.stats.NodesCreated++
-	x.stats.AttrsSet += len(attrs)
 	if s.Var != nil {
-		x.sess.vars[s.Var.Name] = id
+		x.sess.vars[s.Var.Name] = n.ID
 		slot := scope.Declare(s.Var.Name, eval.NodeVar)
 		for len(row) <= slot {
 			row = append(row, eval.Binding{})
@@ -186,6 +167,47 @@ func (x *execution) spawn(s *ast.SpawnStmt, scope *eval.Scope, row eval.Row) (ev
 	}
 	return row, nil
 }
+
+// create puts a new node of type typ into the transaction: with id, or a generated one
+// when id is empty, and the attributes body returns, checked against the type's
+// declaration. The nodes name where errors point.
+func (x *execution) create(typ string, id herald.NodeID, body func() (attrMap, error), typeNode, idNode, stmt ast.Node) (*herald.Node, error) {
+	if err := x.writable(typ, typeNode); err != nil {
+		return nil, err
+	}
+	decl := x.tx.Type(typ)
+	if decl != nil && decl.Kind != herald.NodeDecl {
+		return nil, x.errAt(herald.CodeTypeConflict, typeNode.Pos(), "%s is an edge type; SPAWN needs a node type", typ)
+	}
+	if id != "" {
+		if id == "self" {
+			return nil, x.errAt(herald.CodeInvalidQuery, idNode.Pos(), "#self names the session actor and cannot be spawned")
+		}
+		if x.tx.Node(id) != nil {
+			return nil, x.errAt(herald.CodeDuplicateID, idNode.Pos(), "node #%s already exists", id)
+		}
+	} else {
+		id = newNodeID()
+	}
+	attrs, err := body()
+	if err != nil {
+		return nil, err
+	}
+	if err := x.checkAttrs(decl, attrs, true, stmt); err != nil {
+		return nil, err
+	}
+	n := &herald.Node{ID: id, Type: typ, Attrs: herald.AttrsOf(attrs)}
+	x.tx.PutNode(n)
+	x.stats.NodesCreated++
+	x.stats.AttrsSet += len(attrs)
+	return n, nil
+}
+
+// noNode stands for a position in statements that have no source text (a publish).
+type noNode struct{}
+
+func (noNode) Pos() token.Pos { return token.NoPos }
+func (noNode) End() token.Pos { return token.NoPos }
 
 // nodeIDOf resolves a node reference: a variable (from scope or the session), `#id`,
 // `#self`, or a String parameter.

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/base64"
-	"strings"
 	"sync"
 	"time"
 
@@ -96,11 +95,7 @@ func randomToken(n int) string {
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // newNodeID returns a random node id (80 random bits) usable as `#id` in queries.
-func newNodeID() herald.NodeID {
-	b := make([]byte, 10)
-	_, _ = rand.Read(b)
-	return herald.NodeID("n" + strings.ToLower(idEncoding.EncodeToString(b)))
-}
+func newNodeID() herald.NodeID { return herald.NewID("n") }
 
 // SessionActor returns the actor of a session's `BEGIN SESSION AS #actor` ("" when none);
 // services use it to resolve `#self` and `current_actor()` for statements tied to a

@@ -98,6 +98,25 @@ func (tx *Tx) CountOfType(t string) int {
 	return n
 }
 
+// CountByAttr returns the number of nodes of type t whose attribute attr equals v; for
+// an indexed value, without writes of the transaction, in constant time.
+func (tx *Tx) CountByAttr(t, attr string, v herald.Value) int {
+	vk := ValueKey(v)
+	if vk == "" || len(tx.nodes) > 0 {
+		n := 0
+		for _, id := range tx.NodesByAttr(t, attr, v) {
+			if x, err := tx.Node(id).Attr(attr); err == nil && ValueKey(x) == vk && x.Equal(v) {
+				n++
+			}
+		}
+		return n
+	}
+	if ix := tx.g.byAttr[idxKey{t, attr, vk}]; ix != nil {
+		return ix.Len()
+	}
+	return 0
+}
+
 // NodesByAttr returns the ids of nodes of type t whose attribute attr equals v, in
 // arrival order, using the equality index. For a value too large to be indexed it
 // returns every node of type t: a superset the caller filters.

@@ -20,6 +20,7 @@ type Queue interface {
 	Push(ctx context.Context, queueID string, item json.RawMessage, priority int64) (queue.PushResult, error)
 	Pop(ctx context.Context, queueID string, o queue.PopOptions) (queue.PopResult, error)
 	Acknowledge(ctx context.Context, queueID, lockID string) (queue.AckResult, error)
+	Release(ctx context.Context, queueID, lockID string) (int, error)
 }
 
 var _ Queue = (*queue.Service)(nil)
@@ -31,6 +32,7 @@ func (h *Handler) queueRoutes(q Queue) {
 	h.handle("/queue/{queue_id}/push", "queue_push", qh.push, http.MethodPost)
 	h.handle("/queue/{queue_id}/pop", "queue_pop", qh.pop, http.MethodPost)
 	h.handle("/queue/{queue_id}/acknowledge", "queue_acknowledge", qh.acknowledge, http.MethodPost)
+	h.handle("/queue/{queue_id}/release", "queue_release", qh.release, http.MethodPost)
 }
 
 type queueHandler struct {
@@ -47,6 +49,7 @@ type (
 		ErrorCode         string `json:"error_code,omitempty"`
 		ItemsAcknowledged *int   `json:"items_acknowledged,omitempty"`
 		ItemsReturned     int    `json:"items_returned,omitempty"`
+		ItemsReleased     *int   `json:"items_released,omitempty"`
 		ID                string `json:"id,omitempty"`
 		Priority          *int64 `json:"priority,omitempty"`
 	}
@@ -207,21 +210,45 @@ func (qh *queueHandler) pop(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
-// acknowledge: POST /queue/{queue_id}/acknowledge with {"lock_id": "..."}.
-func (qh *queueHandler) acknowledge(w http.ResponseWriter, r *http.Request) {
+// lockID reads the {"lock_id": "..."} body of acknowledge and release.
+func (qh *queueHandler) lockID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if !qh.ready(w) {
-		return
+		return "", false
 	}
 	obj, ok := qh.readObject(w, r)
 	if !ok {
-		return
+		return "", false
 	}
 	var lockID string
 	if raw, ok := obj["lock_id"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &lockID); err != nil {
 			badRequest(w, "lock_id must be a string")
-			return
+			return "", false
 		}
+	}
+	return lockID, true
+}
+
+// release: POST /queue/{queue_id}/release with {"lock_id": "..."}: the lock's items go
+// back to the queue at their place, and the lock is removed.
+func (qh *queueHandler) release(w http.ResponseWriter, r *http.Request) {
+	lockID, ok := qh.lockID(w, r)
+	if !ok {
+		return
+	}
+	n, err := qh.q.Release(r.Context(), r.PathValue("queue_id"), lockID)
+	if err != nil {
+		qh.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, queueStatus{Success: true, Message: fmt.Sprintf("released %d item(s); they are back in the queue at their place", n), ItemsReleased: &n})
+}
+
+// acknowledge: POST /queue/{queue_id}/acknowledge with {"lock_id": "..."}.
+func (qh *queueHandler) acknowledge(w http.ResponseWriter, r *http.Request) {
+	lockID, ok := qh.lockID(w, r)
+	if !ok {
+		return
 	}
 	res, err := qh.q.Acknowledge(r.Context(), r.PathValue("queue_id"), lockID)
 	if err != nil {

@@ -20,10 +20,11 @@ type fakeQueue struct {
 	opts     queue.PopOptions
 	lockID   string
 
-	push queue.PushResult
-	pop  queue.PopResult
-	ack  queue.AckResult
-	err  error
+	push     queue.PushResult
+	pop      queue.PopResult
+	ack      queue.AckResult
+	released int
+	err      error
 }
 
 func (f *fakeQueue) Push(ctx context.Context, queueID string, item json.RawMessage, priority int64) (queue.PushResult, error) {
@@ -39,6 +40,11 @@ func (f *fakeQueue) Pop(ctx context.Context, queueID string, o queue.PopOptions)
 func (f *fakeQueue) Acknowledge(ctx context.Context, queueID, lockID string) (queue.AckResult, error) {
 	f.queueID, f.lockID = queueID, lockID
 	return f.ack, f.err
+}
+
+func (f *fakeQueue) Release(ctx context.Context, queueID, lockID string) (int, error) {
+	f.queueID, f.lockID = queueID, lockID
+	return f.released, f.err
 }
 
 func queueHandlerFor(t *testing.T, q Queue) http.Handler {

@@ -303,10 +303,10 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 		s.giveBack(evs)
 		return PopResult{}, err
 	}
-	ids := make([]string, len(evs))
+	ids := make([]delivery.Handle, len(evs))
 	expires := evs[0].Deadline
 	for i, ev := range evs {
-		ids[i] = ev.DeliveryID
+		ids[i] = delivery.HandleOf(ev.DeliveryID)
 		if ev.Deadline.Before(expires) {
 			expires = ev.Deadline
 		}
@@ -327,15 +327,20 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 // ACK fails is not reported as popped: its lease expires and it returns to the queue.
 func (s *Service) settleAtOnce(ctx context.Context, evs []herald.Event) (PopResult, error) {
 	res := PopResult{Items: make([]json.RawMessage, 0, len(evs))}
+	items := make([]delivery.Settle, len(evs))
+	for i, ev := range evs {
+		items[i] = delivery.Settle{DeliveryID: ev.DeliveryID, Action: delivery.ActAck}
+	}
+	results, _, _ := s.del.SettleMany(ctx, items)
 	var firstErr error
-	for _, ev := range evs {
-		if err := s.del.Ack(ctx, ev.DeliveryID); err != nil {
+	for i, r := range results {
+		if r.Err != nil {
 			if firstErr == nil {
-				firstErr = err
+				firstErr = r.Err
 			}
 			continue
 		}
-		res.Items = append(res.Items, itemOf(ev.Match))
+		res.Items = append(res.Items, itemOf(evs[i].Match))
 	}
 	if len(res.Items) == 0 && firstErr != nil {
 		return PopResult{}, firstErr
@@ -346,9 +351,11 @@ func (s *Service) settleAtOnce(ctx context.Context, evs []herald.Event) (PopResu
 
 // giveBack returns leased items to the queue at once (NACK keeps their place).
 func (s *Service) giveBack(evs []herald.Event) {
-	for _, ev := range evs {
-		_ = s.del.Nack(context.Background(), ev.DeliveryID, delivery.NackOptions{})
+	items := make([]delivery.Settle, len(evs))
+	for i, ev := range evs {
+		items[i] = delivery.Settle{DeliveryID: ev.DeliveryID, Action: delivery.ActNack}
 	}
+	s.del.SettleMany(context.Background(), items)
 }
 
 // AckResult is the outcome of an acknowledgement.
@@ -392,23 +399,30 @@ func (s *Service) Acknowledge(ctx context.Context, queue, lockID string) (AckRes
 
 	ctx = context.WithoutCancel(ctx) // settle the whole lock once started
 	var res AckResult
-	for i, id := range lk.deliveries {
-		err := s.del.Ack(ctx, id)
+	var left []delivery.Handle
+	var firstErr error
+	for i, r := range s.del.SettleHandles(ctx, lk.deliveries, delivery.Settle{Action: delivery.ActAck}) {
 		switch {
-		case err == nil:
+		case r.Err == nil:
 			res.Acknowledged++
-		case herald.CodeOf(err) == herald.CodeInvalidDeliveryID:
+		case herald.CodeOf(r.Err) == herald.CodeInvalidDeliveryID:
 			// The lease ended in the same instant: the consume engine has put the item
 			// back (or will on its next round); it is not acknowledged.
 			res.Returned++
 		default:
-			// Keep the lock on what is left so that a retry settles the rest.
-			lk.deliveries = lk.deliveries[i:]
-			if werr := s.writeLock(ctx, lk); werr != nil {
-				return res, werr
+			left = append(left, lk.deliveries[i])
+			if firstErr == nil {
+				firstErr = r.Err
 			}
-			return res, err
 		}
+	}
+	if firstErr != nil {
+		// Keep the lock on what is left so that a retry settles the rest.
+		lk.deliveries = left
+		if werr := s.writeLock(ctx, lk); werr != nil {
+			return res, werr
+		}
+		return res, firstErr
 	}
 	if err := s.deleteLock(ctx, queue); err != nil {
 		return res, err
@@ -420,15 +434,51 @@ func (s *Service) Acknowledge(ctx context.Context, queue, lockID string) (AckRes
 	return res, nil
 }
 
+// Release gives a lock's items back to the queue at once, each at its original place,
+// and removes the lock: the opposite of Acknowledge. It refuses as Acknowledge does (a
+// missing or wrong lock id, no lock, an expired lock) and returns how many items went
+// back.
+func (s *Service) Release(ctx context.Context, queue, lockID string) (int, error) {
+	if err := checkID(queue); err != nil {
+		return 0, err
+	}
+	if lockID == "" {
+		return 0, refuse(Invalid, `the body needs the "lock_id" that the pop returned`)
+	}
+	defer s.acquire(queue)()
+	lk, err := s.readLock(queue)
+	if err != nil {
+		return 0, err
+	}
+	if lk == nil {
+		return 0, refuse(NotFound, "queue %q has no active lock", queue)
+	}
+	if !s.clock.Now().Before(lk.expiresAt) {
+		if err := s.clearExpired(ctx, lk); err != nil {
+			return 0, err
+		}
+		return 0, refuse(Expired, "the lock expired before this release; its items are back in the queue")
+	}
+	if subtle.ConstantTimeCompare([]byte(hashLockID(lockID)), []byte(lk.hash)) != 1 {
+		return 0, refuse(Invalid, "lock_id does not match the active lock of queue %q", queue)
+	}
+	ctx = context.WithoutCancel(ctx)
+	released := 0
+	for _, r := range s.del.SettleHandles(ctx, lk.deliveries, delivery.Settle{Action: delivery.ActNack}) {
+		if r.Err == nil {
+			released++
+		}
+	}
+	return released, s.deleteLock(ctx, queue)
+}
+
 // clearExpired removes an expired lock. Its leases ended with it (the lock expires at
 // the earliest of their deadlines), so the consume engine returns the items to their
 // original place; a lease that outlives the lock by a moment is given back at once with
 // NACK, which keeps the place too. Nothing is deleted but the lock.
 func (s *Service) clearExpired(ctx context.Context, lk *lock) error {
 	s.lockExpiries.Add(1)
-	for _, id := range lk.deliveries {
-		_ = s.del.Nack(ctx, id, delivery.NackOptions{}) // E8004 for leases that already expired
-	}
+	s.del.SettleHandles(ctx, lk.deliveries, delivery.Settle{Action: delivery.ActNack}) // E8004 for leases that already expired
 	return s.deleteLock(ctx, lk.queue)
 }
 
@@ -460,8 +510,8 @@ func itemOf(match herald.Value) json.RawMessage {
 // lock is a queue's acknowledgement lock, stored as a _QueueLock node.
 type lock struct {
 	queue      string
-	hash       string // SHA-256 of the lock id: the id itself is never stored
-	deliveries []string
+	hash       string            // SHA-256 of the lock id: the id itself is never stored
+	deliveries []delivery.Handle // the leases' handles: their delivery ids are never stored
 	expiresAt  time.Time
 	createdAt  time.Time
 }
@@ -472,7 +522,7 @@ func lockNodeID(queue string) herald.NodeID { return herald.NodeID("_queue_lock.
 func (s *Service) empty(queue string) (bool, error) {
 	empty := true
 	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
-		empty = len(tx.NodesByAttr(ItemType, "queue", herald.String(queue))) == 0
+		empty = tx.CountByAttr(ItemType, "queue", herald.String(queue)) == 0
 		return nil
 	})
 	return empty, err
@@ -491,8 +541,14 @@ func (s *Service) readLock(queue string) (*lock, error) {
 			expiresAt: n.Attrs.Get("expires_at").AsTime(),
 			createdAt: n.Attrs.Get("created_at").AsTime(),
 		}
+		for _, d := range n.Attrs.Get("delivery_handles").AsList() {
+			if h, ok := delivery.ParseHandle(d.AsString()); ok {
+				lk.deliveries = append(lk.deliveries, h)
+			}
+		}
+		// A lock written before locks kept handles holds the delivery ids themselves.
 		for _, d := range n.Attrs.Get("delivery_ids").AsList() {
-			lk.deliveries = append(lk.deliveries, d.AsString())
+			lk.deliveries = append(lk.deliveries, delivery.HandleOf(d.AsString()))
 		}
 		return nil
 	})
@@ -502,15 +558,15 @@ func (s *Service) readLock(queue string) (*lock, error) {
 func (s *Service) writeLock(ctx context.Context, lk *lock) error {
 	ids := make([]herald.Value, len(lk.deliveries))
 	for i, d := range lk.deliveries {
-		ids[i] = herald.String(d)
+		ids[i] = herald.String(d.String())
 	}
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		tx.PutNode(&herald.Node{ID: lockNodeID(lk.queue), Type: LockType, Attrs: herald.AttrsOf(map[string]herald.Value{
-			"queue":          herald.String(lk.queue),
-			"lock_id_sha256": herald.String(lk.hash),
-			"delivery_ids":   herald.List(ids...),
-			"expires_at":     herald.Timestamp(lk.expiresAt),
-			"created_at":     herald.Timestamp(lk.createdAt),
+			"queue":            herald.String(lk.queue),
+			"lock_id_sha256":   herald.String(lk.hash),
+			"delivery_handles": herald.List(ids...),
+			"expires_at":       herald.Timestamp(lk.expiresAt),
+			"created_at":       herald.Timestamp(lk.createdAt),
 		})})
 		return nil
 	})

@@ -78,8 +78,8 @@ func kindOf(err error) Kind {
 	return 0
 }
 
-// lockedDeliveries reads the delivery ids held by a queue's lock.
-func (e *env) lockedDeliveries(queue string) []string {
+// lockedDeliveries reads the handles of the leases held by a queue's lock.
+func (e *env) lockedDeliveries(queue string) []delivery.Handle {
 	e.t.Helper()
 	lk, err := e.q.readLock(queue)
 	if err != nil || lk == nil {
@@ -99,8 +99,8 @@ func TestAcknowledgeReportsLeasesThatEnded(t *testing.T) {
 	if len(ids) != 2 {
 		t.Fatalf("lock holds %v", ids)
 	}
-	if err := e.del.Nack(context.Background(), ids[0], delivery.NackOptions{}); err != nil {
-		t.Fatal(err)
+	if r := e.del.SettleHandles(context.Background(), ids[:1], delivery.Settle{Action: delivery.ActNack}); r[0].Err != nil {
+		t.Fatal(r[0].Err)
 	}
 	ack, err := e.q.Acknowledge(context.Background(), "q", res.LockID)
 	if err != nil {
@@ -121,8 +121,8 @@ func TestAcknowledgeAllLeasesEnded(t *testing.T) {
 	e.push("q", `1`, 0)
 	e.push("q", `2`, 0)
 	res := e.pop("q", PopOptions{Count: 2, RequireAck: true})
-	for _, id := range e.lockedDeliveries("q") {
-		if err := e.del.Nack(context.Background(), id, delivery.NackOptions{}); err != nil {
+	for _, r := range e.del.SettleHandles(context.Background(), e.lockedDeliveries("q"), delivery.Settle{Action: delivery.ActNack}) {
+		if err := r.Err; err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -482,12 +482,12 @@ func delivered(queue string, ev herald.Event) Delivered {
 
 // lease finds the current lease of a message of queue: its delivery id. A message that
 // does not exist, belongs to another queue, or is not leased answers not_found (E8004).
-func (s *Service) lease(queue string, id herald.NodeID) (string, error) {
+func (s *Service) lease(queue string, id herald.NodeID) (delivery.Handle, error) {
 	if err := checkName("queue", queue); err != nil {
-		return "", err
+		return delivery.Handle{}, err
 	}
 	if id == "" {
-		return "", invalid("a message id is required")
+		return delivery.Handle{}, invalid("a message id is required")
 	}
 	mine := false
 	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
@@ -496,16 +496,22 @@ func (s *Service) lease(queue string, id herald.NodeID) (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", err
+		return delivery.Handle{}, err
 	}
 	if !mine {
-		return "", notLeased(queue, id)
+		return delivery.Handle{}, notLeased(queue, id)
 	}
-	d, ok := s.del.DeliveryOf(id)
+	h, ok := s.del.LeaseOf(id)
 	if !ok {
-		return "", notLeased(queue, id)
+		return delivery.Handle{}, notLeased(queue, id)
 	}
-	return d, nil
+	return h, nil
+}
+
+// settleHandle settles one lease by its handle.
+func (s *Service) settleHandle(ctx context.Context, h delivery.Handle, it delivery.Settle) (delivery.SettleResult, error) {
+	r := s.del.SettleHandles(ctx, []delivery.Handle{h}, it)
+	return r[0], r[0].Err
 }
 
 // settled maps the consume engine's E8004 (the lease ended between lookup and
@@ -520,11 +526,12 @@ func settled(queue string, id herald.NodeID, err error) error {
 // Ack settles a leased message as done: it is deleted. Acknowledging a message that is
 // unknown, not leased or already acknowledged answers not_found and changes nothing.
 func (s *Service) Ack(ctx context.Context, queue string, id herald.NodeID) error {
-	d, err := s.lease(queue, id)
+	h, err := s.lease(queue, id)
 	if err != nil {
 		return err
 	}
-	return settled(queue, id, s.del.Ack(ctx, d))
+	_, err = s.settleHandle(ctx, h, delivery.Settle{Action: delivery.ActAck})
+	return settled(queue, id, err)
 }
 
 // Nack settles a leased message as failed. In one commit its lease ends and its attempt
@@ -535,11 +542,16 @@ func (s *Service) Nack(ctx context.Context, queue string, id herald.NodeID, o Na
 	if o.Delay < 0 {
 		return invalid("delay must not be negative")
 	}
-	d, err := s.lease(queue, id)
+	h, err := s.lease(queue, id)
 	if err != nil {
 		return err
 	}
-	return settled(queue, id, s.del.Nack(ctx, d, delivery.NackOptions{NoRetry: o.DeadLetter, Delay: o.Delay}))
+	act := delivery.ActNack
+	if o.DeadLetter {
+		act = delivery.ActReject
+	}
+	_, err = s.settleHandle(ctx, h, delivery.Settle{Action: act, Delay: o.Delay})
+	return settled(queue, id, err)
 }
 
 // Extend moves a leased message's deadline to now + by (0: the visibility timeout).
@@ -547,12 +559,12 @@ func (s *Service) Extend(ctx context.Context, queue string, id herald.NodeID, by
 	if by < 0 {
 		return time.Time{}, invalid("by must not be negative")
 	}
-	d, err := s.lease(queue, id)
+	h, err := s.lease(queue, id)
 	if err != nil {
 		return time.Time{}, err
 	}
-	t, err := s.del.Extend(ctx, d, by)
-	return t, settled(queue, id, err)
+	r, err := s.settleHandle(ctx, h, delivery.Settle{Action: delivery.ActExtend, By: by})
+	return r.Deadline, settled(queue, id, err)
 }
 
 // RedriveDeadLetters puts the dead-lettered messages of a queue back into it: each is

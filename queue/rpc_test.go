@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/graph"
 )
 
@@ -50,29 +51,24 @@ func (e *env) receiveOne(queue string) Delivered {
 	return got[0]
 }
 
-// deliveryState reads a message's _Delivery node through the engine: whether it exists,
-// its attempts, and whether it still holds a lease (a delivery id and a deadline).
+// deliveryState reads a message's durable delivery record: whether it exists, its
+// attempts, and whether it still holds a lease (a handle and a deadline).
 func (e *env) deliveryState(id herald.NodeID) (exists bool, attempts int64, leased bool) {
 	e.t.Helper()
-	err := e.eng.View(func(tx *graph.Tx, _, _ uint64) error {
-		n := tx.Node(herald.NodeID("_d." + string(id)))
-		if n == nil {
-			return nil
-		}
-		exists = true
-		attempts = n.Attrs.Get("attempts").AsInt()
-		hasID := n.Attrs.Has("delivery_id")
-		hasDeadline := n.Attrs.Has("deadline")
-		if hasID != hasDeadline {
-			e.t.Errorf("_Delivery of %s holds delivery_id=%v and deadline=%v: the lease and its expiry must go together", id, hasID, hasDeadline)
-		}
-		leased = hasID
-		return nil
-	})
+	recs, err := delivery.Records(e.eng)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return
+	for _, r := range recs {
+		if r.Subject != id {
+			continue
+		}
+		if r.Leased == r.Deadline.IsZero() {
+			e.t.Errorf("the delivery record of %s: leased=%v, deadline %v: the lease and its expiry must go together", id, r.Leased, r.Deadline)
+		}
+		return true, int64(r.Attempts), r.Leased
+	}
+	return false, 0, false
 }
 
 func wantCode(t *testing.T, err error, code herald.Code) {
@@ -142,7 +138,7 @@ func TestRPCNoAttemptLimitByDefault(t *testing.T) {
 }
 
 // A nack ends the lease and its expiry in one commit: afterwards the message's
-// _Delivery node holds neither a delivery id nor a deadline, only the attempt count, and
+// delivery record holds neither a lease nor a deadline, only the attempt count, and
 // the old lease can no longer be settled or expire.
 func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 	e := newEnv(t)
@@ -152,8 +148,8 @@ func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 	if exists, attempts, leased := e.deliveryState(id); !exists || !leased || attempts != 1 {
 		t.Fatalf("while leased: exists=%v attempts=%d leased=%v", exists, attempts, leased)
 	}
-	if _, ok := e.del.DeliveryOf(id); !ok {
-		t.Fatal("DeliveryOf finds no lease while leased")
+	if _, ok := e.del.LeaseOf(id); !ok {
+		t.Fatal("LeaseOf finds no lease while leased")
 	}
 	if err := e.q.Nack(bg, "jobs", id, NackOptions{Delay: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -162,8 +158,8 @@ func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 	if !exists || leased || attempts != 1 {
 		t.Fatalf("after nack: exists=%v attempts=%d leased=%v; want the attempt recorded and no lease", exists, attempts, leased)
 	}
-	if _, ok := e.del.DeliveryOf(id); ok {
-		t.Fatal("DeliveryOf still finds a lease after the nack")
+	if _, ok := e.del.LeaseOf(id); ok {
+		t.Fatal("LeaseOf still finds a lease after the nack")
 	}
 	// The old lease's expiry is gone too: passing its deadline changes nothing, and the
 	// message stays held by the nack's delay.
@@ -204,7 +200,7 @@ func TestRPCSettleUnknownMessageIsNotFound(t *testing.T) {
 	wantCode(t, e.q.Ack(bg, "jobs", d.ID), herald.CodeInvalidDeliveryID)
 	wantCode(t, e.q.Nack(bg, "jobs", d.ID, NackOptions{}), herald.CodeInvalidDeliveryID)
 	if exists, _, _ := e.deliveryState(d.ID); exists {
-		t.Fatal("an acknowledged message keeps a _Delivery node")
+		t.Fatal("an acknowledged message keeps a delivery record")
 	}
 	if got := e.receive("jobs", 1); len(got) != 0 {
 		t.Fatalf("an acknowledged message came back: %+v", got)
@@ -237,11 +233,11 @@ func TestRPCNackThenAckCompletesLifecycle(t *testing.T) {
 		if tx.Node(id) != nil {
 			t.Error("the acknowledged message still exists")
 		}
-		if tx.Node(herald.NodeID("_d."+string(id))) != nil {
-			t.Error("the acknowledged message's _Delivery node still exists")
-		}
 		return nil
 	})
+	if exists, _, _ := e.deliveryState(id); exists {
+		t.Error("the acknowledged message's delivery record still exists")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

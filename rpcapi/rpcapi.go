@@ -31,6 +31,11 @@ import (
 // API uses too. *engine.Engine implements it; tests use a fake.
 type Engine interface {
 	Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error)
+	Prepare(query string) (*engine.Prepared, error)
+	Lookup(name string) (*engine.Prepared, error)
+	Unprepare(name string) bool
+	ExecPrepared(ctx context.Context, sessionID string, p *engine.Prepared, params map[string]herald.Value) (*engine.Response, error)
+	PublishAsync(sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error)
 	OpenSession() (string, error)
 	CloseSession(id string) error
 	Position() (seq, tick uint64)
@@ -46,6 +51,12 @@ type Delivery interface {
 	Nack(ctx context.Context, deliveryID string, o delivery.NackOptions) error
 	Extend(ctx context.Context, deliveryID string, by time.Duration) (deadline time.Time, err error)
 	SettleMany(ctx context.Context, items []delivery.Settle) (results []delivery.SettleResult, seq, tick uint64)
+	// Subscribe registers a consumer with credit-based flow control (see
+	// delivery.Service.Subscribe).
+	Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (delivery.Consumer, error)
+	// SettleAsync settles a batch as SettleMany does, calling done (which must not block)
+	// once the outcome is known instead of waiting for it.
+	SettleAsync(items []delivery.Settle, done func(results []delivery.SettleResult, seq, tick uint64))
 }
 
 // Watcher is what the service needs from the watch-mode engine. *watch.Service

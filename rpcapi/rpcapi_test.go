@@ -45,6 +45,27 @@ func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params m
 
 func (f *fakeEngine) OpenSession() (string, error) { return "s1", nil }
 
+func (f *fakeEngine) Prepare(query string) (*engine.Prepared, error) {
+	return &engine.Prepared{Name: "p1", Query: query}, nil
+}
+
+func (f *fakeEngine) Lookup(name string) (*engine.Prepared, error) {
+	if name != "p1" {
+		return nil, herald.Errorf(herald.CodeUnknownStatement, "no prepared statement %q", name)
+	}
+	return &engine.Prepared{Name: name, Query: "prepared"}, nil
+}
+
+func (f *fakeEngine) Unprepare(name string) bool { return name == "p1" }
+
+func (f *fakeEngine) ExecPrepared(ctx context.Context, sessionID string, p *engine.Prepared, params map[string]herald.Value) (*engine.Response, error) {
+	return f.Exec(ctx, sessionID, p.Query, params)
+}
+
+func (f *fakeEngine) PublishAsync(sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+	return nil, nil, herald.Errorf(herald.CodeNotImplemented, "the fake engine does not publish")
+}
+
 func (f *fakeEngine) Position() (uint64, uint64) { return 7, 7 }
 
 func (f *fakeEngine) CloseSession(id string) error {
@@ -68,6 +89,7 @@ func newFakeStream() *fakeStream {
 	return &fakeStream{events: make(chan delivery.Event, 16), done: make(chan struct{}), closed: make(chan struct{})}
 }
 
+func (s *fakeStream) SetCredit(n int) error         { return nil }
 func (s *fakeStream) ID() string                    { return "st1" }
 func (s *fakeStream) Events() <-chan delivery.Event { return s.events }
 func (s *fakeStream) Done() <-chan struct{}         { return s.done }
@@ -139,6 +161,17 @@ func (f *fakeDelivery) SettleMany(ctx context.Context, items []delivery.Settle) 
 		}
 	}
 	return out, 42, 41
+}
+
+func (f *fakeDelivery) Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (delivery.Consumer, error) {
+	if _, err := f.Consume(ctx, sessionID, query, params); err != nil {
+		return nil, err
+	}
+	return f.stream, nil
+}
+
+func (f *fakeDelivery) SettleAsync(items []delivery.Settle, done func([]delivery.SettleResult, uint64, uint64)) {
+	done(f.SettleMany(context.Background(), items))
 }
 
 // serve starts the service over HTTP/1.1 and returns a Connect-protocol client.

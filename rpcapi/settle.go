@@ -7,7 +7,6 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/delivery"
 )
@@ -26,31 +25,9 @@ func (s *Service) Settle(ctx context.Context, req *connect.Request[heraldv1.Sett
 	if err != nil {
 		return nil, err
 	}
-	in := req.Msg.GetSettlements()
-	if err := delivery.CheckBatch(len(in)); err != nil {
+	items, err := settlements(req.Msg.GetSettlements())
+	if err != nil {
 		return nil, toConnect(err)
-	}
-	items := make([]delivery.Settle, len(in))
-	for i, st := range in {
-		act, ok := settleActions[st.GetAction()]
-		if !ok {
-			return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "settlement %d: action %v; want ACK, NACK, REJECT or EXTEND", i, st.GetAction()))
-		}
-		it := delivery.Settle{DeliveryID: st.GetDeliveryId(), Action: act}
-		if d := st.GetDelay(); d != nil {
-			if it.Delay, err = duration("delay", d); err != nil {
-				return nil, toConnect(err)
-			}
-		}
-		if d := st.GetBy(); d != nil {
-			if it.By, err = duration("by", d); err != nil {
-				return nil, toConnect(err)
-			}
-		}
-		if err := delivery.CheckSettle(i, it, st.GetDelay() != nil, st.GetBy() != nil); err != nil {
-			return nil, toConnect(err)
-		}
-		items[i] = it
 	}
 	results, seq, tick := del.SettleMany(ctx, items)
 	if seq == 0 {

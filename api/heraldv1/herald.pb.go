@@ -79,7 +79,1467 @@ func (x Settlement_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Settlement_Action.Descriptor instead.
 func (Settlement_Action) EnumDescriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{17, 0}
+	return file_herald_proto_rawDescGZIP(), []int{38, 0}
+}
+
+// Value is a typed value of Herald's data model.
+type Value struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*Value_NullValue
+	//	*Value_BoolValue
+	//	*Value_IntValue
+	//	*Value_FloatValue
+	//	*Value_StringValue
+	//	*Value_TimestampValue
+	//	*Value_DurationValue
+	//	*Value_ListValue
+	//	*Value_MapValue
+	Kind          isValue_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Value) Reset() {
+	*x = Value{}
+	mi := &file_herald_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Value) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Value) ProtoMessage() {}
+
+func (x *Value) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Value.ProtoReflect.Descriptor instead.
+func (*Value) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Value) GetKind() isValue_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Value) GetNullValue() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_NullValue); ok {
+			return x.NullValue
+		}
+	}
+	return false
+}
+
+func (x *Value) GetBoolValue() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_BoolValue); ok {
+			return x.BoolValue
+		}
+	}
+	return false
+}
+
+func (x *Value) GetIntValue() int64 {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_IntValue); ok {
+			return x.IntValue
+		}
+	}
+	return 0
+}
+
+func (x *Value) GetFloatValue() float64 {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_FloatValue); ok {
+			return x.FloatValue
+		}
+	}
+	return 0
+}
+
+func (x *Value) GetStringValue() string {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_StringValue); ok {
+			return x.StringValue
+		}
+	}
+	return ""
+}
+
+func (x *Value) GetTimestampValue() int64 {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_TimestampValue); ok {
+			return x.TimestampValue
+		}
+	}
+	return 0
+}
+
+func (x *Value) GetDurationValue() int64 {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_DurationValue); ok {
+			return x.DurationValue
+		}
+	}
+	return 0
+}
+
+func (x *Value) GetListValue() *ValueList {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_ListValue); ok {
+			return x.ListValue
+		}
+	}
+	return nil
+}
+
+func (x *Value) GetMapValue() *ValueMap {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_MapValue); ok {
+			return x.MapValue
+		}
+	}
+	return nil
+}
+
+type isValue_Kind interface {
+	isValue_Kind()
+}
+
+type Value_NullValue struct {
+	// Set (to any value) for null.
+	NullValue bool `protobuf:"varint,1,opt,name=null_value,json=nullValue,proto3,oneof"`
+}
+
+type Value_BoolValue struct {
+	BoolValue bool `protobuf:"varint,2,opt,name=bool_value,json=boolValue,proto3,oneof"`
+}
+
+type Value_IntValue struct {
+	IntValue int64 `protobuf:"zigzag64,3,opt,name=int_value,json=intValue,proto3,oneof"`
+}
+
+type Value_FloatValue struct {
+	FloatValue float64 `protobuf:"fixed64,4,opt,name=float_value,json=floatValue,proto3,oneof"`
+}
+
+type Value_StringValue struct {
+	StringValue string `protobuf:"bytes,5,opt,name=string_value,json=stringValue,proto3,oneof"`
+}
+
+type Value_TimestampValue struct {
+	// Nanoseconds since the Unix epoch.
+	TimestampValue int64 `protobuf:"fixed64,6,opt,name=timestamp_value,json=timestampValue,proto3,oneof"`
+}
+
+type Value_DurationValue struct {
+	// Nanoseconds.
+	DurationValue int64 `protobuf:"zigzag64,7,opt,name=duration_value,json=durationValue,proto3,oneof"`
+}
+
+type Value_ListValue struct {
+	ListValue *ValueList `protobuf:"bytes,8,opt,name=list_value,json=listValue,proto3,oneof"`
+}
+
+type Value_MapValue struct {
+	// A whole node or edge, or a projection (RETURN … of a watch).
+	MapValue *ValueMap `protobuf:"bytes,9,opt,name=map_value,json=mapValue,proto3,oneof"`
+}
+
+func (*Value_NullValue) isValue_Kind() {}
+
+func (*Value_BoolValue) isValue_Kind() {}
+
+func (*Value_IntValue) isValue_Kind() {}
+
+func (*Value_FloatValue) isValue_Kind() {}
+
+func (*Value_StringValue) isValue_Kind() {}
+
+func (*Value_TimestampValue) isValue_Kind() {}
+
+func (*Value_DurationValue) isValue_Kind() {}
+
+func (*Value_ListValue) isValue_Kind() {}
+
+func (*Value_MapValue) isValue_Kind() {}
+
+type ValueList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []*Value               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValueList) Reset() {
+	*x = ValueList{}
+	mi := &file_herald_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValueList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValueList) ProtoMessage() {}
+
+func (x *ValueList) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValueList.ProtoReflect.Descriptor instead.
+func (*ValueList) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ValueList) GetValues() []*Value {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// ValueMap keeps its keys in order; keys[i] names values[i].
+type ValueMap struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	Values        []*Value               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValueMap) Reset() {
+	*x = ValueMap{}
+	mi := &file_herald_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValueMap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValueMap) ProtoMessage() {}
+
+func (x *ValueMap) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValueMap.ProtoReflect.Descriptor instead.
+func (*ValueMap) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ValueMap) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *ValueMap) GetValues() []*Value {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type ExecRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Statements separated by semicolons; empty when statement is set.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// The name Prepare returned.
+	Statement     string            `protobuf:"bytes,2,opt,name=statement,proto3" json:"statement,omitempty"`
+	Params        map[string]*Value `protobuf:"bytes,3,rep,name=params,proto3" json:"params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Session       string            `protobuf:"bytes,4,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecRequest) Reset() {
+	*x = ExecRequest{}
+	mi := &file_herald_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecRequest) ProtoMessage() {}
+
+func (x *ExecRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
+func (*ExecRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExecRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetStatement() string {
+	if x != nil {
+		return x.Statement
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetParams() map[string]*Value {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+type ExecResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*TypedResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tick          uint64                 `protobuf:"varint,3,opt,name=tick,proto3" json:"tick,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecResponse) Reset() {
+	*x = ExecResponse{}
+	mi := &file_herald_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecResponse) ProtoMessage() {}
+
+func (x *ExecResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
+func (*ExecResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExecResponse) GetResults() []*TypedResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *ExecResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ExecResponse) GetTick() uint64 {
+	if x != nil {
+		return x.Tick
+	}
+	return 0
+}
+
+type TypedResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Columns       []string               `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	Rows          []*ValueList           `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	Stats         *Stats                 `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TypedResult) Reset() {
+	*x = TypedResult{}
+	mi := &file_herald_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TypedResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TypedResult) ProtoMessage() {}
+
+func (x *TypedResult) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TypedResult.ProtoReflect.Descriptor instead.
+func (*TypedResult) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TypedResult) GetColumns() []string {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+func (x *TypedResult) GetRows() []*ValueList {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *TypedResult) GetStats() *Stats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
+type PrepareRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Query         string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareRequest) Reset() {
+	*x = PrepareRequest{}
+	mi := &file_herald_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareRequest) ProtoMessage() {}
+
+func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
+func (*PrepareRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PrepareRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+type PrepareResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The prepared statement's name, for ExecRequest.statement.
+	Statement string `protobuf:"bytes,1,opt,name=statement,proto3" json:"statement,omitempty"`
+	// The parameters the statements use, sorted.
+	Params        []string `protobuf:"bytes,2,rep,name=params,proto3" json:"params,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareResponse) Reset() {
+	*x = PrepareResponse{}
+	mi := &file_herald_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareResponse) ProtoMessage() {}
+
+func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
+func (*PrepareResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PrepareResponse) GetStatement() string {
+	if x != nil {
+		return x.Statement
+	}
+	return ""
+}
+
+func (x *PrepareResponse) GetParams() []string {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+type UnprepareRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Statement     string                 `protobuf:"bytes,1,opt,name=statement,proto3" json:"statement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnprepareRequest) Reset() {
+	*x = UnprepareRequest{}
+	mi := &file_herald_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnprepareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnprepareRequest) ProtoMessage() {}
+
+func (x *UnprepareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnprepareRequest.ProtoReflect.Descriptor instead.
+func (*UnprepareRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UnprepareRequest) GetStatement() string {
+	if x != nil {
+		return x.Statement
+	}
+	return ""
+}
+
+type UnprepareResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnprepareResponse) Reset() {
+	*x = UnprepareResponse{}
+	mi := &file_herald_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnprepareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnprepareResponse) ProtoMessage() {}
+
+func (x *UnprepareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnprepareResponse.ProtoReflect.Descriptor instead.
+func (*UnprepareResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{9}
+}
+
+type PublishRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*PublishMessage      `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Publish in this session (its actor is the commits' actor); empty: none.
+	Session       string `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishRequest) Reset() {
+	*x = PublishRequest{}
+	mi := &file_herald_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishRequest) ProtoMessage() {}
+
+func (x *PublishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishRequest.ProtoReflect.Descriptor instead.
+func (*PublishRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PublishRequest) GetMessages() []*PublishMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *PublishRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+// PublishMessage is one node to create: SPAWN of type with attrs.
+type PublishMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client to match the acknowledgement; unique among the stream's
+	// messages in flight.
+	Ref   uint64            `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Type  string            `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Attrs map[string]*Value `protobuf:"bytes,3,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// An explicit node id (SPAWN #id); empty generates one.
+	Id            string `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishMessage) Reset() {
+	*x = PublishMessage{}
+	mi := &file_herald_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishMessage) ProtoMessage() {}
+
+func (x *PublishMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishMessage.ProtoReflect.Descriptor instead.
+func (*PublishMessage) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PublishMessage) GetRef() uint64 {
+	if x != nil {
+		return x.Ref
+	}
+	return 0
+}
+
+func (x *PublishMessage) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *PublishMessage) GetAttrs() map[string]*Value {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
+}
+
+func (x *PublishMessage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type PublishResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acks          []*PublishAck          `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishResponse) Reset() {
+	*x = PublishResponse{}
+	mi := &file_herald_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishResponse) ProtoMessage() {}
+
+func (x *PublishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishResponse.ProtoReflect.Descriptor instead.
+func (*PublishResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PublishResponse) GetAcks() []*PublishAck {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+type PublishAck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ref   uint64                 `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The new node's id.
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The durable commit that created it.
+	Seq  uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tick uint64 `protobuf:"varint,4,opt,name=tick,proto3" json:"tick,omitempty"`
+	// Set when this message was refused; nothing of it was committed.
+	Error         *ErrorDetail `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishAck) Reset() {
+	*x = PublishAck{}
+	mi := &file_herald_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishAck) ProtoMessage() {}
+
+func (x *PublishAck) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishAck.ProtoReflect.Descriptor instead.
+func (*PublishAck) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PublishAck) GetRef() uint64 {
+	if x != nil {
+		return x.Ref
+	}
+	return 0
+}
+
+func (x *PublishAck) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PublishAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *PublishAck) GetTick() uint64 {
+	if x != nil {
+		return x.Tick
+	}
+	return 0
+}
+
+func (x *PublishAck) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type SubscribeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first request of a stream opens it; later ones leave it unset.
+	Open *SubscribeOpen `protobuf:"bytes,1,opt,name=open,proto3" json:"open,omitempty"`
+	// When not zero: the new credit, the most unsettled deliveries the server may have
+	// out to this stream at once (at most the open's max_credit).
+	Credit uint32 `protobuf:"varint,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	// Settlements of this stream's deliveries (or any other delivery id the caller
+	// holds), committed together; each is answered in SubscribeResponse.settled.
+	Settle        []*Settlement `protobuf:"bytes,3,rep,name=settle,proto3" json:"settle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeRequest) Reset() {
+	*x = SubscribeRequest{}
+	mi := &file_herald_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeRequest) ProtoMessage() {}
+
+func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SubscribeRequest) GetOpen() *SubscribeOpen {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetCredit() uint32 {
+	if x != nil {
+		return x.Credit
+	}
+	return 0
+}
+
+func (x *SubscribeRequest) GetSettle() []*Settlement {
+	if x != nil {
+		return x.Settle
+	}
+	return nil
+}
+
+type SubscribeOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one WATCH … [mode: consume] statement.
+	Query   string            `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	Params  map[string]*Value `protobuf:"bytes,2,rep,name=params,proto3" json:"params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Session string            `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
+	// The initial credit; 0 takes the statement's buffer (default 1000).
+	Credit uint32 `protobuf:"varint,4,opt,name=credit,proto3" json:"credit,omitempty"`
+	// The largest credit the stream may ask for later; 0 means the initial credit.
+	MaxCredit     uint32 `protobuf:"varint,5,opt,name=max_credit,json=maxCredit,proto3" json:"max_credit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeOpen) Reset() {
+	*x = SubscribeOpen{}
+	mi := &file_herald_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeOpen) ProtoMessage() {}
+
+func (x *SubscribeOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeOpen.ProtoReflect.Descriptor instead.
+func (*SubscribeOpen) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SubscribeOpen) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SubscribeOpen) GetParams() map[string]*Value {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *SubscribeOpen) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *SubscribeOpen) GetCredit() uint32 {
+	if x != nil {
+		return x.Credit
+	}
+	return 0
+}
+
+func (x *SubscribeOpen) GetMaxCredit() uint32 {
+	if x != nil {
+		return x.MaxCredit
+	}
+	return 0
+}
+
+type SubscribeResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	// The outcome of settlements, in the order they were sent.
+	Settled []*SettleResult `protobuf:"bytes,2,rep,name=settled,proto3" json:"settled,omitempty"`
+	// Lease timeouts (type "timeout", code E8003) and, last of all, an error that ends
+	// the stream.
+	Events        []*WatchEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeResponse) Reset() {
+	*x = SubscribeResponse{}
+	mi := &file_herald_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeResponse) ProtoMessage() {}
+
+func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SubscribeResponse) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetSettled() []*SettleResult {
+	if x != nil {
+		return x.Settled
+	}
+	return nil
+}
+
+func (x *SubscribeResponse) GetEvents() []*WatchEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// Delivery is one leased message.
+type Delivery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The capability that settles it; unique per attempt.
+	DeliveryId string `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	// 1 for the first delivery, 2 for the first redelivery, …
+	Attempt int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The match as the watch's RETURN projects it.
+	Match *Value `protobuf:"bytes,3,opt,name=match,proto3" json:"match,omitempty"`
+	Seq   uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tick  uint64 `protobuf:"varint,5,opt,name=tick,proto3" json:"tick,omitempty"`
+	// When the lease expires unless settled or extended, in Unix nanoseconds.
+	Deadline      int64 `protobuf:"fixed64,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delivery) Reset() {
+	*x = Delivery{}
+	mi := &file_herald_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delivery) ProtoMessage() {}
+
+func (x *Delivery) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
+func (*Delivery) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Delivery) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *Delivery) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Delivery) GetMatch() *Value {
+	if x != nil {
+		return x.Match
+	}
+	return nil
+}
+
+func (x *Delivery) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Delivery) GetTick() uint64 {
+	if x != nil {
+		return x.Tick
+	}
+	return 0
+}
+
+func (x *Delivery) GetDeadline() int64 {
+	if x != nil {
+		return x.Deadline
+	}
+	return 0
+}
+
+type WatchRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Query   string                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	Params  map[string]*Value      `protobuf:"bytes,2,rep,name=params,proto3" json:"params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Session string                 `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
+	// Resume after this position (the seq of the last event processed); 0 starts afresh.
+	After         uint64 `protobuf:"varint,4,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_herald_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *WatchRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetParams() map[string]*Value {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetAfter() uint64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+type WatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*WatchEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_herald_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchResponse) GetEvents() []*WatchEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// WatchEvent is one event of a watch-mode stream (and a consume stream's timeouts).
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "initial", "added", "removed", "changed", "gap", "reset", "heartbeat", "window",
+	// "trigger_failed", "timeout", or "error" (which ends the stream).
+	Type  string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Match *Value `protobuf:"bytes,2,opt,name=match,proto3" json:"match,omitempty"`
+	Prev  *Value `protobuf:"bytes,3,opt,name=prev,proto3" json:"prev,omitempty"`
+	Seq   uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tick  uint64 `protobuf:"varint,5,opt,name=tick,proto3" json:"tick,omitempty"`
+	// Set on the last event of its position: once processed, resume after seq.
+	Last bool `protobuf:"varint,6,opt,name=last,proto3" json:"last,omitempty"`
+	// Events dropped, on a "gap".
+	Count int32 `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	// A visibility: immediate event of the watcher's own uncommitted transaction.
+	Uncommitted bool   `protobuf:"varint,8,opt,name=uncommitted,proto3" json:"uncommitted,omitempty"`
+	Code        string `protobuf:"bytes,9,opt,name=code,proto3" json:"code,omitempty"`
+	Message     string `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
+	// A timeout's delivery.
+	DeliveryId    string `protobuf:"bytes,11,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	Attempt       int32  `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_herald_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WatchEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetMatch() *Value {
+	if x != nil {
+		return x.Match
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetPrev() *Value {
+	if x != nil {
+		return x.Prev
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetTick() uint64 {
+	if x != nil {
+		return x.Tick
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+func (x *WatchEvent) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetUncommitted() bool {
+	if x != nil {
+		return x.Uncommitted
+	}
+	return false
+}
+
+func (x *WatchEvent) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetDeliveryId() string {
+	if x != nil {
+		return x.DeliveryId
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 type QueryRequest struct {
@@ -96,7 +1556,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_herald_proto_msgTypes[0]
+	mi := &file_herald_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +1568,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[0]
+	mi := &file_herald_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +1581,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{0}
+	return file_herald_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueryRequest) GetQuery() string {
@@ -158,7 +1618,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_herald_proto_msgTypes[1]
+	mi := &file_herald_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -170,7 +1630,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[1]
+	mi := &file_herald_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -183,7 +1643,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{1}
+	return file_herald_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QueryResponse) GetResults() []*Result {
@@ -219,7 +1679,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_herald_proto_msgTypes[2]
+	mi := &file_herald_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +1691,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[2]
+	mi := &file_herald_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +1704,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{2}
+	return file_herald_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Result) GetColumns() []string {
@@ -285,7 +1745,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_herald_proto_msgTypes[3]
+	mi := &file_herald_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +1757,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[3]
+	mi := &file_herald_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +1770,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{3}
+	return file_herald_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Stats) GetNodesCreated() int64 {
@@ -377,7 +1837,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_herald_proto_msgTypes[4]
+	mi := &file_herald_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +1849,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[4]
+	mi := &file_herald_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +1862,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{4}
+	return file_herald_proto_rawDescGZIP(), []int{25}
 }
 
 type OpenSessionResponse struct {
@@ -414,7 +1874,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_herald_proto_msgTypes[5]
+	mi := &file_herald_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +1886,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[5]
+	mi := &file_herald_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +1899,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{5}
+	return file_herald_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -458,7 +1918,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_herald_proto_msgTypes[6]
+	mi := &file_herald_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +1930,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[6]
+	mi := &file_herald_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +1943,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{6}
+	return file_herald_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -501,7 +1961,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_herald_proto_msgTypes[7]
+	mi := &file_herald_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +1973,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[7]
+	mi := &file_herald_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +1986,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{7}
+	return file_herald_proto_rawDescGZIP(), []int{28}
 }
 
 type ConsumeRequest struct {
@@ -547,7 +2007,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_herald_proto_msgTypes[8]
+	mi := &file_herald_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +2019,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[8]
+	mi := &file_herald_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +2032,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{8}
+	return file_herald_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConsumeRequest) GetQuery() string {
@@ -639,7 +2099,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_herald_proto_msgTypes[9]
+	mi := &file_herald_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +2111,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[9]
+	mi := &file_herald_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +2124,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{9}
+	return file_herald_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Event) GetType() string {
@@ -760,7 +2220,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_herald_proto_msgTypes[10]
+	mi := &file_herald_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +2232,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[10]
+	mi := &file_herald_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +2245,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{10}
+	return file_herald_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AckRequest) GetDeliveryId() string {
@@ -803,7 +2263,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_herald_proto_msgTypes[11]
+	mi := &file_herald_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +2275,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[11]
+	mi := &file_herald_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +2288,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{11}
+	return file_herald_proto_rawDescGZIP(), []int{32}
 }
 
 type NackRequest struct {
@@ -845,7 +2305,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_herald_proto_msgTypes[12]
+	mi := &file_herald_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +2317,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[12]
+	mi := &file_herald_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +2330,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{12}
+	return file_herald_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NackRequest) GetDeliveryId() string {
@@ -902,7 +2362,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_herald_proto_msgTypes[13]
+	mi := &file_herald_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +2374,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[13]
+	mi := &file_herald_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +2387,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{13}
+	return file_herald_proto_rawDescGZIP(), []int{34}
 }
 
 type ExtendRequest struct {
@@ -941,7 +2401,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_herald_proto_msgTypes[14]
+	mi := &file_herald_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +2413,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[14]
+	mi := &file_herald_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +2426,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{14}
+	return file_herald_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExtendRequest) GetDeliveryId() string {
@@ -992,7 +2452,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_herald_proto_msgTypes[15]
+	mi := &file_herald_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +2464,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[15]
+	mi := &file_herald_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +2477,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{15}
+	return file_herald_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExtendResponse) GetDeadline() *timestamppb.Timestamp {
@@ -1036,7 +2496,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_herald_proto_msgTypes[16]
+	mi := &file_herald_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +2508,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[16]
+	mi := &file_herald_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +2521,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{16}
+	return file_herald_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SettleRequest) GetSettlements() []*Settlement {
@@ -1086,7 +2546,7 @@ type Settlement struct {
 
 func (x *Settlement) Reset() {
 	*x = Settlement{}
-	mi := &file_herald_proto_msgTypes[17]
+	mi := &file_herald_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +2558,7 @@ func (x *Settlement) String() string {
 func (*Settlement) ProtoMessage() {}
 
 func (x *Settlement) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[17]
+	mi := &file_herald_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +2571,7 @@ func (x *Settlement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
 func (*Settlement) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{17}
+	return file_herald_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Settlement) GetDeliveryId() string {
@@ -1155,7 +2615,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_herald_proto_msgTypes[18]
+	mi := &file_herald_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +2627,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[18]
+	mi := &file_herald_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +2640,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{18}
+	return file_herald_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SettleResponse) GetResults() []*SettleResult {
@@ -1218,7 +2678,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_herald_proto_msgTypes[19]
+	mi := &file_herald_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +2690,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[19]
+	mi := &file_herald_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +2703,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{19}
+	return file_herald_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SettleResult) GetDeliveryId() string {
@@ -1292,7 +2752,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_herald_proto_msgTypes[20]
+	mi := &file_herald_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +2764,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[20]
+	mi := &file_herald_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +2777,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{20}
+	return file_herald_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -1376,7 +2836,7 @@ type CreateQueueRequest struct {
 
 func (x *CreateQueueRequest) Reset() {
 	*x = CreateQueueRequest{}
-	mi := &file_herald_proto_msgTypes[21]
+	mi := &file_herald_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +2848,7 @@ func (x *CreateQueueRequest) String() string {
 func (*CreateQueueRequest) ProtoMessage() {}
 
 func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[21]
+	mi := &file_herald_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +2861,7 @@ func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueRequest.ProtoReflect.Descriptor instead.
 func (*CreateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{21}
+	return file_herald_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CreateQueueRequest) GetName() string {
@@ -1448,7 +2908,7 @@ type CreateQueueResponse struct {
 
 func (x *CreateQueueResponse) Reset() {
 	*x = CreateQueueResponse{}
-	mi := &file_herald_proto_msgTypes[22]
+	mi := &file_herald_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +2920,7 @@ func (x *CreateQueueResponse) String() string {
 func (*CreateQueueResponse) ProtoMessage() {}
 
 func (x *CreateQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[22]
+	mi := &file_herald_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +2933,7 @@ func (x *CreateQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueResponse.ProtoReflect.Descriptor instead.
 func (*CreateQueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{22}
+	return file_herald_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateQueueResponse) GetQueue() *Queue {
@@ -1498,7 +2958,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_herald_proto_msgTypes[23]
+	mi := &file_herald_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +2970,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[23]
+	mi := &file_herald_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +2983,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{23}
+	return file_herald_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Queue) GetName() string {
@@ -1577,7 +3037,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_herald_proto_msgTypes[24]
+	mi := &file_herald_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +3049,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[24]
+	mi := &file_herald_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +3062,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{24}
+	return file_herald_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeleteQueueRequest) GetName() string {
@@ -1622,7 +3082,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_herald_proto_msgTypes[25]
+	mi := &file_herald_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +3094,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[25]
+	mi := &file_herald_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +3107,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{25}
+	return file_herald_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteQueueResponse) GetMessagesDeleted() int64 {
@@ -1675,7 +3135,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_herald_proto_msgTypes[26]
+	mi := &file_herald_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +3147,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[26]
+	mi := &file_herald_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +3160,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{26}
+	return file_herald_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EnqueueRequest) GetQueue() string {
@@ -1754,7 +3214,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_herald_proto_msgTypes[27]
+	mi := &file_herald_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +3226,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[27]
+	mi := &file_herald_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +3239,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{27}
+	return file_herald_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EnqueueResponse) GetMessageId() string {
@@ -1798,7 +3258,7 @@ type ConsumeQueueRequest struct {
 
 func (x *ConsumeQueueRequest) Reset() {
 	*x = ConsumeQueueRequest{}
-	mi := &file_herald_proto_msgTypes[28]
+	mi := &file_herald_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +3270,7 @@ func (x *ConsumeQueueRequest) String() string {
 func (*ConsumeQueueRequest) ProtoMessage() {}
 
 func (x *ConsumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[28]
+	mi := &file_herald_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +3283,7 @@ func (x *ConsumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{28}
+	return file_herald_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ConsumeQueueRequest) GetQueue() string {
@@ -1855,7 +3315,7 @@ type QueueMessage struct {
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_herald_proto_msgTypes[29]
+	mi := &file_herald_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +3327,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[29]
+	mi := &file_herald_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +3340,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{29}
+	return file_herald_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QueueMessage) GetMessageId() string {
@@ -1963,7 +3423,7 @@ type QueueAckRequest struct {
 
 func (x *QueueAckRequest) Reset() {
 	*x = QueueAckRequest{}
-	mi := &file_herald_proto_msgTypes[30]
+	mi := &file_herald_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +3435,7 @@ func (x *QueueAckRequest) String() string {
 func (*QueueAckRequest) ProtoMessage() {}
 
 func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[30]
+	mi := &file_herald_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +3448,7 @@ func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckRequest.ProtoReflect.Descriptor instead.
 func (*QueueAckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{30}
+	return file_herald_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QueueAckRequest) GetQueue() string {
@@ -2013,7 +3473,7 @@ type QueueAckResponse struct {
 
 func (x *QueueAckResponse) Reset() {
 	*x = QueueAckResponse{}
-	mi := &file_herald_proto_msgTypes[31]
+	mi := &file_herald_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +3485,7 @@ func (x *QueueAckResponse) String() string {
 func (*QueueAckResponse) ProtoMessage() {}
 
 func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[31]
+	mi := &file_herald_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +3498,7 @@ func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckResponse.ProtoReflect.Descriptor instead.
 func (*QueueAckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{31}
+	return file_herald_proto_rawDescGZIP(), []int{52}
 }
 
 type QueueNackRequest struct {
@@ -2055,7 +3515,7 @@ type QueueNackRequest struct {
 
 func (x *QueueNackRequest) Reset() {
 	*x = QueueNackRequest{}
-	mi := &file_herald_proto_msgTypes[32]
+	mi := &file_herald_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +3527,7 @@ func (x *QueueNackRequest) String() string {
 func (*QueueNackRequest) ProtoMessage() {}
 
 func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[32]
+	mi := &file_herald_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +3540,7 @@ func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackRequest.ProtoReflect.Descriptor instead.
 func (*QueueNackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{32}
+	return file_herald_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QueueNackRequest) GetQueue() string {
@@ -2119,7 +3579,7 @@ type QueueNackResponse struct {
 
 func (x *QueueNackResponse) Reset() {
 	*x = QueueNackResponse{}
-	mi := &file_herald_proto_msgTypes[33]
+	mi := &file_herald_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +3591,7 @@ func (x *QueueNackResponse) String() string {
 func (*QueueNackResponse) ProtoMessage() {}
 
 func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[33]
+	mi := &file_herald_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +3604,7 @@ func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackResponse.ProtoReflect.Descriptor instead.
 func (*QueueNackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{33}
+	return file_herald_proto_rawDescGZIP(), []int{54}
 }
 
 type QueueExtendRequest struct {
@@ -2160,7 +3620,7 @@ type QueueExtendRequest struct {
 
 func (x *QueueExtendRequest) Reset() {
 	*x = QueueExtendRequest{}
-	mi := &file_herald_proto_msgTypes[34]
+	mi := &file_herald_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +3632,7 @@ func (x *QueueExtendRequest) String() string {
 func (*QueueExtendRequest) ProtoMessage() {}
 
 func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[34]
+	mi := &file_herald_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +3645,7 @@ func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendRequest.ProtoReflect.Descriptor instead.
 func (*QueueExtendRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{34}
+	return file_herald_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *QueueExtendRequest) GetQueue() string {
@@ -2218,7 +3678,7 @@ type QueueExtendResponse struct {
 
 func (x *QueueExtendResponse) Reset() {
 	*x = QueueExtendResponse{}
-	mi := &file_herald_proto_msgTypes[35]
+	mi := &file_herald_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +3690,7 @@ func (x *QueueExtendResponse) String() string {
 func (*QueueExtendResponse) ProtoMessage() {}
 
 func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[35]
+	mi := &file_herald_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +3703,7 @@ func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendResponse.ProtoReflect.Descriptor instead.
 func (*QueueExtendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{35}
+	return file_herald_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *QueueExtendResponse) GetDeadline() *timestamppb.Timestamp {
@@ -2262,7 +3722,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_herald_proto_msgTypes[36]
+	mi := &file_herald_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +3734,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[36]
+	mi := &file_herald_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +3747,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{36}
+	return file_herald_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *RedriveDeadLettersRequest) GetQueue() string {
@@ -2307,7 +3767,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_herald_proto_msgTypes[37]
+	mi := &file_herald_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +3779,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[37]
+	mi := &file_herald_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +3792,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{37}
+	return file_herald_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RedriveDeadLettersResponse) GetRedriven() int64 {
@@ -2346,7 +3806,126 @@ var File_herald_proto protoreflect.FileDescriptor
 
 const file_herald_proto_rawDesc = "" +
 	"\n" +
-	"\fherald.proto\x12\therald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n" +
+	"\fherald.proto\x12\therald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x02\n" +
+	"\x05Value\x12\x1f\n" +
+	"\n" +
+	"null_value\x18\x01 \x01(\bH\x00R\tnullValue\x12\x1f\n" +
+	"\n" +
+	"bool_value\x18\x02 \x01(\bH\x00R\tboolValue\x12\x1d\n" +
+	"\tint_value\x18\x03 \x01(\x12H\x00R\bintValue\x12!\n" +
+	"\vfloat_value\x18\x04 \x01(\x01H\x00R\n" +
+	"floatValue\x12#\n" +
+	"\fstring_value\x18\x05 \x01(\tH\x00R\vstringValue\x12)\n" +
+	"\x0ftimestamp_value\x18\x06 \x01(\x10H\x00R\x0etimestampValue\x12'\n" +
+	"\x0eduration_value\x18\a \x01(\x12H\x00R\rdurationValue\x125\n" +
+	"\n" +
+	"list_value\x18\b \x01(\v2\x14.herald.v1.ValueListH\x00R\tlistValue\x122\n" +
+	"\tmap_value\x18\t \x01(\v2\x13.herald.v1.ValueMapH\x00R\bmapValueB\x06\n" +
+	"\x04kind\"5\n" +
+	"\tValueList\x12(\n" +
+	"\x06values\x18\x01 \x03(\v2\x10.herald.v1.ValueR\x06values\"H\n" +
+	"\bValueMap\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\x12(\n" +
+	"\x06values\x18\x02 \x03(\v2\x10.herald.v1.ValueR\x06values\"\xe4\x01\n" +
+	"\vExecRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x1c\n" +
+	"\tstatement\x18\x02 \x01(\tR\tstatement\x12:\n" +
+	"\x06params\x18\x03 \x03(\v2\".herald.v1.ExecRequest.ParamsEntryR\x06params\x12\x18\n" +
+	"\asession\x18\x04 \x01(\tR\asession\x1aK\n" +
+	"\vParamsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
+	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\"f\n" +
+	"\fExecResponse\x120\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.herald.v1.TypedResultR\aresults\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04tick\x18\x03 \x01(\x04R\x04tick\"y\n" +
+	"\vTypedResult\x12\x18\n" +
+	"\acolumns\x18\x01 \x03(\tR\acolumns\x12(\n" +
+	"\x04rows\x18\x02 \x03(\v2\x14.herald.v1.ValueListR\x04rows\x12&\n" +
+	"\x05stats\x18\x03 \x01(\v2\x10.herald.v1.StatsR\x05stats\"&\n" +
+	"\x0ePrepareRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\"G\n" +
+	"\x0fPrepareResponse\x12\x1c\n" +
+	"\tstatement\x18\x01 \x01(\tR\tstatement\x12\x16\n" +
+	"\x06params\x18\x02 \x03(\tR\x06params\"0\n" +
+	"\x10UnprepareRequest\x12\x1c\n" +
+	"\tstatement\x18\x01 \x01(\tR\tstatement\"\x13\n" +
+	"\x11UnprepareResponse\"a\n" +
+	"\x0ePublishRequest\x125\n" +
+	"\bmessages\x18\x01 \x03(\v2\x19.herald.v1.PublishMessageR\bmessages\x12\x18\n" +
+	"\asession\x18\x02 \x01(\tR\asession\"\xce\x01\n" +
+	"\x0ePublishMessage\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12:\n" +
+	"\x05attrs\x18\x03 \x03(\v2$.herald.v1.PublishMessage.AttrsEntryR\x05attrs\x12\x0e\n" +
+	"\x02id\x18\x04 \x01(\tR\x02id\x1aJ\n" +
+	"\n" +
+	"AttrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
+	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\"<\n" +
+	"\x0fPublishResponse\x12)\n" +
+	"\x04acks\x18\x01 \x03(\v2\x15.herald.v1.PublishAckR\x04acks\"\x82\x01\n" +
+	"\n" +
+	"PublishAck\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04tick\x18\x04 \x01(\x04R\x04tick\x12,\n" +
+	"\x05error\x18\x05 \x01(\v2\x16.herald.v1.ErrorDetailR\x05error\"\x87\x01\n" +
+	"\x10SubscribeRequest\x12,\n" +
+	"\x04open\x18\x01 \x01(\v2\x18.herald.v1.SubscribeOpenR\x04open\x12\x16\n" +
+	"\x06credit\x18\x02 \x01(\rR\x06credit\x12-\n" +
+	"\x06settle\x18\x03 \x03(\v2\x15.herald.v1.SettlementR\x06settle\"\x81\x02\n" +
+	"\rSubscribeOpen\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12<\n" +
+	"\x06params\x18\x02 \x03(\v2$.herald.v1.SubscribeOpen.ParamsEntryR\x06params\x12\x18\n" +
+	"\asession\x18\x03 \x01(\tR\asession\x12\x16\n" +
+	"\x06credit\x18\x04 \x01(\rR\x06credit\x12\x1d\n" +
+	"\n" +
+	"max_credit\x18\x05 \x01(\rR\tmaxCredit\x1aK\n" +
+	"\vParamsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
+	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\"\xaa\x01\n" +
+	"\x11SubscribeResponse\x123\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x13.herald.v1.DeliveryR\n" +
+	"deliveries\x121\n" +
+	"\asettled\x18\x02 \x03(\v2\x17.herald.v1.SettleResultR\asettled\x12-\n" +
+	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xaf\x01\n" +
+	"\bDelivery\x12\x1f\n" +
+	"\vdelivery_id\x18\x01 \x01(\tR\n" +
+	"deliveryId\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12&\n" +
+	"\x05match\x18\x03 \x01(\v2\x10.herald.v1.ValueR\x05match\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04tick\x18\x05 \x01(\x04R\x04tick\x12\x1a\n" +
+	"\bdeadline\x18\x06 \x01(\x10R\bdeadline\"\xde\x01\n" +
+	"\fWatchRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12;\n" +
+	"\x06params\x18\x02 \x03(\v2#.herald.v1.WatchRequest.ParamsEntryR\x06params\x12\x18\n" +
+	"\asession\x18\x03 \x01(\tR\asession\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\x04R\x05after\x1aK\n" +
+	"\vParamsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
+	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\">\n" +
+	"\rWatchResponse\x12-\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xc9\x02\n" +
+	"\n" +
+	"WatchEvent\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12&\n" +
+	"\x05match\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05match\x12$\n" +
+	"\x04prev\x18\x03 \x01(\v2\x10.herald.v1.ValueR\x04prev\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04tick\x18\x05 \x01(\x04R\x04tick\x12\x12\n" +
+	"\x04last\x18\x06 \x01(\bR\x04last\x12\x14\n" +
+	"\x05count\x18\a \x01(\x05R\x05count\x12 \n" +
+	"\vuncommitted\x18\b \x01(\bR\vuncommitted\x12\x12\n" +
+	"\x04code\x18\t \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\n" +
+	" \x01(\tR\amessage\x12\x1f\n" +
+	"\vdelivery_id\x18\v \x01(\tR\n" +
+	"deliveryId\x12\x18\n" +
+	"\aattempt\x18\f \x01(\x05R\aattempt\"\xce\x01\n" +
 	"\fQueryRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12;\n" +
 	"\x06params\x18\x02 \x03(\v2#.herald.v1.QueryRequest.ParamsEntryR\x06params\x12\x18\n" +
@@ -2530,7 +4109,7 @@ const file_herald_proto_rawDesc = "" +
 	"\x19RedriveDeadLettersRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"8\n" +
 	"\x1aRedriveDeadLettersResponse\x12\x1a\n" +
-	"\bredriven\x18\x01 \x01(\x03R\bredriven2\x8a\x04\n" +
+	"\bredriven\x18\x01 \x01(\x03R\bredriven2\x9d\a\n" +
 	"\x06Herald\x12:\n" +
 	"\x05Query\x12\x17.herald.v1.QueryRequest\x1a\x18.herald.v1.QueryResponse\x12L\n" +
 	"\vOpenSession\x12\x1d.herald.v1.OpenSessionRequest\x1a\x1e.herald.v1.OpenSessionResponse\x12O\n" +
@@ -2539,7 +4118,13 @@ const file_herald_proto_rawDesc = "" +
 	"\x03Ack\x12\x15.herald.v1.AckRequest\x1a\x16.herald.v1.AckResponse\x127\n" +
 	"\x04Nack\x12\x16.herald.v1.NackRequest\x1a\x17.herald.v1.NackResponse\x12=\n" +
 	"\x06Extend\x12\x18.herald.v1.ExtendRequest\x1a\x19.herald.v1.ExtendResponse\x12=\n" +
-	"\x06Settle\x12\x18.herald.v1.SettleRequest\x1a\x19.herald.v1.SettleResponse2\xe0\x04\n" +
+	"\x06Settle\x12\x18.herald.v1.SettleRequest\x1a\x19.herald.v1.SettleResponse\x127\n" +
+	"\x04Exec\x12\x16.herald.v1.ExecRequest\x1a\x17.herald.v1.ExecResponse\x12@\n" +
+	"\aPrepare\x12\x19.herald.v1.PrepareRequest\x1a\x1a.herald.v1.PrepareResponse\x12F\n" +
+	"\tUnprepare\x12\x1b.herald.v1.UnprepareRequest\x1a\x1c.herald.v1.UnprepareResponse\x12D\n" +
+	"\aPublish\x12\x19.herald.v1.PublishRequest\x1a\x1a.herald.v1.PublishResponse(\x010\x01\x12J\n" +
+	"\tSubscribe\x12\x1b.herald.v1.SubscribeRequest\x1a\x1c.herald.v1.SubscribeResponse(\x010\x01\x12<\n" +
+	"\x05Watch\x12\x17.herald.v1.WatchRequest\x1a\x18.herald.v1.WatchResponse0\x012\xe0\x04\n" +
 	"\x06Queues\x12L\n" +
 	"\vCreateQueue\x12\x1d.herald.v1.CreateQueueRequest\x1a\x1e.herald.v1.CreateQueueResponse\x12L\n" +
 	"\vDeleteQueue\x12\x1d.herald.v1.DeleteQueueRequest\x1a\x1e.herald.v1.DeleteQueueResponse\x12@\n" +
@@ -2563,130 +4148,194 @@ func file_herald_proto_rawDescGZIP() []byte {
 }
 
 var file_herald_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_herald_proto_goTypes = []any{
 	(Settlement_Action)(0),             // 0: herald.v1.Settlement.Action
-	(*QueryRequest)(nil),               // 1: herald.v1.QueryRequest
-	(*QueryResponse)(nil),              // 2: herald.v1.QueryResponse
-	(*Result)(nil),                     // 3: herald.v1.Result
-	(*Stats)(nil),                      // 4: herald.v1.Stats
-	(*OpenSessionRequest)(nil),         // 5: herald.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),        // 6: herald.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),        // 7: herald.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),       // 8: herald.v1.CloseSessionResponse
-	(*ConsumeRequest)(nil),             // 9: herald.v1.ConsumeRequest
-	(*Event)(nil),                      // 10: herald.v1.Event
-	(*AckRequest)(nil),                 // 11: herald.v1.AckRequest
-	(*AckResponse)(nil),                // 12: herald.v1.AckResponse
-	(*NackRequest)(nil),                // 13: herald.v1.NackRequest
-	(*NackResponse)(nil),               // 14: herald.v1.NackResponse
-	(*ExtendRequest)(nil),              // 15: herald.v1.ExtendRequest
-	(*ExtendResponse)(nil),             // 16: herald.v1.ExtendResponse
-	(*SettleRequest)(nil),              // 17: herald.v1.SettleRequest
-	(*Settlement)(nil),                 // 18: herald.v1.Settlement
-	(*SettleResponse)(nil),             // 19: herald.v1.SettleResponse
-	(*SettleResult)(nil),               // 20: herald.v1.SettleResult
-	(*ErrorDetail)(nil),                // 21: herald.v1.ErrorDetail
-	(*CreateQueueRequest)(nil),         // 22: herald.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),        // 23: herald.v1.CreateQueueResponse
-	(*Queue)(nil),                      // 24: herald.v1.Queue
-	(*DeleteQueueRequest)(nil),         // 25: herald.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),        // 26: herald.v1.DeleteQueueResponse
-	(*EnqueueRequest)(nil),             // 27: herald.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),            // 28: herald.v1.EnqueueResponse
-	(*ConsumeQueueRequest)(nil),        // 29: herald.v1.ConsumeQueueRequest
-	(*QueueMessage)(nil),               // 30: herald.v1.QueueMessage
-	(*QueueAckRequest)(nil),            // 31: herald.v1.QueueAckRequest
-	(*QueueAckResponse)(nil),           // 32: herald.v1.QueueAckResponse
-	(*QueueNackRequest)(nil),           // 33: herald.v1.QueueNackRequest
-	(*QueueNackResponse)(nil),          // 34: herald.v1.QueueNackResponse
-	(*QueueExtendRequest)(nil),         // 35: herald.v1.QueueExtendRequest
-	(*QueueExtendResponse)(nil),        // 36: herald.v1.QueueExtendResponse
-	(*RedriveDeadLettersRequest)(nil),  // 37: herald.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil), // 38: herald.v1.RedriveDeadLettersResponse
-	nil,                                // 39: herald.v1.QueryRequest.ParamsEntry
-	nil,                                // 40: herald.v1.ConsumeRequest.ParamsEntry
-	nil,                                // 41: herald.v1.CreateQueueRequest.FairnessWeightsEntry
-	nil,                                // 42: herald.v1.Queue.FairnessWeightsEntry
-	nil,                                // 43: herald.v1.EnqueueRequest.HeadersEntry
-	nil,                                // 44: herald.v1.QueueMessage.HeadersEntry
-	(*structpb.ListValue)(nil),         // 45: google.protobuf.ListValue
-	(*structpb.Value)(nil),             // 46: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil),      // 47: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 48: google.protobuf.Duration
+	(*Value)(nil),                      // 1: herald.v1.Value
+	(*ValueList)(nil),                  // 2: herald.v1.ValueList
+	(*ValueMap)(nil),                   // 3: herald.v1.ValueMap
+	(*ExecRequest)(nil),                // 4: herald.v1.ExecRequest
+	(*ExecResponse)(nil),               // 5: herald.v1.ExecResponse
+	(*TypedResult)(nil),                // 6: herald.v1.TypedResult
+	(*PrepareRequest)(nil),             // 7: herald.v1.PrepareRequest
+	(*PrepareResponse)(nil),            // 8: herald.v1.PrepareResponse
+	(*UnprepareRequest)(nil),           // 9: herald.v1.UnprepareRequest
+	(*UnprepareResponse)(nil),          // 10: herald.v1.UnprepareResponse
+	(*PublishRequest)(nil),             // 11: herald.v1.PublishRequest
+	(*PublishMessage)(nil),             // 12: herald.v1.PublishMessage
+	(*PublishResponse)(nil),            // 13: herald.v1.PublishResponse
+	(*PublishAck)(nil),                 // 14: herald.v1.PublishAck
+	(*SubscribeRequest)(nil),           // 15: herald.v1.SubscribeRequest
+	(*SubscribeOpen)(nil),              // 16: herald.v1.SubscribeOpen
+	(*SubscribeResponse)(nil),          // 17: herald.v1.SubscribeResponse
+	(*Delivery)(nil),                   // 18: herald.v1.Delivery
+	(*WatchRequest)(nil),               // 19: herald.v1.WatchRequest
+	(*WatchResponse)(nil),              // 20: herald.v1.WatchResponse
+	(*WatchEvent)(nil),                 // 21: herald.v1.WatchEvent
+	(*QueryRequest)(nil),               // 22: herald.v1.QueryRequest
+	(*QueryResponse)(nil),              // 23: herald.v1.QueryResponse
+	(*Result)(nil),                     // 24: herald.v1.Result
+	(*Stats)(nil),                      // 25: herald.v1.Stats
+	(*OpenSessionRequest)(nil),         // 26: herald.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),        // 27: herald.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),        // 28: herald.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 29: herald.v1.CloseSessionResponse
+	(*ConsumeRequest)(nil),             // 30: herald.v1.ConsumeRequest
+	(*Event)(nil),                      // 31: herald.v1.Event
+	(*AckRequest)(nil),                 // 32: herald.v1.AckRequest
+	(*AckResponse)(nil),                // 33: herald.v1.AckResponse
+	(*NackRequest)(nil),                // 34: herald.v1.NackRequest
+	(*NackResponse)(nil),               // 35: herald.v1.NackResponse
+	(*ExtendRequest)(nil),              // 36: herald.v1.ExtendRequest
+	(*ExtendResponse)(nil),             // 37: herald.v1.ExtendResponse
+	(*SettleRequest)(nil),              // 38: herald.v1.SettleRequest
+	(*Settlement)(nil),                 // 39: herald.v1.Settlement
+	(*SettleResponse)(nil),             // 40: herald.v1.SettleResponse
+	(*SettleResult)(nil),               // 41: herald.v1.SettleResult
+	(*ErrorDetail)(nil),                // 42: herald.v1.ErrorDetail
+	(*CreateQueueRequest)(nil),         // 43: herald.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),        // 44: herald.v1.CreateQueueResponse
+	(*Queue)(nil),                      // 45: herald.v1.Queue
+	(*DeleteQueueRequest)(nil),         // 46: herald.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),        // 47: herald.v1.DeleteQueueResponse
+	(*EnqueueRequest)(nil),             // 48: herald.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),            // 49: herald.v1.EnqueueResponse
+	(*ConsumeQueueRequest)(nil),        // 50: herald.v1.ConsumeQueueRequest
+	(*QueueMessage)(nil),               // 51: herald.v1.QueueMessage
+	(*QueueAckRequest)(nil),            // 52: herald.v1.QueueAckRequest
+	(*QueueAckResponse)(nil),           // 53: herald.v1.QueueAckResponse
+	(*QueueNackRequest)(nil),           // 54: herald.v1.QueueNackRequest
+	(*QueueNackResponse)(nil),          // 55: herald.v1.QueueNackResponse
+	(*QueueExtendRequest)(nil),         // 56: herald.v1.QueueExtendRequest
+	(*QueueExtendResponse)(nil),        // 57: herald.v1.QueueExtendResponse
+	(*RedriveDeadLettersRequest)(nil),  // 58: herald.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 59: herald.v1.RedriveDeadLettersResponse
+	nil,                                // 60: herald.v1.ExecRequest.ParamsEntry
+	nil,                                // 61: herald.v1.PublishMessage.AttrsEntry
+	nil,                                // 62: herald.v1.SubscribeOpen.ParamsEntry
+	nil,                                // 63: herald.v1.WatchRequest.ParamsEntry
+	nil,                                // 64: herald.v1.QueryRequest.ParamsEntry
+	nil,                                // 65: herald.v1.ConsumeRequest.ParamsEntry
+	nil,                                // 66: herald.v1.CreateQueueRequest.FairnessWeightsEntry
+	nil,                                // 67: herald.v1.Queue.FairnessWeightsEntry
+	nil,                                // 68: herald.v1.EnqueueRequest.HeadersEntry
+	nil,                                // 69: herald.v1.QueueMessage.HeadersEntry
+	(*structpb.ListValue)(nil),         // 70: google.protobuf.ListValue
+	(*structpb.Value)(nil),             // 71: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil),      // 72: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 73: google.protobuf.Duration
 }
 var file_herald_proto_depIdxs = []int32{
-	39, // 0: herald.v1.QueryRequest.params:type_name -> herald.v1.QueryRequest.ParamsEntry
-	3,  // 1: herald.v1.QueryResponse.results:type_name -> herald.v1.Result
-	45, // 2: herald.v1.Result.rows:type_name -> google.protobuf.ListValue
-	4,  // 3: herald.v1.Result.stats:type_name -> herald.v1.Stats
-	40, // 4: herald.v1.ConsumeRequest.params:type_name -> herald.v1.ConsumeRequest.ParamsEntry
-	46, // 5: herald.v1.Event.match:type_name -> google.protobuf.Value
-	47, // 6: herald.v1.Event.deadline:type_name -> google.protobuf.Timestamp
-	46, // 7: herald.v1.Event.prev:type_name -> google.protobuf.Value
-	48, // 8: herald.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	48, // 9: herald.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	47, // 10: herald.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	18, // 11: herald.v1.SettleRequest.settlements:type_name -> herald.v1.Settlement
-	0,  // 12: herald.v1.Settlement.action:type_name -> herald.v1.Settlement.Action
-	48, // 13: herald.v1.Settlement.delay:type_name -> google.protobuf.Duration
-	48, // 14: herald.v1.Settlement.by:type_name -> google.protobuf.Duration
-	20, // 15: herald.v1.SettleResponse.results:type_name -> herald.v1.SettleResult
-	47, // 16: herald.v1.SettleResult.deadline:type_name -> google.protobuf.Timestamp
-	21, // 17: herald.v1.SettleResult.error:type_name -> herald.v1.ErrorDetail
-	48, // 18: herald.v1.CreateQueueRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	41, // 19: herald.v1.CreateQueueRequest.fairness_weights:type_name -> herald.v1.CreateQueueRequest.FairnessWeightsEntry
-	24, // 20: herald.v1.CreateQueueResponse.queue:type_name -> herald.v1.Queue
-	48, // 21: herald.v1.Queue.visibility_timeout:type_name -> google.protobuf.Duration
-	42, // 22: herald.v1.Queue.fairness_weights:type_name -> herald.v1.Queue.FairnessWeightsEntry
-	47, // 23: herald.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
-	43, // 24: herald.v1.EnqueueRequest.headers:type_name -> herald.v1.EnqueueRequest.HeadersEntry
-	48, // 25: herald.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
-	44, // 26: herald.v1.QueueMessage.headers:type_name -> herald.v1.QueueMessage.HeadersEntry
-	47, // 27: herald.v1.QueueMessage.deadline:type_name -> google.protobuf.Timestamp
-	47, // 28: herald.v1.QueueMessage.enqueued_at:type_name -> google.protobuf.Timestamp
-	48, // 29: herald.v1.QueueNackRequest.delay:type_name -> google.protobuf.Duration
-	48, // 30: herald.v1.QueueExtendRequest.by:type_name -> google.protobuf.Duration
-	47, // 31: herald.v1.QueueExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	46, // 32: herald.v1.QueryRequest.ParamsEntry.value:type_name -> google.protobuf.Value
-	46, // 33: herald.v1.ConsumeRequest.ParamsEntry.value:type_name -> google.protobuf.Value
-	1,  // 34: herald.v1.Herald.Query:input_type -> herald.v1.QueryRequest
-	5,  // 35: herald.v1.Herald.OpenSession:input_type -> herald.v1.OpenSessionRequest
-	7,  // 36: herald.v1.Herald.CloseSession:input_type -> herald.v1.CloseSessionRequest
-	9,  // 37: herald.v1.Herald.Consume:input_type -> herald.v1.ConsumeRequest
-	11, // 38: herald.v1.Herald.Ack:input_type -> herald.v1.AckRequest
-	13, // 39: herald.v1.Herald.Nack:input_type -> herald.v1.NackRequest
-	15, // 40: herald.v1.Herald.Extend:input_type -> herald.v1.ExtendRequest
-	17, // 41: herald.v1.Herald.Settle:input_type -> herald.v1.SettleRequest
-	22, // 42: herald.v1.Queues.CreateQueue:input_type -> herald.v1.CreateQueueRequest
-	25, // 43: herald.v1.Queues.DeleteQueue:input_type -> herald.v1.DeleteQueueRequest
-	27, // 44: herald.v1.Queues.Enqueue:input_type -> herald.v1.EnqueueRequest
-	29, // 45: herald.v1.Queues.ConsumeQueue:input_type -> herald.v1.ConsumeQueueRequest
-	31, // 46: herald.v1.Queues.Ack:input_type -> herald.v1.QueueAckRequest
-	33, // 47: herald.v1.Queues.Nack:input_type -> herald.v1.QueueNackRequest
-	35, // 48: herald.v1.Queues.Extend:input_type -> herald.v1.QueueExtendRequest
-	37, // 49: herald.v1.Queues.RedriveDeadLetters:input_type -> herald.v1.RedriveDeadLettersRequest
-	2,  // 50: herald.v1.Herald.Query:output_type -> herald.v1.QueryResponse
-	6,  // 51: herald.v1.Herald.OpenSession:output_type -> herald.v1.OpenSessionResponse
-	8,  // 52: herald.v1.Herald.CloseSession:output_type -> herald.v1.CloseSessionResponse
-	10, // 53: herald.v1.Herald.Consume:output_type -> herald.v1.Event
-	12, // 54: herald.v1.Herald.Ack:output_type -> herald.v1.AckResponse
-	14, // 55: herald.v1.Herald.Nack:output_type -> herald.v1.NackResponse
-	16, // 56: herald.v1.Herald.Extend:output_type -> herald.v1.ExtendResponse
-	19, // 57: herald.v1.Herald.Settle:output_type -> herald.v1.SettleResponse
-	23, // 58: herald.v1.Queues.CreateQueue:output_type -> herald.v1.CreateQueueResponse
-	26, // 59: herald.v1.Queues.DeleteQueue:output_type -> herald.v1.DeleteQueueResponse
-	28, // 60: herald.v1.Queues.Enqueue:output_type -> herald.v1.EnqueueResponse
-	30, // 61: herald.v1.Queues.ConsumeQueue:output_type -> herald.v1.QueueMessage
-	32, // 62: herald.v1.Queues.Ack:output_type -> herald.v1.QueueAckResponse
-	34, // 63: herald.v1.Queues.Nack:output_type -> herald.v1.QueueNackResponse
-	36, // 64: herald.v1.Queues.Extend:output_type -> herald.v1.QueueExtendResponse
-	38, // 65: herald.v1.Queues.RedriveDeadLetters:output_type -> herald.v1.RedriveDeadLettersResponse
-	50, // [50:66] is the sub-list for method output_type
-	34, // [34:50] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	2,  // 0: herald.v1.Value.list_value:type_name -> herald.v1.ValueList
+	3,  // 1: herald.v1.Value.map_value:type_name -> herald.v1.ValueMap
+	1,  // 2: herald.v1.ValueList.values:type_name -> herald.v1.Value
+	1,  // 3: herald.v1.ValueMap.values:type_name -> herald.v1.Value
+	60, // 4: herald.v1.ExecRequest.params:type_name -> herald.v1.ExecRequest.ParamsEntry
+	6,  // 5: herald.v1.ExecResponse.results:type_name -> herald.v1.TypedResult
+	2,  // 6: herald.v1.TypedResult.rows:type_name -> herald.v1.ValueList
+	25, // 7: herald.v1.TypedResult.stats:type_name -> herald.v1.Stats
+	12, // 8: herald.v1.PublishRequest.messages:type_name -> herald.v1.PublishMessage
+	61, // 9: herald.v1.PublishMessage.attrs:type_name -> herald.v1.PublishMessage.AttrsEntry
+	14, // 10: herald.v1.PublishResponse.acks:type_name -> herald.v1.PublishAck
+	42, // 11: herald.v1.PublishAck.error:type_name -> herald.v1.ErrorDetail
+	16, // 12: herald.v1.SubscribeRequest.open:type_name -> herald.v1.SubscribeOpen
+	39, // 13: herald.v1.SubscribeRequest.settle:type_name -> herald.v1.Settlement
+	62, // 14: herald.v1.SubscribeOpen.params:type_name -> herald.v1.SubscribeOpen.ParamsEntry
+	18, // 15: herald.v1.SubscribeResponse.deliveries:type_name -> herald.v1.Delivery
+	41, // 16: herald.v1.SubscribeResponse.settled:type_name -> herald.v1.SettleResult
+	21, // 17: herald.v1.SubscribeResponse.events:type_name -> herald.v1.WatchEvent
+	1,  // 18: herald.v1.Delivery.match:type_name -> herald.v1.Value
+	63, // 19: herald.v1.WatchRequest.params:type_name -> herald.v1.WatchRequest.ParamsEntry
+	21, // 20: herald.v1.WatchResponse.events:type_name -> herald.v1.WatchEvent
+	1,  // 21: herald.v1.WatchEvent.match:type_name -> herald.v1.Value
+	1,  // 22: herald.v1.WatchEvent.prev:type_name -> herald.v1.Value
+	64, // 23: herald.v1.QueryRequest.params:type_name -> herald.v1.QueryRequest.ParamsEntry
+	24, // 24: herald.v1.QueryResponse.results:type_name -> herald.v1.Result
+	70, // 25: herald.v1.Result.rows:type_name -> google.protobuf.ListValue
+	25, // 26: herald.v1.Result.stats:type_name -> herald.v1.Stats
+	65, // 27: herald.v1.ConsumeRequest.params:type_name -> herald.v1.ConsumeRequest.ParamsEntry
+	71, // 28: herald.v1.Event.match:type_name -> google.protobuf.Value
+	72, // 29: herald.v1.Event.deadline:type_name -> google.protobuf.Timestamp
+	71, // 30: herald.v1.Event.prev:type_name -> google.protobuf.Value
+	73, // 31: herald.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	73, // 32: herald.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	72, // 33: herald.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	39, // 34: herald.v1.SettleRequest.settlements:type_name -> herald.v1.Settlement
+	0,  // 35: herald.v1.Settlement.action:type_name -> herald.v1.Settlement.Action
+	73, // 36: herald.v1.Settlement.delay:type_name -> google.protobuf.Duration
+	73, // 37: herald.v1.Settlement.by:type_name -> google.protobuf.Duration
+	41, // 38: herald.v1.SettleResponse.results:type_name -> herald.v1.SettleResult
+	72, // 39: herald.v1.SettleResult.deadline:type_name -> google.protobuf.Timestamp
+	42, // 40: herald.v1.SettleResult.error:type_name -> herald.v1.ErrorDetail
+	73, // 41: herald.v1.CreateQueueRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	66, // 42: herald.v1.CreateQueueRequest.fairness_weights:type_name -> herald.v1.CreateQueueRequest.FairnessWeightsEntry
+	45, // 43: herald.v1.CreateQueueResponse.queue:type_name -> herald.v1.Queue
+	73, // 44: herald.v1.Queue.visibility_timeout:type_name -> google.protobuf.Duration
+	67, // 45: herald.v1.Queue.fairness_weights:type_name -> herald.v1.Queue.FairnessWeightsEntry
+	72, // 46: herald.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	68, // 47: herald.v1.EnqueueRequest.headers:type_name -> herald.v1.EnqueueRequest.HeadersEntry
+	73, // 48: herald.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
+	69, // 49: herald.v1.QueueMessage.headers:type_name -> herald.v1.QueueMessage.HeadersEntry
+	72, // 50: herald.v1.QueueMessage.deadline:type_name -> google.protobuf.Timestamp
+	72, // 51: herald.v1.QueueMessage.enqueued_at:type_name -> google.protobuf.Timestamp
+	73, // 52: herald.v1.QueueNackRequest.delay:type_name -> google.protobuf.Duration
+	73, // 53: herald.v1.QueueExtendRequest.by:type_name -> google.protobuf.Duration
+	72, // 54: herald.v1.QueueExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 55: herald.v1.ExecRequest.ParamsEntry.value:type_name -> herald.v1.Value
+	1,  // 56: herald.v1.PublishMessage.AttrsEntry.value:type_name -> herald.v1.Value
+	1,  // 57: herald.v1.SubscribeOpen.ParamsEntry.value:type_name -> herald.v1.Value
+	1,  // 58: herald.v1.WatchRequest.ParamsEntry.value:type_name -> herald.v1.Value
+	71, // 59: herald.v1.QueryRequest.ParamsEntry.value:type_name -> google.protobuf.Value
+	71, // 60: herald.v1.ConsumeRequest.ParamsEntry.value:type_name -> google.protobuf.Value
+	22, // 61: herald.v1.Herald.Query:input_type -> herald.v1.QueryRequest
+	26, // 62: herald.v1.Herald.OpenSession:input_type -> herald.v1.OpenSessionRequest
+	28, // 63: herald.v1.Herald.CloseSession:input_type -> herald.v1.CloseSessionRequest
+	30, // 64: herald.v1.Herald.Consume:input_type -> herald.v1.ConsumeRequest
+	32, // 65: herald.v1.Herald.Ack:input_type -> herald.v1.AckRequest
+	34, // 66: herald.v1.Herald.Nack:input_type -> herald.v1.NackRequest
+	36, // 67: herald.v1.Herald.Extend:input_type -> herald.v1.ExtendRequest
+	38, // 68: herald.v1.Herald.Settle:input_type -> herald.v1.SettleRequest
+	4,  // 69: herald.v1.Herald.Exec:input_type -> herald.v1.ExecRequest
+	7,  // 70: herald.v1.Herald.Prepare:input_type -> herald.v1.PrepareRequest
+	9,  // 71: herald.v1.Herald.Unprepare:input_type -> herald.v1.UnprepareRequest
+	11, // 72: herald.v1.Herald.Publish:input_type -> herald.v1.PublishRequest
+	15, // 73: herald.v1.Herald.Subscribe:input_type -> herald.v1.SubscribeRequest
+	19, // 74: herald.v1.Herald.Watch:input_type -> herald.v1.WatchRequest
+	43, // 75: herald.v1.Queues.CreateQueue:input_type -> herald.v1.CreateQueueRequest
+	46, // 76: herald.v1.Queues.DeleteQueue:input_type -> herald.v1.DeleteQueueRequest
+	48, // 77: herald.v1.Queues.Enqueue:input_type -> herald.v1.EnqueueRequest
+	50, // 78: herald.v1.Queues.ConsumeQueue:input_type -> herald.v1.ConsumeQueueRequest
+	52, // 79: herald.v1.Queues.Ack:input_type -> herald.v1.QueueAckRequest
+	54, // 80: herald.v1.Queues.Nack:input_type -> herald.v1.QueueNackRequest
+	56, // 81: herald.v1.Queues.Extend:input_type -> herald.v1.QueueExtendRequest
+	58, // 82: herald.v1.Queues.RedriveDeadLetters:input_type -> herald.v1.RedriveDeadLettersRequest
+	23, // 83: herald.v1.Herald.Query:output_type -> herald.v1.QueryResponse
+	27, // 84: herald.v1.Herald.OpenSession:output_type -> herald.v1.OpenSessionResponse
+	29, // 85: herald.v1.Herald.CloseSession:output_type -> herald.v1.CloseSessionResponse
+	31, // 86: herald.v1.Herald.Consume:output_type -> herald.v1.Event
+	33, // 87: herald.v1.Herald.Ack:output_type -> herald.v1.AckResponse
+	35, // 88: herald.v1.Herald.Nack:output_type -> herald.v1.NackResponse
+	37, // 89: herald.v1.Herald.Extend:output_type -> herald.v1.ExtendResponse
+	40, // 90: herald.v1.Herald.Settle:output_type -> herald.v1.SettleResponse
+	5,  // 91: herald.v1.Herald.Exec:output_type -> herald.v1.ExecResponse
+	8,  // 92: herald.v1.Herald.Prepare:output_type -> herald.v1.PrepareResponse
+	10, // 93: herald.v1.Herald.Unprepare:output_type -> herald.v1.UnprepareResponse
+	13, // 94: herald.v1.Herald.Publish:output_type -> herald.v1.PublishResponse
+	17, // 95: herald.v1.Herald.Subscribe:output_type -> herald.v1.SubscribeResponse
+	20, // 96: herald.v1.Herald.Watch:output_type -> herald.v1.WatchResponse
+	44, // 97: herald.v1.Queues.CreateQueue:output_type -> herald.v1.CreateQueueResponse
+	47, // 98: herald.v1.Queues.DeleteQueue:output_type -> herald.v1.DeleteQueueResponse
+	49, // 99: herald.v1.Queues.Enqueue:output_type -> herald.v1.EnqueueResponse
+	51, // 100: herald.v1.Queues.ConsumeQueue:output_type -> herald.v1.QueueMessage
+	53, // 101: herald.v1.Queues.Ack:output_type -> herald.v1.QueueAckResponse
+	55, // 102: herald.v1.Queues.Nack:output_type -> herald.v1.QueueNackResponse
+	57, // 103: herald.v1.Queues.Extend:output_type -> herald.v1.QueueExtendResponse
+	59, // 104: herald.v1.Queues.RedriveDeadLetters:output_type -> herald.v1.RedriveDeadLettersResponse
+	83, // [83:105] is the sub-list for method output_type
+	61, // [61:83] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_herald_proto_init() }
@@ -2694,13 +4343,24 @@ func file_herald_proto_init() {
 	if File_herald_proto != nil {
 		return
 	}
+	file_herald_proto_msgTypes[0].OneofWrappers = []any{
+		(*Value_NullValue)(nil),
+		(*Value_BoolValue)(nil),
+		(*Value_IntValue)(nil),
+		(*Value_FloatValue)(nil),
+		(*Value_StringValue)(nil),
+		(*Value_TimestampValue)(nil),
+		(*Value_DurationValue)(nil),
+		(*Value_ListValue)(nil),
+		(*Value_MapValue)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_proto_rawDesc), len(file_herald_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

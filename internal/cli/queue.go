@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -254,19 +252,10 @@ func newQueueNackCmd(f *queueFlags, stdout io.Writer) *cobra.Command {
 		Use:   "nack QUEUE LOCK_ID",
 		Short: "Give a locked pop's items back to the queue at once",
 		Long: `Release the lock of a pop made with --ack without removing its items: they go back
-to the queue at their original place, and the queue can be popped again at once.
-
-The queue REST API has no nack, so this goes through the query API and the
-acknowledge endpoint, in three steps:
-
- 1. read the queue's _QueueLock node and check LOCK_ID against its lock_id_sha256;
- 2. NACK each of the lock's delivery ids (POST /v1/query), which returns each item to
-    its place (an id whose lease has already ended is skipped);
- 3. acknowledge the lock: no lease is left for it to settle, so the server deletes only
-    the lock (answering 410 by design) and no item is removed.
-
-If a NACK fails, the command stops before step 3 and exits 1: the items NACKed so far
-are back in the queue, the rest stay held until the lock expires.`,
+to the queue at their original place, and the queue can be popped again at once
+(POST /queue/{id}/release). A LOCK_ID that does not match the active lock, a queue
+without a lock, and a lock that has expired (its items are back already) are refused
+as "herald queue ack" refuses them.`,
 		Example: `  herald queue nack emails UMOy7SkA2lBDgpFHCrC_yw
   herald queue nack emails UMOy7SkA2lBDgpFHCrC_yw --json`,
 		Args: exactArgs(2, 2, "nack QUEUE LOCK_ID"),
@@ -278,64 +267,22 @@ are back in the queue, the rest stay held until the lock expires.`,
 
 func runQueueNack(ctx context.Context, f *queueFlags, queue, lockID string, stdout io.Writer) error {
 	c := newQueueClient(f)
-	resp, err := c.query(ctx, `MATCH l: _QueueLock WHERE l.queue = $queue RETURN l.lock_id_sha256, l.delivery_ids, l.expires_at > now()`,
-		map[string]any{"queue": queue})
-	if err != nil {
-		return c.fail(stdout, err)
-	}
-	rows := firstRows(resp)
-	if len(rows) == 0 {
-		return c.fail(stdout, &queueRefusal{Status: http.StatusNotFound, Message: fmt.Sprintf("queue %q has no active lock", queue)})
-	}
-	var (
-		hash   string
-		ids    []string
-		active bool
-	)
-	row := rows[0]
-	if len(row) != 3 || json.Unmarshal(row[0], &hash) != nil || json.Unmarshal(row[1], &ids) != nil || json.Unmarshal(row[2], &active) != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("unexpected _QueueLock row: %s", compactJSON(row))}
-	}
-	sum := sha256.Sum256([]byte(lockID))
-	if hex.EncodeToString(sum[:]) != hash {
-		return c.fail(stdout, &queueRefusal{Status: http.StatusBadRequest, Message: fmt.Sprintf("lock_id does not match the active lock of queue %q", queue)})
-	}
-	released := 0
-	if active {
-		for _, id := range ids {
-			_, err := c.query(ctx, `NACK $id`, map[string]any{"id": id})
-			var ae *apiError
-			switch {
-			case err == nil:
-				released++
-			case errors.As(err, &ae) && ae.Code == "E8004":
-				// the lease has already ended: the item is back in the queue
-			default:
-				return c.fail(stdout, fmt.Errorf("NACK of delivery %s failed after %s were released; the rest stay held until the lock expires: %w", id, plural(released, "item"), err))
-			}
-		}
-	}
-	// With no live lease left, the acknowledgement settles nothing: it removes the lock
-	// and answers 410. A 200 would mean items were removed: report it.
 	var ans struct {
-		Acknowledged int `json:"items_acknowledged"`
+		Released int `json:"items_released"`
 	}
-	_, err = c.rest(ctx, "/queue/"+url.PathEscape(queue)+"/acknowledge", nil, map[string]string{"lock_id": lockID}, &ans)
+	_, err := c.rest(ctx, "/queue/"+url.PathEscape(queue)+"/release", nil, map[string]string{"lock_id": lockID}, &ans)
 	var qr *queueRefusal
-	switch {
-	case errors.As(err, &qr) && qr.Status == http.StatusGone:
-	case err != nil:
+	expired := errors.As(err, &qr) && qr.Status == http.StatusGone
+	if err != nil && !expired {
 		return c.fail(stdout, err)
-	default:
-		return c.fail(stdout, fmt.Errorf("the lock was settled as an acknowledgement: %s removed from the queue", plural(ans.Acknowledged, "item")))
 	}
 	if f.json {
-		return writeLine(stdout, compactJSON(map[string]any{"success": true, "queue": queue, "items_released": released, "lock_was_active": active}))
+		return writeLine(stdout, compactJSON(map[string]any{"success": true, "queue": queue, "items_released": ans.Released, "lock_was_active": !expired}))
 	}
-	if !active {
+	if expired {
 		return writeLine(stdout, fmt.Sprintf("the lock of %s had already expired; removed it (its items were back in the queue)", queue))
 	}
-	return writeLine(stdout, fmt.Sprintf("released %s of %s; back in the queue at their place, and the lock is removed", plural(released, "item"), queue))
+	return writeLine(stdout, fmt.Sprintf("released %s of %s; back in the queue at their place, and the lock is removed", plural(ans.Released, "item"), queue))
 }
 
 // queueStats is one queue's row of "herald queue stats".
@@ -359,7 +306,7 @@ func newQueueStatsCmd(f *queueFlags, stdout io.Writer) *cobra.Command {
 
   items       QueueItem nodes of the queue (MATCH i: QueueItem), locked or not
   ready       items minus locked
-  locked      items held by the queue's active lock (the delivery ids of its
+  locked      items held by the queue's active lock (the leases of its
               _QueueLock node while expires_at is in the future)
   lock        when the active lock expires
   priorities  items per priority, as priority:count
@@ -379,7 +326,7 @@ items, so an empty queue is listed only when named.`,
 			}
 			resp, err := c.query(cmd.Context(),
 				"MATCH i: QueueItem"+where+" RETURN i.queue, i.priority, COUNT(i);\n"+
-					"MATCH l: _QueueLock WHERE l.expires_at > now()"+lockWhere+" RETURN l.queue, l.delivery_ids, l.expires_at", params)
+					"MATCH l: _QueueLock WHERE l.expires_at > now()"+lockWhere+" RETURN l.queue, l.delivery_handles, l.expires_at", params)
 			if err != nil {
 				return c.fail(stdout, err)
 			}

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/heraldtest"
 )
 
@@ -192,15 +194,33 @@ func TestQueueNack(t *testing.T) {
 	}
 }
 
-// deliveryIDs reads the delivery ids held by a queue's lock.
-func deliveryIDs(t *testing.T, srv *heraldtest.Server, queue string) []string {
+// rejectOne dead-letters one item of a queue: it takes the item's lease the way any
+// consumer can, with a consume watch of the queue's items, and rejects it.
+func rejectOne(t *testing.T, srv *heraldtest.Server, queue string) {
 	t.Helper()
-	resp := srv.Exec(`MATCH l: _QueueLock WHERE l.queue = $q RETURN l.delivery_ids`, map[string]any{"q": queue})
-	var ids []string
-	for _, v := range resp.Results[0].Rows[0][0].([]any) {
-		ids = append(ids, v.(string))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan *client.Message, 1)
+	sub, err := srv.Client().Subscribe(ctx, `WATCH i: QueueItem WHERE i.queue = $q [mode: consume] RETURN i`,
+		func(_ context.Context, m *client.Message) error {
+			select {
+			case got <- m:
+			default:
+			}
+			return nil
+		}, client.WithPolicy(client.Manual), client.WithParams(map[string]any{"q": queue}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ids
+	defer sub.Close(ctx)
+	select {
+	case m := <-got:
+		if err := m.Reject(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("no item of %s was delivered", queue)
+	}
 }
 
 func TestQueueDLQ(t *testing.T) {
@@ -213,14 +233,11 @@ func TestQueueDLQ(t *testing.T) {
 	}
 	// Dead-letter one item of each queue with NACK [no_retry] on its lease.
 	for _, q := range []string{"emails", "emails2"} {
-		mustQueue(t, srv, "pop", q, "--ack")
-		for _, id := range deliveryIDs(t, srv, q) {
-			srv.Exec(`NACK $id [no_retry]`, map[string]any{"id": id})
-		}
+		rejectOne(t, srv, q)
 	}
 	out = mustQueue(t, srv, "dlq", "emails")
 	lines := strings.Split(out, "\n")
-	if len(lines) != 5 || lines[0] != " letter             | item         | reason   | attempts | created at" ||
+	if len(lines) != 5 || !regexp.MustCompile(`^ letter +\| item         \| reason   \| attempts \| created at$`).MatchString(lines[0]) ||
 		!regexp.MustCompile(`^ \S+ \| \{"to":"ann"\} \| no_retry \|        1 \| \d{4}-`).MatchString(lines[2]) || lines[3] != "(1 dead letter)" {
 		t.Fatalf("dlq:\n%s", out)
 	}

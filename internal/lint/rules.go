@@ -52,6 +52,7 @@ var Herald = Config{
 		{Pkg: "server", Allow: []string{".", "engine", "watch", "delivery", "queue", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
+		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
 		// rpcapi routes a WATCH to the consume or watch-mode engine by its mode option, and
 		// serves the queue RPC on the queue package.
 		{Pkg: "rpcapi", Allow: []string{".", "engine", "watch", "delivery", "queue", "api/..."}, External: []string{modProtobuf, modConnect}},

@@ -54,6 +54,18 @@ const (
 	HeraldExtendProcedure = "/herald.v1.Herald/Extend"
 	// HeraldSettleProcedure is the fully-qualified name of the Herald's Settle RPC.
 	HeraldSettleProcedure = "/herald.v1.Herald/Settle"
+	// HeraldExecProcedure is the fully-qualified name of the Herald's Exec RPC.
+	HeraldExecProcedure = "/herald.v1.Herald/Exec"
+	// HeraldPrepareProcedure is the fully-qualified name of the Herald's Prepare RPC.
+	HeraldPrepareProcedure = "/herald.v1.Herald/Prepare"
+	// HeraldUnprepareProcedure is the fully-qualified name of the Herald's Unprepare RPC.
+	HeraldUnprepareProcedure = "/herald.v1.Herald/Unprepare"
+	// HeraldPublishProcedure is the fully-qualified name of the Herald's Publish RPC.
+	HeraldPublishProcedure = "/herald.v1.Herald/Publish"
+	// HeraldSubscribeProcedure is the fully-qualified name of the Herald's Subscribe RPC.
+	HeraldSubscribeProcedure = "/herald.v1.Herald/Subscribe"
+	// HeraldWatchProcedure is the fully-qualified name of the Herald's Watch RPC.
+	HeraldWatchProcedure = "/herald.v1.Herald/Watch"
 	// QueuesCreateQueueProcedure is the fully-qualified name of the Queues's CreateQueue RPC.
 	QueuesCreateQueueProcedure = "/herald.v1.Queues/CreateQueue"
 	// QueuesDeleteQueueProcedure is the fully-qualified name of the Queues's DeleteQueue RPC.
@@ -99,6 +111,31 @@ type HeraldClient interface {
 	// well-formed request succeeds as a whole; each settlement reports its own outcome
 	// (E8004 for an unknown, settled or expired id) and a failed one changes nothing.
 	Settle(context.Context, *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error)
+	// Exec runs statements — query text, or a statement made by Prepare — with typed
+	// parameters, and answers with typed values (Int stays Int, timestamps stay
+	// timestamps). The Go client uses it for every query.
+	Exec(context.Context, *connect.Request[heraldv1.ExecRequest]) (*connect.Response[heraldv1.ExecResponse], error)
+	// Prepare parses and checks statements once; Exec then runs them by the returned name
+	// with new parameters each time, without sending or parsing text again. A prepared
+	// statement lives until the server restarts or Unprepare drops it.
+	Prepare(context.Context, *connect.Request[heraldv1.PrepareRequest]) (*connect.Response[heraldv1.PrepareResponse], error)
+	// Unprepare drops a prepared statement.
+	Unprepare(context.Context, *connect.Request[heraldv1.UnprepareRequest]) (*connect.Response[heraldv1.UnprepareResponse], error)
+	// Publish is a stream of messages in and their acknowledgements out. Each request
+	// frame carries any number of messages (a node type and its attributes: a prepared
+	// SPAWN, no query text); the server commits a frame's valid messages together and
+	// answers each one, by its ref, with its node id and commit position once the commit
+	// is durable — or with its own error, which does not affect the others.
+	Publish(context.Context) *connect.BidiStreamForClient[heraldv1.PublishRequest, heraldv1.PublishResponse]
+	// Subscribe is a consume-mode stream: the first request names the WATCH statement and
+	// the credit (how many unsettled deliveries the server may have out at once); the
+	// server sends deliveries in frames as credit allows; later requests carry
+	// settlements, answered on the same stream once durable, and credit changes. Ending
+	// the call releases the caller's unsettled deliveries at once.
+	Subscribe(context.Context) *connect.BidiStreamForClient[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
+	// Watch streams a watch-mode WATCH statement as typed events, several per frame when
+	// they are waiting; WatchRequest.after resumes after a position.
+	Watch(context.Context, *connect.Request[heraldv1.WatchRequest]) (*connect.ServerStreamForClient[heraldv1.WatchResponse], error)
 }
 
 // NewHeraldClient constructs a client for the herald.v1.Herald service. By default, it uses the
@@ -160,6 +197,42 @@ func NewHeraldClient(httpClient connect.HTTPClient, baseURL string, opts ...conn
 			connect.WithSchema(heraldMethods.ByName("Settle")),
 			connect.WithClientOptions(opts...),
 		),
+		exec: connect.NewClient[heraldv1.ExecRequest, heraldv1.ExecResponse](
+			httpClient,
+			baseURL+HeraldExecProcedure,
+			connect.WithSchema(heraldMethods.ByName("Exec")),
+			connect.WithClientOptions(opts...),
+		),
+		prepare: connect.NewClient[heraldv1.PrepareRequest, heraldv1.PrepareResponse](
+			httpClient,
+			baseURL+HeraldPrepareProcedure,
+			connect.WithSchema(heraldMethods.ByName("Prepare")),
+			connect.WithClientOptions(opts...),
+		),
+		unprepare: connect.NewClient[heraldv1.UnprepareRequest, heraldv1.UnprepareResponse](
+			httpClient,
+			baseURL+HeraldUnprepareProcedure,
+			connect.WithSchema(heraldMethods.ByName("Unprepare")),
+			connect.WithClientOptions(opts...),
+		),
+		publish: connect.NewClient[heraldv1.PublishRequest, heraldv1.PublishResponse](
+			httpClient,
+			baseURL+HeraldPublishProcedure,
+			connect.WithSchema(heraldMethods.ByName("Publish")),
+			connect.WithClientOptions(opts...),
+		),
+		subscribe: connect.NewClient[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse](
+			httpClient,
+			baseURL+HeraldSubscribeProcedure,
+			connect.WithSchema(heraldMethods.ByName("Subscribe")),
+			connect.WithClientOptions(opts...),
+		),
+		watch: connect.NewClient[heraldv1.WatchRequest, heraldv1.WatchResponse](
+			httpClient,
+			baseURL+HeraldWatchProcedure,
+			connect.WithSchema(heraldMethods.ByName("Watch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -173,6 +246,12 @@ type heraldClient struct {
 	nack         *connect.Client[heraldv1.NackRequest, heraldv1.NackResponse]
 	extend       *connect.Client[heraldv1.ExtendRequest, heraldv1.ExtendResponse]
 	settle       *connect.Client[heraldv1.SettleRequest, heraldv1.SettleResponse]
+	exec         *connect.Client[heraldv1.ExecRequest, heraldv1.ExecResponse]
+	prepare      *connect.Client[heraldv1.PrepareRequest, heraldv1.PrepareResponse]
+	unprepare    *connect.Client[heraldv1.UnprepareRequest, heraldv1.UnprepareResponse]
+	publish      *connect.Client[heraldv1.PublishRequest, heraldv1.PublishResponse]
+	subscribe    *connect.Client[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
+	watch        *connect.Client[heraldv1.WatchRequest, heraldv1.WatchResponse]
 }
 
 // Query calls herald.v1.Herald.Query.
@@ -215,6 +294,36 @@ func (c *heraldClient) Settle(ctx context.Context, req *connect.Request[heraldv1
 	return c.settle.CallUnary(ctx, req)
 }
 
+// Exec calls herald.v1.Herald.Exec.
+func (c *heraldClient) Exec(ctx context.Context, req *connect.Request[heraldv1.ExecRequest]) (*connect.Response[heraldv1.ExecResponse], error) {
+	return c.exec.CallUnary(ctx, req)
+}
+
+// Prepare calls herald.v1.Herald.Prepare.
+func (c *heraldClient) Prepare(ctx context.Context, req *connect.Request[heraldv1.PrepareRequest]) (*connect.Response[heraldv1.PrepareResponse], error) {
+	return c.prepare.CallUnary(ctx, req)
+}
+
+// Unprepare calls herald.v1.Herald.Unprepare.
+func (c *heraldClient) Unprepare(ctx context.Context, req *connect.Request[heraldv1.UnprepareRequest]) (*connect.Response[heraldv1.UnprepareResponse], error) {
+	return c.unprepare.CallUnary(ctx, req)
+}
+
+// Publish calls herald.v1.Herald.Publish.
+func (c *heraldClient) Publish(ctx context.Context) *connect.BidiStreamForClient[heraldv1.PublishRequest, heraldv1.PublishResponse] {
+	return c.publish.CallBidiStream(ctx)
+}
+
+// Subscribe calls herald.v1.Herald.Subscribe.
+func (c *heraldClient) Subscribe(ctx context.Context) *connect.BidiStreamForClient[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse] {
+	return c.subscribe.CallBidiStream(ctx)
+}
+
+// Watch calls herald.v1.Herald.Watch.
+func (c *heraldClient) Watch(ctx context.Context, req *connect.Request[heraldv1.WatchRequest]) (*connect.ServerStreamForClient[heraldv1.WatchResponse], error) {
+	return c.watch.CallServerStream(ctx, req)
+}
+
 // HeraldHandler is an implementation of the herald.v1.Herald service.
 type HeraldHandler interface {
 	// Query runs one or more statements, like POST /v1/query.
@@ -241,6 +350,31 @@ type HeraldHandler interface {
 	// well-formed request succeeds as a whole; each settlement reports its own outcome
 	// (E8004 for an unknown, settled or expired id) and a failed one changes nothing.
 	Settle(context.Context, *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error)
+	// Exec runs statements — query text, or a statement made by Prepare — with typed
+	// parameters, and answers with typed values (Int stays Int, timestamps stay
+	// timestamps). The Go client uses it for every query.
+	Exec(context.Context, *connect.Request[heraldv1.ExecRequest]) (*connect.Response[heraldv1.ExecResponse], error)
+	// Prepare parses and checks statements once; Exec then runs them by the returned name
+	// with new parameters each time, without sending or parsing text again. A prepared
+	// statement lives until the server restarts or Unprepare drops it.
+	Prepare(context.Context, *connect.Request[heraldv1.PrepareRequest]) (*connect.Response[heraldv1.PrepareResponse], error)
+	// Unprepare drops a prepared statement.
+	Unprepare(context.Context, *connect.Request[heraldv1.UnprepareRequest]) (*connect.Response[heraldv1.UnprepareResponse], error)
+	// Publish is a stream of messages in and their acknowledgements out. Each request
+	// frame carries any number of messages (a node type and its attributes: a prepared
+	// SPAWN, no query text); the server commits a frame's valid messages together and
+	// answers each one, by its ref, with its node id and commit position once the commit
+	// is durable — or with its own error, which does not affect the others.
+	Publish(context.Context, *connect.BidiStream[heraldv1.PublishRequest, heraldv1.PublishResponse]) error
+	// Subscribe is a consume-mode stream: the first request names the WATCH statement and
+	// the credit (how many unsettled deliveries the server may have out at once); the
+	// server sends deliveries in frames as credit allows; later requests carry
+	// settlements, answered on the same stream once durable, and credit changes. Ending
+	// the call releases the caller's unsettled deliveries at once.
+	Subscribe(context.Context, *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]) error
+	// Watch streams a watch-mode WATCH statement as typed events, several per frame when
+	// they are waiting; WatchRequest.after resumes after a position.
+	Watch(context.Context, *connect.Request[heraldv1.WatchRequest], *connect.ServerStream[heraldv1.WatchResponse]) error
 }
 
 // NewHeraldHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -298,6 +432,42 @@ func NewHeraldHandler(svc HeraldHandler, opts ...connect.HandlerOption) (string,
 		connect.WithSchema(heraldMethods.ByName("Settle")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldExecHandler := connect.NewUnaryHandler(
+		HeraldExecProcedure,
+		svc.Exec,
+		connect.WithSchema(heraldMethods.ByName("Exec")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldPrepareHandler := connect.NewUnaryHandler(
+		HeraldPrepareProcedure,
+		svc.Prepare,
+		connect.WithSchema(heraldMethods.ByName("Prepare")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldUnprepareHandler := connect.NewUnaryHandler(
+		HeraldUnprepareProcedure,
+		svc.Unprepare,
+		connect.WithSchema(heraldMethods.ByName("Unprepare")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldPublishHandler := connect.NewBidiStreamHandler(
+		HeraldPublishProcedure,
+		svc.Publish,
+		connect.WithSchema(heraldMethods.ByName("Publish")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldSubscribeHandler := connect.NewBidiStreamHandler(
+		HeraldSubscribeProcedure,
+		svc.Subscribe,
+		connect.WithSchema(heraldMethods.ByName("Subscribe")),
+		connect.WithHandlerOptions(opts...),
+	)
+	heraldWatchHandler := connect.NewServerStreamHandler(
+		HeraldWatchProcedure,
+		svc.Watch,
+		connect.WithSchema(heraldMethods.ByName("Watch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/herald.v1.Herald/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HeraldQueryProcedure:
@@ -316,6 +486,18 @@ func NewHeraldHandler(svc HeraldHandler, opts ...connect.HandlerOption) (string,
 			heraldExtendHandler.ServeHTTP(w, r)
 		case HeraldSettleProcedure:
 			heraldSettleHandler.ServeHTTP(w, r)
+		case HeraldExecProcedure:
+			heraldExecHandler.ServeHTTP(w, r)
+		case HeraldPrepareProcedure:
+			heraldPrepareHandler.ServeHTTP(w, r)
+		case HeraldUnprepareProcedure:
+			heraldUnprepareHandler.ServeHTTP(w, r)
+		case HeraldPublishProcedure:
+			heraldPublishHandler.ServeHTTP(w, r)
+		case HeraldSubscribeProcedure:
+			heraldSubscribeHandler.ServeHTTP(w, r)
+		case HeraldWatchProcedure:
+			heraldWatchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -355,6 +537,30 @@ func (UnimplementedHeraldHandler) Extend(context.Context, *connect.Request[heral
 
 func (UnimplementedHeraldHandler) Settle(context.Context, *connect.Request[heraldv1.SettleRequest]) (*connect.Response[heraldv1.SettleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Settle is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) Exec(context.Context, *connect.Request[heraldv1.ExecRequest]) (*connect.Response[heraldv1.ExecResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Exec is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) Prepare(context.Context, *connect.Request[heraldv1.PrepareRequest]) (*connect.Response[heraldv1.PrepareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Prepare is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) Unprepare(context.Context, *connect.Request[heraldv1.UnprepareRequest]) (*connect.Response[heraldv1.UnprepareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Unprepare is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) Publish(context.Context, *connect.BidiStream[heraldv1.PublishRequest, heraldv1.PublishResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Publish is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) Subscribe(context.Context, *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Subscribe is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) Watch(context.Context, *connect.Request[heraldv1.WatchRequest], *connect.ServerStream[heraldv1.WatchResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Watch is not implemented"))
 }
 
 // QueuesClient is a client for the herald.v1.Queues service.

@@ -1,0 +1,129 @@
+// Package convert translates between the wire's typed values (heraldv1.Value) and the
+// data model's (herald.Value), for the server's RPC handlers and the Go client alike.
+// Every kind crosses unchanged: an Int stays an Int, a Timestamp a Timestamp.
+package convert
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+)
+
+// maxDepth bounds the nesting of lists and maps a decoded value may have.
+const maxDepth = 64
+
+// ToWire returns v as a wire value.
+func ToWire(v herald.Value) *heraldv1.Value {
+	switch v.Kind() {
+	case herald.KindBool:
+		return &heraldv1.Value{Kind: &heraldv1.Value_BoolValue{BoolValue: v.AsBool()}}
+	case herald.KindInt:
+		return &heraldv1.Value{Kind: &heraldv1.Value_IntValue{IntValue: v.AsInt()}}
+	case herald.KindFloat:
+		return &heraldv1.Value{Kind: &heraldv1.Value_FloatValue{FloatValue: v.AsFloat()}}
+	case herald.KindString:
+		return &heraldv1.Value{Kind: &heraldv1.Value_StringValue{StringValue: v.AsString()}}
+	case herald.KindTimestamp:
+		return &heraldv1.Value{Kind: &heraldv1.Value_TimestampValue{TimestampValue: v.AsInt()}}
+	case herald.KindDuration:
+		return &heraldv1.Value{Kind: &heraldv1.Value_DurationValue{DurationValue: v.AsInt()}}
+	case herald.KindList:
+		l := v.AsList()
+		out := &heraldv1.ValueList{Values: make([]*heraldv1.Value, len(l))}
+		for i, e := range l {
+			out.Values[i] = ToWire(e)
+		}
+		return &heraldv1.Value{Kind: &heraldv1.Value_ListValue{ListValue: out}}
+	case herald.KindMap:
+		vals := v.MapValues()
+		out := &heraldv1.ValueMap{Keys: v.MapKeys(), Values: make([]*heraldv1.Value, len(vals))}
+		for i, e := range vals {
+			out.Values[i] = ToWire(e)
+		}
+		return &heraldv1.Value{Kind: &heraldv1.Value_MapValue{MapValue: out}}
+	}
+	return &heraldv1.Value{Kind: &heraldv1.Value_NullValue{NullValue: true}}
+}
+
+// FromWire returns a wire value as a data-model value; an unset value is null. A map
+// whose keys and values differ in number is an error.
+func FromWire(w *heraldv1.Value) (herald.Value, error) { return fromWire(w, 0) }
+
+func fromWire(w *heraldv1.Value, depth int) (herald.Value, error) {
+	if depth > maxDepth {
+		return herald.Null, fmt.Errorf("values nested deeper than %d", maxDepth)
+	}
+	switch k := w.GetKind().(type) {
+	case *heraldv1.Value_BoolValue:
+		return herald.Bool(k.BoolValue), nil
+	case *heraldv1.Value_IntValue:
+		return herald.Int(k.IntValue), nil
+	case *heraldv1.Value_FloatValue:
+		return herald.Float(k.FloatValue), nil
+	case *heraldv1.Value_StringValue:
+		return herald.String(k.StringValue), nil
+	case *heraldv1.Value_TimestampValue:
+		return herald.Timestamp(time.Unix(0, k.TimestampValue)), nil
+	case *heraldv1.Value_DurationValue:
+		return herald.Duration(time.Duration(k.DurationValue)), nil
+	case *heraldv1.Value_ListValue:
+		vs := make([]herald.Value, len(k.ListValue.GetValues()))
+		for i, e := range k.ListValue.GetValues() {
+			v, err := fromWire(e, depth+1)
+			if err != nil {
+				return herald.Null, err
+			}
+			vs[i] = v
+		}
+		return herald.List(vs...), nil
+	case *heraldv1.Value_MapValue:
+		keys, wv := k.MapValue.GetKeys(), k.MapValue.GetValues()
+		if len(keys) != len(wv) {
+			return herald.Null, fmt.Errorf("a map with %d keys and %d values", len(keys), len(wv))
+		}
+		vs := make([]herald.Value, len(wv))
+		for i, e := range wv {
+			v, err := fromWire(e, depth+1)
+			if err != nil {
+				return herald.Null, err
+			}
+			vs[i] = v
+		}
+		return herald.MapOf(keys, vs), nil
+	}
+	return herald.Null, nil
+}
+
+// FromWireMap converts named wire values (parameters, attributes). A map value is an
+// error there: attributes and parameters hold no whole nodes.
+func FromWireMap(in map[string]*heraldv1.Value, what string) (map[string]herald.Value, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]herald.Value, len(in))
+	for name, w := range in {
+		v, err := FromWire(w)
+		if err == nil && v.Kind() == herald.KindMap {
+			err = fmt.Errorf("a map is not a value %s can hold", what)
+		}
+		if err != nil {
+			return nil, herald.Errorf(herald.CodeMalformedRequest, "%s %s: %v", what, name, err)
+		}
+		out[name] = v
+	}
+	return out, nil
+}
+
+// ToWireMap converts named values for the wire.
+func ToWireMap(in map[string]herald.Value) map[string]*heraldv1.Value {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]*heraldv1.Value, len(in))
+	for name, v := range in {
+		out[name] = ToWire(v)
+	}
+	return out
+}

@@ -1,0 +1,178 @@
+package rpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/engine"
+)
+
+// Exec runs query text or a prepared statement with typed parameters and answers with
+// typed values.
+func (s *Service) Exec(ctx context.Context, req *connect.Request[heraldv1.ExecRequest]) (*connect.Response[heraldv1.ExecResponse], error) {
+	m := req.Msg
+	params, err := convert.FromWireMap(m.GetParams(), "parameter")
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	var resp *engine.Response
+	switch {
+	case m.GetStatement() != "" && m.GetQuery() != "":
+		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "give either query text or a prepared statement, not both"))
+	case m.GetStatement() != "":
+		p, err := s.eng.Lookup(m.GetStatement())
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		resp, err = s.eng.ExecPrepared(ctx, m.GetSession(), p, params)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+	case strings.TrimSpace(m.GetQuery()) == "":
+		return nil, toConnect(herald.Errorf(herald.CodeEmptyQuery, "the query is empty"))
+	default:
+		if resp, err = s.eng.Exec(ctx, m.GetSession(), m.GetQuery(), params); err != nil {
+			return nil, toConnect(err)
+		}
+	}
+	out := &heraldv1.ExecResponse{Seq: resp.Seq, Tick: resp.Tick, Results: make([]*heraldv1.TypedResult, len(resp.Results))}
+	for i, res := range resp.Results {
+		tr := &heraldv1.TypedResult{Columns: res.Columns, Stats: toProtoStats(res.Stats), Rows: make([]*heraldv1.ValueList, len(res.Rows))}
+		for j, row := range res.Rows {
+			vl := &heraldv1.ValueList{Values: make([]*heraldv1.Value, len(row))}
+			for k, v := range row {
+				vl.Values[k] = convert.ToWire(v)
+			}
+			tr.Rows[j] = vl
+		}
+		out.Results[i] = tr
+	}
+	return connect.NewResponse(out), nil
+}
+
+// Prepare parses statements once for Exec to run by name.
+func (s *Service) Prepare(ctx context.Context, req *connect.Request[heraldv1.PrepareRequest]) (*connect.Response[heraldv1.PrepareResponse], error) {
+	p, err := s.eng.Prepare(req.Msg.GetQuery())
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&heraldv1.PrepareResponse{Statement: p.Name, Params: p.Params}), nil
+}
+
+// Unprepare drops a prepared statement; an unknown name is not_found (E4010).
+func (s *Service) Unprepare(ctx context.Context, req *connect.Request[heraldv1.UnprepareRequest]) (*connect.Response[heraldv1.UnprepareResponse], error) {
+	if !s.eng.Unprepare(req.Msg.GetStatement()) {
+		return nil, toConnect(herald.Errorf(herald.CodeUnknownStatement, "no prepared statement %q", req.Msg.GetStatement()))
+	}
+	return connect.NewResponse(&heraldv1.UnprepareResponse{}), nil
+}
+
+func toProtoStats(st engine.Stats) *heraldv1.Stats {
+	return &heraldv1.Stats{
+		NodesCreated:  int64(st.NodesCreated),
+		NodesDeleted:  int64(st.NodesDeleted),
+		EdgesCreated:  int64(st.EdgesCreated),
+		EdgesDeleted:  int64(st.EdgesDeleted),
+		AttributesSet: int64(st.AttrsSet),
+		TypesDeclared: int64(st.TypesDeclared),
+		RowsScanned:   int64(st.RowsScanned),
+		Plan:          st.Plan,
+	}
+}
+
+// MaxPublishFrame bounds the messages of one publish request.
+const MaxPublishFrame = 10000
+
+// publishesInFlight bounds the frames of one Publish call applied but not yet
+// acknowledged (waiting for their sync).
+const publishesInFlight = 64
+
+// Publish commits each request frame's messages together and answers each message, in
+// order, once its commit is durable. Frames are applied as they arrive: the next one is
+// committed while the last one syncs.
+func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[heraldv1.PublishRequest, heraldv1.PublishResponse]) error {
+	type frame struct {
+		acks    []*heraldv1.PublishAck
+		durable func(context.Context) error
+	}
+	frames := make(chan frame, publishesInFlight)
+	sent := make(chan error, 1)
+	go func() {
+		var err error
+		for f := range frames {
+			if err != nil {
+				continue // the call is failing; drain
+			}
+			if derr := f.durable(ctx); derr != nil {
+				detail := errorDetail(derr)
+				for _, a := range f.acks {
+					if a.Error == nil {
+						a.Id, a.Seq, a.Tick, a.Error = "", 0, 0, detail
+					}
+				}
+			}
+			err = stream.Send(&heraldv1.PublishResponse{Acks: f.acks})
+		}
+		sent <- err
+	}()
+	fail := func(err error) error {
+		close(frames)
+		<-sent
+		return err
+	}
+	for {
+		req, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			close(frames)
+			return <-sent
+		}
+		if err != nil {
+			return fail(err)
+		}
+		in := req.GetMessages()
+		if len(in) > MaxPublishFrame {
+			return fail(toConnect(herald.Errorf(herald.CodeMalformedRequest, "%d messages in one frame; at most %d", len(in), MaxPublishFrame)))
+		}
+		acks := make([]*heraldv1.PublishAck, len(in))
+		msgs := make([]engine.Publication, 0, len(in))
+		idx := make([]int, 0, len(in))
+		for i, m := range in {
+			acks[i] = &heraldv1.PublishAck{Ref: m.GetRef()}
+			attrs, err := convert.FromWireMap(m.GetAttrs(), "attribute")
+			if err == nil && m.GetType() == "" {
+				err = herald.Errorf(herald.CodeMalformedRequest, "a message needs a node type")
+			}
+			if err != nil {
+				acks[i].Error = errorDetail(err)
+				continue
+			}
+			msgs = append(msgs, engine.Publication{ID: herald.NodeID(m.GetId()), Type: m.GetType(), Attrs: attrs})
+			idx = append(idx, i)
+		}
+		out, durable, err := s.eng.PublishAsync(req.GetSession(), msgs)
+		if err != nil {
+			return fail(toConnect(err))
+		}
+		for j, r := range out {
+			a := acks[idx[j]]
+			if r.Err != nil {
+				a.Error = errorDetail(r.Err)
+				continue
+			}
+			a.Id, a.Seq, a.Tick = string(r.ID), r.Seq, r.Tick
+		}
+		select {
+		case frames <- frame{acks: acks, durable: durable}:
+		case err := <-sent:
+			close(frames)
+			return err
+		}
+	}
+}

@@ -1,0 +1,355 @@
+package rpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+)
+
+// maxEventsPerFrame bounds the events one stream frame carries.
+const maxEventsPerFrame = 256
+
+// Watch streams a watch-mode statement as typed events: whatever is waiting when a frame
+// goes out goes in it, so a busy stream costs one frame per batch.
+func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.WatchRequest], out *connect.ServerStream[heraldv1.WatchResponse]) error {
+	m := req.Msg
+	if strings.TrimSpace(m.GetQuery()) == "" {
+		return toConnect(herald.Errorf(herald.CodeEmptyQuery, "the query is empty; expected a WATCH statement"))
+	}
+	if engine.ConsumeMode(m.GetQuery()) {
+		return toConnect(herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is consumed with Subscribe; Watch serves watch mode"))
+	}
+	if s.wat == nil {
+		return toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
+	}
+	params, err := convert.FromWireMap(m.GetParams(), "parameter")
+	if err != nil {
+		return toConnect(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)()
+	st, err := s.wat.Open(ctx, m.GetSession(), m.GetQuery(), params, m.GetAfter())
+	if err != nil {
+		return toConnect(err)
+	}
+	defer st.Close()
+	if err := out.Send(nil); err != nil { // the headers: the watch is registered
+		return err
+	}
+	events := st.Events()
+	for {
+		var first herald.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return s.ended(ctx)
+		case first, ok = <-events:
+		case <-st.Done():
+			select {
+			case first, ok = <-events:
+			default:
+				return nil
+			}
+		}
+		if !ok {
+			return nil
+		}
+		frame := &heraldv1.WatchResponse{}
+		var end error
+		for ev, more := first, true; more; {
+			if ev.Type == herald.EventError {
+				end = eventError(ev)
+				break
+			}
+			frame.Events = append(frame.Events, toWireEvent(ev))
+			if len(frame.Events) == maxEventsPerFrame {
+				break
+			}
+			select {
+			case ev, more = <-events:
+			default:
+				more = false
+			}
+		}
+		if len(frame.Events) > 0 {
+			if err := out.Send(frame); err != nil {
+				return err
+			}
+		}
+		if end != nil {
+			return end
+		}
+	}
+}
+
+// ended is the error of a stream whose context ended: the server stopping, or the call.
+func (s *Service) ended(ctx context.Context) error {
+	if s.streams.Err() != nil {
+		return toConnect(herald.Errorf(herald.CodeShuttingDown, "the server is stopping"))
+	}
+	return ctx.Err()
+}
+
+// eventError is the error an error event ends a stream with.
+func eventError(ev herald.Event) error {
+	if ev.Error == nil {
+		return toConnect(herald.Errorf(herald.Code(ev.Code), "%s", ev.Message))
+	}
+	return toConnect(ev.Error)
+}
+
+func toWireEvent(ev herald.Event) *heraldv1.WatchEvent {
+	out := &heraldv1.WatchEvent{
+		Type: ev.Type, Seq: ev.Seq, Tick: ev.Tick, Last: ev.Last, Count: int32(min(ev.Count, 1<<31-1)),
+		Uncommitted: ev.Uncommitted, Code: string(ev.Code), Message: ev.Message,
+		DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt),
+	}
+	if ev.Error != nil {
+		if out.Code == "" {
+			out.Code = string(ev.Error.Code)
+		}
+		if out.Message == "" {
+			out.Message = ev.Error.Message
+		}
+	}
+	if carriesMatch(ev.Type) || !ev.Match.IsNull() {
+		out.Match = convert.ToWire(ev.Match)
+	}
+	if ev.Type == herald.EventChanged || !ev.Prev.IsNull() {
+		out.Prev = convert.ToWire(ev.Prev)
+	}
+	return out
+}
+
+// Subscribe is a consume-mode stream with credit-based flow control and settlements on
+// the same stream. The request side is read by this call's goroutine; one more
+// goroutine writes the response side: deliveries as credit allows, and the outcomes of
+// settlements once they are durable.
+func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]) error {
+	del, err := s.consumer()
+	if err != nil {
+		return err
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil {
+		return toConnect(herald.Errorf(herald.CodeMalformedRequest, "the first request of a Subscribe call opens it: set open"))
+	}
+	params, err := convert.FromWireMap(open.GetParams(), "parameter")
+	if err != nil {
+		return toConnect(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)()
+	c, err := del.Subscribe(ctx, open.GetSession(), open.GetQuery(), params, int(open.GetCredit()), int(open.GetMaxCredit()))
+	if err != nil {
+		return toConnect(err)
+	}
+	defer c.Close()
+	if err := stream.Send(nil); err != nil { // the headers: the consumer is registered
+		return err
+	}
+	out := &subscribeWriter{stream: stream, c: c, wake: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() { done <- out.run(ctx) }()
+
+	handle := func(req *heraldv1.SubscribeRequest) error {
+		if req.GetOpen() != nil {
+			return herald.Errorf(herald.CodeMalformedRequest, "the stream is already open")
+		}
+		if n := req.GetCredit(); n > 0 {
+			if err := c.SetCredit(int(n)); err != nil {
+				return err
+			}
+		}
+		if len(req.GetSettle()) == 0 {
+			return nil
+		}
+		items, err := settlements(req.GetSettle())
+		if err != nil {
+			return err
+		}
+		del.SettleAsync(items, func(results []delivery.SettleResult, _, _ uint64) {
+			out.settled(items, results)
+		})
+		return nil
+	}
+	if err := handle(&heraldv1.SubscribeRequest{Settle: first.GetSettle()}); err != nil {
+		cancel()
+		<-done
+		return toConnect(err)
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Receive()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if err := handle(req); err != nil {
+				recvErr <- toConnect(err)
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case err := <-recvErr:
+		cancel()
+		werr := <-done
+		if errors.Is(err, io.EOF) {
+			return werr // the caller closed its side: end once the writer is done
+		}
+		return err
+	}
+}
+
+// subscribeWriter is the response side of one Subscribe call.
+type subscribeWriter struct {
+	stream *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
+	c      delivery.Consumer
+
+	mu      sync.Mutex
+	results []*heraldv1.SettleResult // settlement outcomes waiting to go out
+	wake    chan struct{}
+}
+
+func (w *subscribeWriter) send(r *heraldv1.SubscribeResponse) error { return w.stream.Send(r) }
+
+// settled queues the outcomes of a batch of settlements; it never blocks (it runs on the
+// consume engine's completer).
+func (w *subscribeWriter) settled(items []delivery.Settle, results []delivery.SettleResult) {
+	w.mu.Lock()
+	for i, r := range results {
+		res := &heraldv1.SettleResult{DeliveryId: items[i].DeliveryID, Ok: r.Err == nil}
+		if r.Err != nil {
+			res.Error = errorDetail(r.Err)
+		} else if !r.Deadline.IsZero() {
+			res.Deadline = timestamppb.New(r.Deadline.UTC().Round(time.Microsecond))
+		}
+		w.results = append(w.results, res)
+	}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes deliveries and settlement outcomes until ctx ends or the consumer does.
+func (w *subscribeWriter) run(ctx context.Context) error {
+	events := w.c.Events()
+	for {
+		frame := &heraldv1.SubscribeResponse{}
+		var end error
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.wake:
+		case ev, ok := <-events:
+			if !ok {
+				w.flushResults(frame)
+				if len(frame.Settled) > 0 {
+					_ = w.send(frame)
+				}
+				return nil
+			}
+			end = w.add(frame, ev)
+			for more := end == nil && len(frame.Deliveries) < maxEventsPerFrame; more; {
+				select {
+				case ev, ok := <-events:
+					if !ok {
+						more = false
+						break
+					}
+					end = w.add(frame, ev)
+					more = end == nil && len(frame.Deliveries) < maxEventsPerFrame
+				default:
+					more = false
+				}
+			}
+		}
+		w.flushResults(frame)
+		if len(frame.Deliveries)+len(frame.Settled)+len(frame.Events) > 0 {
+			if err := w.send(frame); err != nil {
+				return err
+			}
+		}
+		if end != nil {
+			return end
+		}
+	}
+}
+
+// add puts one consumer event into frame; an error event ends the stream.
+func (w *subscribeWriter) add(frame *heraldv1.SubscribeResponse, ev herald.Event) error {
+	switch ev.Type {
+	case herald.EventConsumed:
+		d := &heraldv1.Delivery{DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Match: convert.ToWire(ev.Match), Seq: ev.Seq, Tick: ev.Tick}
+		if !ev.Deadline.IsZero() {
+			d.Deadline = ev.Deadline.UnixNano()
+		}
+		frame.Deliveries = append(frame.Deliveries, d)
+	case herald.EventError:
+		return eventError(ev)
+	default:
+		frame.Events = append(frame.Events, toWireEvent(ev))
+	}
+	return nil
+}
+
+func (w *subscribeWriter) flushResults(frame *heraldv1.SubscribeResponse) {
+	w.mu.Lock()
+	frame.Settled, w.results = append(frame.Settled, w.results...), nil
+	w.mu.Unlock()
+}
+
+// settlements converts the wire's settlements of a batch, refusing a malformed one.
+func settlements(in []*heraldv1.Settlement) ([]delivery.Settle, error) {
+	if err := delivery.CheckBatch(len(in)); err != nil {
+		return nil, err
+	}
+	items := make([]delivery.Settle, len(in))
+	for i, st := range in {
+		act, ok := settleActions[st.GetAction()]
+		if !ok {
+			return nil, herald.Errorf(herald.CodeMalformedRequest, "settlement %d: action %v; want ACK, NACK, REJECT or EXTEND", i, st.GetAction())
+		}
+		it := delivery.Settle{DeliveryID: st.GetDeliveryId(), Action: act}
+		var err error
+		if d := st.GetDelay(); d != nil {
+			if it.Delay, err = duration("delay", d); err != nil {
+				return nil, err
+			}
+		}
+		if d := st.GetBy(); d != nil {
+			if it.By, err = duration("by", d); err != nil {
+				return nil, err
+			}
+		}
+		if err := delivery.CheckSettle(i, it, st.GetDelay() != nil, st.GetBy() != nil); err != nil {
+			return nil, err
+		}
+		items[i] = it
+	}
+	return items, nil
+}
