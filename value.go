@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -786,4 +787,80 @@ func varintLen(x int64) int {
 		ux = ^ux
 	}
 	return uvarintLen(ux)
+}
+
+// ValueOf converts a Go value to a Value: nil, bool, any integer or float type, string,
+// time.Time (a Timestamp), time.Duration, json.Number, and slices or arrays of these (a
+// List). Maps and other types are not values of the data model.
+func ValueOf(x any) (Value, error) {
+	switch t := x.(type) {
+	case nil:
+		return Null, nil
+	case Value:
+		return t, nil
+	case bool:
+		return Bool(t), nil
+	case int:
+		return Int(int64(t)), nil
+	case int8:
+		return Int(int64(t)), nil
+	case int16:
+		return Int(int64(t)), nil
+	case int32:
+		return Int(int64(t)), nil
+	case int64:
+		return Int(t), nil
+	case uint:
+		return uintValue(uint64(t))
+	case uint8:
+		return Int(int64(t)), nil
+	case uint16:
+		return Int(int64(t)), nil
+	case uint32:
+		return Int(int64(t)), nil
+	case uint64:
+		return uintValue(t)
+	case float32:
+		return Float(float64(t)), nil
+	case float64:
+		return Float(t), nil
+	case string:
+		return String(t), nil
+	case time.Time:
+		return Timestamp(t), nil
+	case time.Duration:
+		return Duration(t), nil
+	case json.Number:
+		return FromJSON(t)
+	case []any:
+		vs := make([]Value, len(t))
+		for i, e := range t {
+			v, err := ValueOf(e)
+			if err != nil {
+				return Null, err
+			}
+			vs[i] = v
+		}
+		return List(vs...), nil
+	}
+	rv := reflect.ValueOf(x)
+	if k := rv.Kind(); k == reflect.Slice || k == reflect.Array {
+		vs := make([]Value, rv.Len())
+		for i := range vs {
+			v, err := ValueOf(rv.Index(i).Interface())
+			if err != nil {
+				return Null, err
+			}
+			vs[i] = v
+		}
+		return List(vs...), nil
+	}
+	return Null, fmt.Errorf("a %T is not a value (want nil, bool, a number, string, time.Time, time.Duration or a list)", x)
+}
+
+func uintValue(u uint64) (Value, error) {
+	if u > math.MaxInt64 {
+		return Null, fmt.Errorf("%d is out of the Int range", u)
+	}
+	return Int(int64(u)), nil
 }

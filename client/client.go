@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/herald-mq/herald"
 )
 
 // ErrClosed is returned by calls on a closed Client.
@@ -26,10 +27,11 @@ type options struct {
 	log     *slog.Logger
 }
 
-// WithHTTPClient sets the HTTP client used for every request. Its Timeout must be zero
-// (or longer than any subscription lives), since watch streams are long requests; use
-// WithTimeout to bound the other calls. The default is a new client on
-// http.DefaultTransport.
+// WithHTTPClient sets the HTTP client used for every call. It must speak HTTP/2 (for an
+// http:// server, unencrypted HTTP/2 with prior knowledge: http.Protocols with only
+// UnencryptedHTTP2 set), since publishing, subscriptions and watches are streams, and
+// its Timeout must be zero (or longer than any stream lives); use WithTimeout to bound
+// the other calls. The default is such a client of its own.
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
 
 // WithTimeout bounds each request other than a watch stream (queries, settlements,
@@ -44,11 +46,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // Client is a connection to one Herald server. It is safe for concurrent use.
 type Client struct {
-	tr      transport
+	tr      *transport
 	timeout time.Duration
 	log     *slog.Logger
 
-	settler settler // coalesces the settlements of messages (settle.go)
+	pub publisher // coalesces publishes onto one stream (publish.go)
 
 	mu     sync.Mutex
 	closed bool
@@ -62,9 +64,6 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.hc == nil {
-		o.hc = &http.Client{}
-	}
 	if o.log == nil {
 		o.log = slog.Default()
 	}
@@ -72,13 +71,16 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return nil, fmt.Errorf("client: url %q: want http:// or https://", url)
 	}
+	if o.hc == nil {
+		o.hc = newHTTPClient(base)
+	}
 	c := &Client{
-		tr:      &httpTransport{base: base, hc: o.hc},
+		tr:      newTransport(base, o.hc),
 		timeout: o.timeout,
 		log:     o.log,
 		subs:    make(map[*Subscription]struct{}),
 	}
-	c.settler.c = c
+	c.pub.c = c
 	hctx, cancel := c.bound(ctx)
 	defer cancel()
 	if err := c.tr.health(hctx); err != nil {
@@ -120,7 +122,7 @@ func (c *Client) Close() error {
 	for _, s := range subs {
 		s.abort()
 	}
-	c.settler.wait()
+	c.pub.close()
 	c.tr.close()
 	return nil
 }
@@ -162,63 +164,11 @@ func (r *Response) Last() Result {
 	return r.Results[len(r.Results)-1]
 }
 
-// wireResponse is the JSON answer of POST /v1/query.
-type wireResponse struct {
-	Results []struct {
-		Columns []string `json:"columns"`
-		Rows    [][]any  `json:"rows"`
-		Stats   Stats    `json:"stats"`
-	} `json:"results"`
-	Seq  uint64 `json:"seq"`
-	Tick uint64 `json:"tick"`
-}
-
-func (w *wireResponse) decode() *Response {
-	out := &Response{Seq: w.Seq, Tick: w.Tick, Results: make([]Result, len(w.Results))}
-	for i, r := range w.Results {
-		rows := make([][]any, len(r.Rows))
-		for j, row := range r.Rows {
-			vals := make([]any, len(row))
-			for k, v := range row {
-				vals[k] = plain(v)
-			}
-			rows[j] = vals
-		}
-		cols := r.Columns
-		if cols == nil {
-			cols = []string{}
-		}
-		out.Results[i] = Result{Columns: cols, Rows: rows, Stats: r.Stats}
-	}
-	return out
-}
-
-// plain turns the json.Number values of a UseNumber decoding into int64 (when integral
-// and in range) or float64, everywhere inside v.
-func plain(v any) any {
-	switch t := v.(type) {
-	case json.Number:
-		if i, err := t.Int64(); err == nil {
-			return i
-		}
-		f, _ := t.Float64()
-		return f
-	case []any:
-		for i, e := range t {
-			t[i] = plain(e)
-		}
-	case map[string]any:
-		for k, e := range t {
-			t[k] = plain(e)
-		}
-	}
-	return v
-}
-
 // Exec runs query, one or more statements, with params bound to its $parameters.
-// Parameter values are JSON values: nil, bool, numbers, strings and lists of them. An
-// error the server reports comes back as a *herald.Error with its code, message and,
-// for errors in the query text, line and column.
+// Parameter values are nil, bool, integers, floats, strings, time.Time (a Timestamp),
+// time.Duration and slices of these. An error the server reports comes back as a
+// *herald.Error with its code, message and, for errors in the query text, line and
+// column.
 func (c *Client) Exec(ctx context.Context, query string, params map[string]any) (*Response, error) {
 	return c.exec(ctx, "", query, params)
 }
@@ -229,7 +179,69 @@ func (c *Client) exec(ctx context.Context, session, query string, params map[str
 	}
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	return c.tr.query(ctx, queryRequest{Query: query, Params: params, Session: session})
+	return c.tr.exec(ctx, session, query, "", params)
+}
+
+// Prepared is a statement the server has parsed once: Exec runs it with new parameters
+// without sending its text again. It survives only as long as the server does; Exec
+// prepares it again by itself when the server has forgotten it.
+type Prepared struct {
+	c     *Client
+	query string
+	mu    sync.Mutex
+	name  string
+}
+
+// Prepare has the server parse and check query once, for many runs with parameters.
+func (c *Client) Prepare(ctx context.Context, query string) (*Prepared, error) {
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	p := &Prepared{c: c, query: query}
+	if _, err := p.prepare(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Prepared) prepare(ctx context.Context) (string, error) {
+	ctx, cancel := p.c.bound(ctx)
+	defer cancel()
+	name, err := p.c.tr.prepare(ctx, p.query)
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.name = name
+	p.mu.Unlock()
+	return name, nil
+}
+
+// Exec runs the prepared statement with params (see Client.Exec).
+func (p *Prepared) Exec(ctx context.Context, params map[string]any) (*Response, error) {
+	return p.exec(ctx, "", params)
+}
+
+func (p *Prepared) exec(ctx context.Context, session string, params map[string]any) (*Response, error) {
+	if p.c.isClosed() {
+		return nil, ErrClosed
+	}
+	p.mu.Lock()
+	name := p.name
+	p.mu.Unlock()
+	bctx, cancel := p.c.bound(ctx)
+	resp, err := p.c.tr.exec(bctx, session, "", name, params)
+	cancel()
+	if herald.CodeOf(err) == herald.CodeUnknownStatement {
+		// The server restarted (or dropped it): prepare it again and retry once.
+		if name, err = p.prepare(ctx); err != nil {
+			return nil, err
+		}
+		bctx, cancel := p.c.bound(ctx)
+		defer cancel()
+		return p.c.tr.exec(bctx, session, "", name, params)
+	}
+	return resp, err
 }
 
 // PublishOption configures Publish.
@@ -247,24 +259,25 @@ func WithID(id string) PublishOption { return func(o *publishOptions) { o.id = i
 // InSession publishes within s, e.g. inside a transaction s has begun.
 func InSession(s *Session) PublishOption { return func(o *publishOptions) { o.session = s } }
 
-// Publish creates a node of type typ with the attributes attrs and returns its id: a
-// message for every consume watch whose pattern it matches. Attribute values travel as
-// query parameters, never as query text; typ and the attribute names must be plain
-// identifiers.
+// Publish creates a node of type typ with the attributes attrs and returns its id once
+// the server has made it durable: a message for every consume watch whose pattern it
+// matches. It travels on the client's publish stream as a type and typed values, never
+// as query text, and publishes made meanwhile from other goroutines share its frame and
+// its commit. typ and the attribute names must be plain identifiers. In a session
+// (InSession) it runs as a SPAWN statement in the session's open transaction instead.
 func (c *Client) Publish(ctx context.Context, typ string, attrs map[string]any, opts ...PublishOption) (string, error) {
 	var o publishOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.session == nil {
+		return c.PublishAsync(typ, attrs, opts...).Wait(ctx)
+	}
 	q, params, err := spawnQuery(typ, attrs, o.id)
 	if err != nil {
 		return "", err
 	}
-	session := ""
-	if o.session != nil {
-		session = o.session.id
-	}
-	resp, err := c.exec(ctx, session, q, params)
+	resp, err := c.exec(ctx, o.session.id, q, params)
 	if err != nil {
 		return "", err
 	}

@@ -3,14 +3,18 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
 func TestDial(t *testing.T) {
@@ -32,9 +36,13 @@ func TestDialFailures(t *testing.T) {
 	if _, err := Dial(ctx, "127.0.0.1:7420"); err == nil || !strings.Contains(err.Error(), "http://") {
 		t.Fatalf("Dial without a scheme: %v", err)
 	}
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	down := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	down.Config.Protocols = &p
+	down.Start()
 	defer down.Close()
 	_, err := Dial(ctx, down.URL+"/", WithLogger(slog.New(slog.DiscardHandler)))
 	var he *herald.Error
@@ -45,15 +53,13 @@ func TestDialFailures(t *testing.T) {
 
 func TestExecDecodesAnswers(t *testing.T) {
 	f := newFakeServer(t)
-	f.answer = func(q string, params map[string]any) (int, any) {
-		return 200, map[string]any{
-			"results": []any{map[string]any{
-				"columns": []string{"j", "n"},
-				"rows":    []any{[]any{map[string]any{"id": "j1", "n": 9007199254740993}, 1.5}},
-				"stats":   map[string]any{"rows_scanned": 3, "plan": "scan Job"},
-			}},
-			"seq": 12, "tick": 7,
-		}
+	f.answer = func(q string, params map[string]any) (*heraldv1.ExecResponse, error) {
+		node := herald.Map([]string{"id", "n"}, []herald.Value{herald.String("j1"), herald.Int(9007199254740993)})
+		return &heraldv1.ExecResponse{Seq: 12, Tick: 7, Results: []*heraldv1.TypedResult{{
+			Columns: []string{"j", "n"},
+			Rows:    []*heraldv1.ValueList{{Values: []*heraldv1.Value{convert.ToWire(node), convert.ToWire(herald.Float(1.5))}}},
+			Stats:   &heraldv1.Stats{RowsScanned: 3, Plan: "scan Job"},
+		}}}, nil
 	}
 	c := f.dial(t)
 	resp, err := c.Exec(context.Background(), "MATCH j: Job WHERE j.n > $n RETURN j, j.n", map[string]any{"n": 1})
@@ -78,8 +84,8 @@ func TestExecDecodesAnswers(t *testing.T) {
 
 func TestExecReturnsHeraldErrors(t *testing.T) {
 	f := newFakeServer(t)
-	f.answer = func(q string, params map[string]any) (int, any) {
-		return 0, herald.Errorf(herald.CodeSyntax, "expected identifier, found '['").At(1, 7)
+	f.answer = func(q string, params map[string]any) (*heraldv1.ExecResponse, error) {
+		return nil, herald.Errorf(herald.CodeSyntax, "expected identifier, found '['").At(1, 7)
 	}
 	c := f.dial(t)
 	_, err := c.Exec(context.Background(), "MATCH [", nil)
@@ -96,31 +102,45 @@ func TestExecReturnsHeraldErrors(t *testing.T) {
 	}
 }
 
-func TestPublishSendsValuesAsParameters(t *testing.T) {
+// Publish sends a type and typed values on the publish stream, never query text.
+func TestPublishSendsTypedValues(t *testing.T) {
 	f := newFakeServer(t)
-	f.answer = func(q string, params map[string]any) (int, any) {
-		return 200, map[string]any{"results": []any{map[string]any{"columns": []string{"m.id"}, "rows": []any{[]any{"n_1"}}}}}
-	}
 	c := f.dial(t)
-	id, err := c.Publish(context.Background(), "Job", map[string]any{"title": `x" } KILL #y`, "priority": 3})
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	id, err := c.Publish(context.Background(), "Job", map[string]any{"title": `x" } KILL #y`, "priority": 3, "at": at, "tags": []string{"a"}})
 	if err != nil || id != "n_1" {
 		t.Fatalf("Publish = %q, %v", id, err)
 	}
-	if got, want := f.nextStmt(t), "SPAWN m: Job { priority = $p0, title = $p1 } RETURNING m.id"; got != want {
-		t.Fatalf("query %q, want %q", got, want)
+	m := recv(t, f.published)
+	want := map[string]any{"title": `x" } KILL #y`, "priority": int64(3), "at": "2026-01-02T03:04:05Z", "tags": []any{"a"}}
+	if m.GetType() != "Job" || !reflect.DeepEqual(plainParams(m.GetAttrs()), want) {
+		t.Fatalf("published %v %v", m.GetType(), plainParams(m.GetAttrs()))
 	}
-	f.mu.Lock()
-	params := f.requests[len(f.requests)-1].Params
-	f.mu.Unlock()
-	if params["p1"] != `x" } KILL #y` || params["p0"].(interface{ String() string }).String() != "3" {
-		t.Fatalf("params = %v", params)
+	if id, err := c.Publish(context.Background(), "Job", nil, WithID("job_7")); err != nil || id != "job_7" {
+		t.Fatalf("Publish WithID = %q, %v", id, err)
 	}
-
-	if _, err := c.Publish(context.Background(), "Job", nil, WithID("job_7")); err != nil {
+	if m := recv(t, f.published); m.GetId() != "job_7" {
+		t.Fatalf("published id %q", m.GetId())
+	}
+	// Asynchronous publishes are answered in order, each with its own id.
+	futs := make([]*PublishFuture, 10)
+	for i := range futs {
+		futs[i] = c.PublishAsync("Job", map[string]any{"i": i})
+	}
+	for i, fut := range futs {
+		id, seq, err := fut.Result()
+		if err != nil || id != fmt.Sprintf("n_%d", i+3) || seq != 7 {
+			t.Fatalf("future %d: %q %d %v", i, id, seq, err)
+		}
+	}
+	if _, err := c.PublishAsync("Job", map[string]any{"m": map[string]any{}}).Wait(context.Background()); err == nil {
+		t.Fatal("a map attribute was accepted")
+	}
+	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := f.nextStmt(t), "SPAWN #job_7: Job RETURNING #job_7.id"; got != want {
-		t.Fatalf("query %q, want %q", got, want)
+	if _, err := c.Publish(context.Background(), "Job", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Publish after Close: %v", err)
 	}
 }
 
@@ -143,8 +163,10 @@ func TestPublishRefusesNonIdentifiers(t *testing.T) {
 			t.Errorf("Publish(%q, %v) succeeded", tc.typ, tc.attrs)
 		}
 	}
-	if got := f.drainStmts(); len(got) != 0 {
-		t.Fatalf("refused publishes reached the server: %q", got)
+	select {
+	case m := <-f.published:
+		t.Fatalf("a refused publish reached the server: %v", m)
+	default:
 	}
 }
 
@@ -160,7 +182,8 @@ func TestSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.Publish(ctx, "Job", nil, InSession(s)); err == nil {
-		// The fake answers SPAWN without rows; what matters is the session field.
+		// In a session it is a SPAWN statement in the session's transaction. The fake
+		// answers it without rows; what matters is the session field.
 		t.Fatal("Publish accepted an answer without rows")
 	}
 	f.mu.Lock()

@@ -1,76 +1,97 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 )
 
-// fakeServer speaks the part of Herald's HTTP protocol the client uses: /healthz,
-// POST /v1/query (settlements are recorded and checked for double settlement; other
-// statements go to answer), the session endpoints, and GET /v1/watch as server-sent
-// events fed by the test.
+// fakeServer serves the herald.v1.Herald RPCs the client uses, scripted by the test:
+// Exec (statements go to answer), the sessions, Subscribe streams fed by the test (whose
+// settlements are recorded as the statements they stand for and checked for double
+// settlement), Watch streams fed by the test, and Publish.
 type fakeServer struct {
+	heraldv1connect.UnimplementedHeraldHandler
 	t   testing.TB
 	srv *httptest.Server
 
-	stmts   chan string      // settlement statements and other queries, in arrival order
-	streams chan *fakeStream // every watch stream opened
+	stmts     chan string      // settlements (as statements) and queries, in arrival order
+	streams   chan *fakeStream // every Subscribe stream opened
+	watches   chan *fakeWatch  // every Watch stream opened
+	published chan *heraldv1.PublishMessage
 
 	mu       sync.Mutex
 	settled  map[string]bool
-	watchErr *herald.Error                                    // answer to GET /v1/watch instead of a stream
-	answer   func(q string, params map[string]any) (int, any) // answer to other queries
-	requests []queryRequest
-	batches  []int         // sizes of the POST /v1/settle requests
-	noSettle bool          // answer POST /v1/settle with 404, as a server from before it
-	gate     chan struct{} // when set, POST /v1/settle waits until it is closed
+	answer   func(q string, params map[string]any) (*heraldv1.ExecResponse, error)
+	requests []fakeRequest
+	batches  []int         // sizes of the settlement frames
+	gate     chan struct{} // when set, settlement frames wait until it is closed
+	refuse   []error       // the next Subscribe or Watch calls fail with these
+	nextID   int
 }
 
+type fakeRequest struct {
+	Query, Statement, Session string
+	Params                    map[string]any
+}
+
+// fakeStream is one Subscribe call: the test sends deliveries and timeouts on it.
 type fakeStream struct {
-	query  string
-	params string
-	events chan string   // JSON payloads; closing it ends the stream
-	gone   chan struct{} // closed when the client has disconnected or the stream ended
+	query             string
+	params            map[string]any
+	credit, maxCredit uint32
+	credits           chan uint32
+	out               chan *heraldv1.SubscribeResponse // closing it ends the call
+	gone              chan struct{}                    // closed when the call has ended
 }
 
-var settleRE = regexp.MustCompile(`^(ACK|NACK|EXTEND) "([A-Za-z0-9_.~-]+)"(?: \[(.+)\])?$`)
+// fakeWatch is one Watch call: the test sends events on it.
+type fakeWatch struct {
+	query, session string
+	params         map[string]any
+	after          uint64
+	out            chan any // *heraldv1.WatchEvent to send, or an error to end the call with; closing it drops the connection
+	gone           chan struct{}
+}
 
 func newFakeServer(t testing.TB) *fakeServer {
 	f := &fakeServer{
-		t:       t,
-		stmts:   make(chan string, 1000),
-		streams: make(chan *fakeStream, 100),
-		settled: make(map[string]bool),
+		t:         t,
+		stmts:     make(chan string, 1000),
+		streams:   make(chan *fakeStream, 100),
+		watches:   make(chan *fakeWatch, 100),
+		published: make(chan *heraldv1.PublishMessage, 1000),
+		settled:   make(map[string]bool),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeFake(w, 200, map[string]string{"status": "ok"})
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
-	mux.HandleFunc("POST /v1/query", f.query)
-	mux.HandleFunc("POST /v1/settle", f.settle)
-	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
-		writeFake(w, 200, map[string]string{"session": "s1"})
-	})
-	mux.HandleFunc("DELETE /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if r.PathValue("id") != "s1" {
-			writeFakeError(w, herald.Errorf(herald.CodeSession, "unknown session"))
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /v1/watch", f.watch)
-	f.srv = httptest.NewServer(mux)
+	path, h := heraldv1connect.NewHeraldHandler(f)
+	mux.Handle(path, h)
+	f.srv = httptest.NewUnstartedServer(mux)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	f.srv.Config.Protocols = &p
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -86,188 +107,264 @@ func (f *fakeServer) dial(t testing.TB) *Client {
 	return c
 }
 
-func (f *fakeServer) query(w http.ResponseWriter, r *http.Request) {
-	var req queryRequest
-	dec := json.NewDecoder(r.Body)
-	dec.UseNumber()
-	if err := dec.Decode(&req); err != nil {
-		writeFakeError(w, herald.Errorf(herald.CodeMalformedRequest, "%v", err))
-		return
+// fakeError is the error the real server returns for e: the RPC code of the error table,
+// the herald-code metadata and an ErrorDetail.
+func fakeError(e *herald.Error) error {
+	var code connect.Code
+	if code.UnmarshalText([]byte(e.Code.Info().RPC)) != nil {
+		code = connect.CodeInternal
 	}
-	f.mu.Lock()
-	f.requests = append(f.requests, req)
-	answer := f.answer
-	f.mu.Unlock()
-	if m := settleRE.FindStringSubmatch(req.Query); m != nil {
-		if m[1] != "EXTEND" {
-			f.mu.Lock()
-			again := f.settled[m[2]]
-			f.settled[m[2]] = true
-			f.mu.Unlock()
-			if again {
-				writeFakeError(w, herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %s is settled", m[2]))
-				return
-			}
-		}
-		f.stmts <- req.Query
-		writeFake(w, 200, map[string]any{"results": []any{map[string]any{"columns": []string{}, "rows": []any{}, "stats": map[string]any{}}}, "seq": 1, "tick": 1})
-		return
+	ce := connect.NewError(code, errors.New(e.Message))
+	ce.Meta().Set("herald-code", string(e.Code))
+	if d, err := connect.NewErrorDetail(&heraldv1.ErrorDetail{Code: string(e.Code), Name: e.Code.Info().Name, Message: e.Message,
+		Line: int32(e.Line), Column: int32(e.Column)}); err == nil {
+		ce.AddDetail(d)
 	}
-	f.stmts <- req.Query
-	if answer == nil {
-		writeFake(w, 200, map[string]any{"results": []any{}, "seq": 1, "tick": 1})
-		return
-	}
-	status, body := answer(req.Query, req.Params)
-	if e, ok := body.(*herald.Error); ok {
-		writeFakeError(w, e)
-		return
-	}
-	writeFake(w, status, body)
+	return ce
 }
 
-// settle answers POST /v1/settle: each settlement is recorded as the statement it
-// stands for (so tests check both ways of settling alike) and checked for double
-// settlement.
-func (f *fakeServer) settle(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	off, gate := f.noSettle, f.gate
-	f.mu.Unlock()
-	if off {
-		http.NotFound(w, r)
-		return
+func plainParams(in map[string]*heraldv1.Value) map[string]any {
+	if len(in) == 0 {
+		return nil
 	}
+	out := map[string]any{}
+	for k, w := range in {
+		v, _ := convert.FromWire(w)
+		out[k] = v.Interface()
+	}
+	return out
+}
+
+func (f *fakeServer) Exec(ctx context.Context, req *connect.Request[heraldv1.ExecRequest]) (*connect.Response[heraldv1.ExecResponse], error) {
+	m := req.Msg
+	params := plainParams(m.GetParams())
+	f.mu.Lock()
+	f.requests = append(f.requests, fakeRequest{Query: m.GetQuery(), Statement: m.GetStatement(), Session: m.GetSession(), Params: params})
+	answer := f.answer
+	f.mu.Unlock()
+	f.stmts <- m.GetQuery()
+	if answer == nil {
+		return connect.NewResponse(&heraldv1.ExecResponse{Seq: 1, Tick: 1}), nil
+	}
+	resp, err := answer(m.GetQuery(), params)
+	if err != nil {
+		var he *herald.Error
+		if errors.As(err, &he) {
+			return nil, fakeError(he)
+		}
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func (f *fakeServer) OpenSession(context.Context, *connect.Request[heraldv1.OpenSessionRequest]) (*connect.Response[heraldv1.OpenSessionResponse], error) {
+	return connect.NewResponse(&heraldv1.OpenSessionResponse{Session: "s1"}), nil
+}
+
+func (f *fakeServer) CloseSession(_ context.Context, req *connect.Request[heraldv1.CloseSessionRequest]) (*connect.Response[heraldv1.CloseSessionResponse], error) {
+	if req.Msg.GetSession() != "s1" {
+		return nil, fakeError(herald.Errorf(herald.CodeSession, "unknown session"))
+	}
+	return connect.NewResponse(&heraldv1.CloseSessionResponse{}), nil
+}
+
+func (f *fakeServer) refused() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.refuse) == 0 {
+		return nil
+	}
+	err := f.refuse[0]
+	f.refuse = f.refuse[1:]
+	var he *herald.Error
+	if errors.As(err, &he) {
+		return fakeError(he)
+	}
+	return err
+}
+
+func (f *fakeServer) Subscribe(ctx context.Context, stream *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]) error {
+	first, err := stream.Receive()
+	if err != nil {
+		return err
+	}
+	if err := f.refused(); err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	st := &fakeStream{query: open.GetQuery(), params: plainParams(open.GetParams()), credit: open.GetCredit(), maxCredit: open.GetMaxCredit(),
+		credits: make(chan uint32, 16), out: make(chan *heraldv1.SubscribeResponse, 100), gone: make(chan struct{})}
+	defer close(st.gone)
+	if err := stream.Send(&heraldv1.SubscribeResponse{}); err != nil {
+		return err
+	}
+	f.streams <- st
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	results := make(chan *heraldv1.SubscribeResponse, 100)
+	go func() {
+		defer cancel()
+		for {
+			req, err := stream.Receive()
+			if err != nil {
+				return
+			}
+			if n := req.GetCredit(); n > 0 {
+				st.credits <- n
+			}
+			if len(req.GetSettle()) > 0 {
+				results <- f.settle(req.GetSettle())
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case r := <-results:
+			if err := stream.Send(r); err != nil {
+				return err
+			}
+		case r, ok := <-st.out:
+			if !ok {
+				return nil
+			}
+			if err := stream.Send(r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// settle records a frame of settlements as the statements they stand for and answers
+// each: E8004 for a delivery settled before.
+func (f *fakeServer) settle(in []*heraldv1.Settlement) *heraldv1.SubscribeResponse {
+	f.mu.Lock()
+	gate := f.gate
+	f.batches = append(f.batches, len(in))
+	f.mu.Unlock()
 	if gate != nil {
 		<-gate
 	}
-	var req settleRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeFakeError(w, herald.Errorf(herald.CodeMalformedRequest, "%v", err))
-		return
-	}
-	f.mu.Lock()
-	f.batches = append(f.batches, len(req.Settlements))
-	f.mu.Unlock()
-	var results []map[string]any
-	for _, it := range req.Settlements {
-		id := fmt.Sprintf("%q", it.DeliveryID)
+	out := &heraldv1.SubscribeResponse{}
+	for _, s := range in {
+		id := strconv.Quote(s.GetDeliveryId())
 		var stmt string
-		switch it.Action {
-		case "ack":
+		switch s.GetAction() {
+		case heraldv1.Settlement_ACTION_ACK:
 			stmt = "ACK " + id
-		case "reject":
+		case heraldv1.Settlement_ACTION_REJECT:
 			stmt = "NACK " + id + " [no_retry]"
-		case "nack":
+		case heraldv1.Settlement_ACTION_NACK:
 			stmt = "NACK " + id
-			if it.Delay != "" {
-				stmt += " [delay: " + it.Delay + "]"
+			if d := s.GetDelay(); d != nil {
+				stmt += " [delay: " + durationLit(d.AsDuration()) + "]"
 			}
-		case "extend":
+		case heraldv1.Settlement_ACTION_EXTEND:
 			stmt = "EXTEND " + id
-			if it.By != "" {
-				stmt += " [by: " + it.By + "]"
+			if d := s.GetBy(); d != nil {
+				stmt += " [by: " + durationLit(d.AsDuration()) + "]"
 			}
-		default:
-			writeFakeError(w, herald.Errorf(herald.CodeMalformedRequest, "action %q", it.Action))
-			return
 		}
-		res := map[string]any{"delivery_id": it.DeliveryID, "ok": true}
-		if it.Action != "extend" {
+		res := &heraldv1.SettleResult{DeliveryId: s.GetDeliveryId(), Ok: true}
+		if s.GetAction() != heraldv1.Settlement_ACTION_EXTEND {
 			f.mu.Lock()
-			again := f.settled[it.DeliveryID]
-			f.settled[it.DeliveryID] = true
+			again := f.settled[s.GetDeliveryId()]
+			f.settled[s.GetDeliveryId()] = true
 			f.mu.Unlock()
 			if again {
-				res = map[string]any{"delivery_id": it.DeliveryID, "ok": false,
-					"error": map[string]any{"code": "E8004", "name": "INVALID_DELIVERY_ID", "message": "delivery " + it.DeliveryID + " is settled"}}
-				results = append(results, res)
+				res = &heraldv1.SettleResult{DeliveryId: s.GetDeliveryId(), Error: &heraldv1.ErrorDetail{Code: "E8004", Name: "INVALID_DELIVERY_ID", Message: "delivery " + s.GetDeliveryId() + " is settled"}}
+				out.Settled = append(out.Settled, res)
 				continue
 			}
 		}
 		f.stmts <- stmt
-		results = append(results, res)
+		out.Settled = append(out.Settled, res)
 	}
-	writeFake(w, 200, map[string]any{"results": results, "seq": 1, "tick": 1})
+	return out
 }
 
-func (f *fakeServer) watch(w http.ResponseWriter, r *http.Request) {
-	f.mu.Lock()
-	werr := f.watchErr
-	f.mu.Unlock()
-	if werr != nil {
-		writeFakeError(w, werr)
-		return
+// durationLit writes d as the query language does: whole seconds, else milliseconds.
+func durationLit(d time.Duration) string {
+	switch {
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
 	}
-	st := &fakeStream{
-		query:  r.URL.Query().Get("query"),
-		params: r.URL.Query().Get("params"),
-		events: make(chan string, 100),
-		gone:   make(chan struct{}),
+	return strconv.FormatInt(int64(d), 10) + "ns"
+}
+
+func (f *fakeServer) Watch(ctx context.Context, req *connect.Request[heraldv1.WatchRequest], out *connect.ServerStream[heraldv1.WatchResponse]) error {
+	if err := f.refused(); err != nil {
+		return err
 	}
-	defer close(st.gone)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.WriteHeader(200)
-	rc := http.NewResponseController(w)
-	_, _ = io.WriteString(w, ": hello\n\n")
-	_ = rc.Flush()
-	f.streams <- st
+	m := req.Msg
+	w := &fakeWatch{query: m.GetQuery(), session: m.GetSession(), params: plainParams(m.GetParams()), after: m.GetAfter(),
+		out: make(chan any, 64), gone: make(chan struct{})}
+	defer close(w.gone)
+	if err := out.Send(&heraldv1.WatchResponse{}); err != nil {
+		return err
+	}
+	f.watches <- w
 	for {
 		select {
-		case <-r.Context().Done():
-			return
-		case ev, ok := <-st.events:
+		case <-ctx.Done():
+			return nil
+		case x, ok := <-w.out:
 			if !ok {
-				return
+				return fakeError(herald.Errorf(herald.CodeShuttingDown, "the connection dropped")) // as a proxy or a stopping server would
 			}
-			var head struct {
-				Type string `json:"type"`
+			if err, isErr := x.(error); isErr {
+				return err
 			}
-			_ = json.Unmarshal([]byte(ev), &head)
-			if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", head.Type, ev); err != nil {
-				return
+			if err := out.Send(&heraldv1.WatchResponse{Events: []*heraldv1.WatchEvent{x.(*heraldv1.WatchEvent)}}); err != nil {
+				return err
 			}
-			_ = rc.Flush()
 		}
 	}
 }
 
-func writeFake(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeFakeError(w http.ResponseWriter, e *herald.Error) {
-	info := e.Code.Info()
-	body := map[string]any{"code": e.Code, "name": info.Name, "message": e.Message}
-	if e.Line > 0 {
-		body["line"], body["column"] = e.Line, e.Column
+func (f *fakeServer) Publish(ctx context.Context, stream *connect.BidiStream[heraldv1.PublishRequest, heraldv1.PublishResponse]) error {
+	for {
+		req, err := stream.Receive()
+		if err != nil {
+			return nil
+		}
+		resp := &heraldv1.PublishResponse{}
+		for _, m := range req.GetMessages() {
+			f.published <- m
+			f.mu.Lock()
+			f.nextID++
+			id := fmt.Sprintf("n_%d", f.nextID)
+			f.mu.Unlock()
+			if m.GetId() != "" {
+				id = m.GetId()
+			}
+			resp.Acks = append(resp.Acks, &heraldv1.PublishAck{Ref: m.GetRef(), Id: id, Seq: 7, Tick: 7})
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
 	}
-	writeFake(w, info.HTTP, map[string]any{"error": body})
 }
 
-// nextStream waits for the next watch stream the client opens.
+// nextStream waits for the next Subscribe stream the client opens.
 func (f *fakeServer) nextStream(t testing.TB) *fakeStream {
 	t.Helper()
-	select {
-	case st := <-f.streams:
-		return st
-	case <-time.After(10 * time.Second):
-		t.Fatal("no watch stream opened")
-		return nil
-	}
+	return recv(t, f.streams)
+}
+
+// nextWatch waits for the next Watch stream the client opens.
+func (f *fakeServer) nextWatch(t testing.TB) *fakeWatch {
+	t.Helper()
+	return recv(t, f.watches)
 }
 
 // nextStmt waits for the next statement the server receives.
 func (f *fakeServer) nextStmt(t testing.TB) string {
 	t.Helper()
-	select {
-	case s := <-f.stmts:
-		return s
-	case <-time.After(10 * time.Second):
-		t.Fatal("no statement arrived")
-		return ""
-	}
+	return recv(t, f.stmts)
 }
 
 // drainStmts returns the statements received so far without waiting.
@@ -285,11 +382,13 @@ func (f *fakeServer) drainStmts() []string {
 
 // consumed sends a delivery of {"n": n} with id and attempt.
 func (st *fakeStream) consumed(id string, n, attempt int) {
-	st.events <- fmt.Sprintf(`{"type":"consumed","match":{"n":%d},"delivery_id":%q,"attempt":%d,"seq":%d,"tick":%d,"deadline":"2030-01-02T03:04:05Z"}`, n, id, attempt, 10+n, 20+n)
+	match := herald.Map([]string{"n"}, []herald.Value{herald.Int(int64(n))})
+	st.out <- &heraldv1.SubscribeResponse{Deliveries: []*heraldv1.Delivery{{DeliveryId: id, Attempt: int32(attempt), Match: convert.ToWire(match),
+		Seq: uint64(10 + n), Tick: uint64(20 + n), Deadline: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()}}}
 }
 
 func (st *fakeStream) timeout(id string) {
-	st.events <- fmt.Sprintf(`{"type":"timeout","delivery_id":%q,"seq":0,"tick":0,"code":"E8003","message":"lease expired"}`, id)
+	st.out <- &heraldv1.SubscribeResponse{Events: []*heraldv1.WatchEvent{{Type: "timeout", DeliveryId: id, Code: "E8003", Message: "lease expired"}}}
 }
 
 // waitGone waits until the client has closed the stream.
@@ -300,6 +399,67 @@ func (st *fakeStream) waitGone(t testing.TB) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the client did not close the stream")
 	}
+}
+
+// fail ends the call with the server's error e.
+func (w *fakeWatch) fail(e *herald.Error) { w.out <- fakeError(e) }
+
+// send sends one event, written as the JSON API writes it, marked as the last of its
+// position.
+func (w *fakeWatch) send(data string) {
+	var raw struct {
+		Type    string          `json:"type"`
+		Match   json.RawMessage `json:"match"`
+		Prev    json.RawMessage `json:"prev"`
+		Count   int32           `json:"count"`
+		Seq     uint64          `json:"seq"`
+		Tick    uint64          `json:"tick"`
+		Code    string          `json:"code"`
+		Message string          `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(data), &raw); err != nil {
+		panic(err)
+	}
+	ev := &heraldv1.WatchEvent{Type: raw.Type, Count: raw.Count, Seq: raw.Seq, Tick: raw.Tick, Code: raw.Code, Message: raw.Message, Last: true}
+	ev.Match, ev.Prev = jsonWire(raw.Match), jsonWire(raw.Prev)
+	w.out <- ev
+}
+
+// jsonWire turns a JSON value into a wire value (objects into maps).
+func jsonWire(raw json.RawMessage) *heraldv1.Value {
+	if len(raw) == 0 {
+		return nil
+	}
+	var x any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&x); err != nil {
+		panic(err)
+	}
+	return convert.ToWire(jsonValue(x))
+}
+
+func jsonValue(x any) herald.Value {
+	switch t := x.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		vals := make([]herald.Value, 0, len(t))
+		for k, e := range t {
+			keys, vals = append(keys, k), append(vals, jsonValue(e))
+		}
+		return herald.Map(keys, vals)
+	case []any:
+		vs := make([]herald.Value, len(t))
+		for i, e := range t {
+			vs[i] = jsonValue(e)
+		}
+		return herald.List(vs...)
+	}
+	v, err := herald.FromJSON(x)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // recv waits for a value on ch.

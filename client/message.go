@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -91,11 +90,7 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 		return ErrSettled
 	}
 	m.mu.Unlock()
-	item := settleItem{DeliveryID: m.DeliveryID, Action: "extend"}
-	if d > 0 {
-		item.By = durationLit(d)
-	}
-	return m.sub.c.settler.submit(ctx, item, settleText(item, d)).err
+	return m.sub.conn.settle(ctx, settlement(m.DeliveryID, "extend", d)).err
 }
 
 // settle makes the one settlement of m: how is ack, nack (after delay, if positive) or
@@ -112,11 +107,7 @@ func (m *Message) settle(ctx context.Context, how string, delay time.Duration) e
 	}
 	m.settled = how
 	m.mu.Unlock()
-	item := settleItem{DeliveryID: m.DeliveryID, Action: how}
-	if how == "nack" && delay > 0 {
-		item.Delay = durationLit(delay)
-	}
-	err := m.sub.c.settler.submit(ctx, item, settleText(item, delay)).err
+	err := m.sub.conn.settle(ctx, settlement(m.DeliveryID, how, delay)).err
 	m.sub.forget(m)
 	return err
 }
@@ -148,10 +139,6 @@ func timeoutError(code herald.Code, msg string) error {
 	return fmt.Errorf("%w: %w", ErrLeaseExpired, &herald.Error{Code: code, Message: msg})
 }
 
-// quoteID writes a delivery id as a string literal. Subscriptions accept only
-// URL-safe ids (see validID), so quoting cannot change the statement's meaning.
-func quoteID(id string) string { return strconv.Quote(id) }
-
 // validID reports whether id is a URL-safe delivery id, as the server issues them.
 func validID(id string) bool {
 	if id == "" || len(id) > 256 {
@@ -164,16 +151,4 @@ func validID(id string) bool {
 		}
 	}
 	return true
-}
-
-// durationLit writes d as a duration literal of the query language: whole seconds,
-// else whole milliseconds, else nanoseconds.
-func durationLit(d time.Duration) string {
-	switch {
-	case d%time.Second == 0:
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	case d%time.Millisecond == 0:
-		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
-	}
-	return strconv.FormatInt(int64(d), 10) + "ns"
 }

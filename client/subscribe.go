@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
 // Policy says how a subscription settles each message around its handler. The table in
@@ -78,9 +78,9 @@ func WithPolicy(p Policy) SubscribeOption { return func(o *subOptions) { o.polic
 func WithConcurrency(n int) SubscribeOption { return func(o *subOptions) { o.concurrency = n } }
 
 // WithPrefetch caps how many unsettled messages the server leases to the subscription
-// at once, by adding [max_in_flight: n] to the WATCH statement. Without it the
+// at once: the stream's credit (the statement's text is left as it is). Without it the
 // statement's own buffer or max_in_flight option applies (the server's default buffer
-// otherwise). Combining it with a statement that sets max_in_flight is an error.
+// otherwise). SetPrefetch changes it while the subscription runs.
 func WithPrefetch(n int) SubscribeOption { return func(o *subOptions) { o.prefetch = n } }
 
 // WithParams binds the WATCH statement's $parameters.
@@ -108,7 +108,7 @@ type Subscription struct {
 	handler Handler
 	opts    subOptions
 	log     *slog.Logger
-	stream  eventStream
+	conn    *consumeConn
 
 	base       context.Context // parent of every handler context
 	cancelBase context.CancelCauseFunc
@@ -149,14 +149,15 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	if o.prefetch < 0 {
 		return nil, fmt.Errorf("client: prefetch %d: want at least 0", o.prefetch)
 	}
-	stmt, err := prepareWatch(watch, o.prefetch)
+	params, err := wireParams(o.params)
 	if err != nil {
 		return nil, err
 	}
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	stream, err := c.tr.watch(ctx, stmt, o.params)
+	conn, err := c.tr.subscribe(ctx, &heraldv1.SubscribeOpen{Query: watch, Params: params,
+		Credit: uint32(o.prefetch), MaxCredit: uint32(max(o.prefetch, maxPrefetch))})
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 		handler:     handler,
 		opts:        o,
 		log:         c.log.With("component", "herald-subscription"),
-		stream:      stream,
+		conn:        conn,
 		live:        make(map[string]*Message),
 		workersDone: make(chan struct{}),
 		readerDone:  make(chan struct{}),
@@ -177,7 +178,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		stream.close()
+		conn.close()
 		s.cancelBase(ErrClosed)
 		return nil, ErrClosed
 	}
@@ -199,6 +200,18 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 		close(s.done)
 	}()
 	return s, nil
+}
+
+// maxPrefetch is the largest prefetch SetPrefetch may set (the stream's largest credit).
+const maxPrefetch = 10000
+
+// SetPrefetch changes how many unsettled messages the server may have out to the
+// subscription at once (1 to 10,000, or up to WithPrefetch's value when that is larger).
+func (s *Subscription) SetPrefetch(n int) error {
+	if n < 1 || n > max(s.opts.prefetch, maxPrefetch) {
+		return fmt.Errorf("client: prefetch %d: want 1 to %d", n, max(s.opts.prefetch, maxPrefetch))
+	}
+	return s.conn.credit(n)
 }
 
 // Done is closed once the subscription has ended: its stream is closed and its
@@ -229,7 +242,7 @@ func (s *Subscription) Close(ctx context.Context) error {
 		s.cancelBase(ErrSubscriptionClosed)
 	}
 	s.closing.Store(true)
-	s.stream.close()
+	s.conn.close()
 	<-s.readerDone
 	if err == nil {
 		s.cancelBase(ErrSubscriptionClosed)
@@ -265,7 +278,7 @@ func (s *Subscription) stopDispatch() {
 func (s *Subscription) read() {
 	defer close(s.readerDone)
 	for {
-		ev, err := s.stream.next()
+		ev, err := s.conn.next()
 		if err != nil {
 			s.streamEnded(err)
 			return
@@ -303,7 +316,7 @@ func (s *Subscription) streamEnded(err error) {
 	s.stopDispatch()
 	// The server releases this stream's leases: handlers cannot settle any more.
 	s.cancelBase(fmt.Errorf("client: stream ended: %w", err))
-	s.stream.close()
+	s.conn.close()
 }
 
 func (s *Subscription) received(ev event) {
@@ -311,16 +324,7 @@ func (s *Subscription) received(ev event) {
 		s.log.Error("ignoring a delivery with a malformed id", "delivery_id", ev.DeliveryID)
 		return
 	}
-	m := &Message{DeliveryID: ev.DeliveryID, Attempt: ev.Attempt, Seq: ev.Seq, Tick: ev.Tick, sub: s}
-	if len(ev.Match) > 0 && string(ev.Match) != "null" {
-		if err := decodeMatch(ev.Match, &m.Match); err != nil {
-			s.log.Error("ignoring a delivery with a malformed match", "delivery_id", ev.DeliveryID, "err", err)
-			return
-		}
-	}
-	if ev.Deadline != "" {
-		m.Deadline, _ = time.Parse(time.RFC3339Nano, ev.Deadline)
-	}
+	m := &Message{DeliveryID: ev.DeliveryID, Attempt: ev.Attempt, Seq: ev.Seq, Tick: ev.Tick, Deadline: ev.Deadline, Match: plainMap(ev.Match), sub: s}
 	m.ctx, m.cancel = context.WithCancelCause(s.base)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,24 +335,6 @@ func (s *Subscription) received(ev event) {
 	s.live[m.DeliveryID] = m
 	s.queue = append(s.queue, m)
 	s.cond.Signal()
-}
-
-// decodeMatch decodes a match; a match that is not an object (a single RETURN value in
-// some server versions) is kept under the key "value".
-func decodeMatch(raw json.RawMessage, out *map[string]any) error {
-	var v any
-	dec := json.NewDecoder(bytesReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return err
-	}
-	v = plain(v)
-	if m, ok := v.(map[string]any); ok {
-		*out = m
-	} else {
-		*out = map[string]any{"value": v}
-	}
-	return nil
 }
 
 func (s *Subscription) timedOut(ev event) {

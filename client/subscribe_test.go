@@ -1,19 +1,18 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
 const consumeWatch = `WATCH j: Job [mode: consume] RETURN j.n AS n`
@@ -376,9 +375,9 @@ func TestServerEndsTheStream(t *testing.T) {
 		end  func(*fakeStream)
 		code herald.Code
 	}{
-		{"eof", func(st *fakeStream) { close(st.events) }, ""},
+		{"eof", func(st *fakeStream) { close(st.out) }, ""},
 		{"error event", func(st *fakeStream) {
-			st.events <- `{"type":"error","seq":0,"tick":0,"code":"E5003","message":"the server is stopping"}`
+			st.out <- &heraldv1.SubscribeResponse{Events: []*heraldv1.WatchEvent{{Type: "error", Code: "E5003", Message: "the server is stopping"}}}
 		}, herald.CodeShuttingDown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -448,7 +447,6 @@ func TestSubscribeErrors(t *testing.T) {
 	h := func(context.Context, *Message) error { return nil }
 	for name, call := range map[string]func() error{
 		"no handler":     func() error { _, err := c.Subscribe(ctx, consumeWatch, nil); return err },
-		"not consume":    func() error { _, err := c.Subscribe(ctx, `WATCH j: Job RETURN j`, h); return err },
 		"bad policy":     func() error { _, err := c.Subscribe(ctx, consumeWatch, h, WithPolicy(Policy(42))); return err },
 		"no concurrency": func() error { _, err := c.Subscribe(ctx, consumeWatch, h, WithConcurrency(0)); return err },
 		"bad prefetch":   func() error { _, err := c.Subscribe(ctx, consumeWatch, h, WithPrefetch(-1)); return err },
@@ -458,7 +456,7 @@ func TestSubscribeErrors(t *testing.T) {
 		}
 	}
 	f.mu.Lock()
-	f.watchErr = herald.Errorf(herald.CodeNotImplemented, "consume mode is not served")
+	f.refuse = append(f.refuse, herald.Errorf(herald.CodeNotImplemented, "consume mode is not served"))
 	f.mu.Unlock()
 	_, err := c.Subscribe(ctx, consumeWatch, h)
 	if herald.CodeOf(err) != herald.CodeNotImplemented {
@@ -466,12 +464,24 @@ func TestSubscribeErrors(t *testing.T) {
 	}
 }
 
+// Prefetch is the stream's credit: the statement's text is sent as it is. SetPrefetch
+// changes the credit while the subscription runs.
 func TestSubscribeSendsPrefetchAndParams(t *testing.T) {
 	f := newFakeServer(t)
-	_, st, _ := subscription(t, f, func(context.Context, *Message) error { return nil },
-		WithPrefetch(7), WithParams(map[string]any{"min": 3}))
-	if !strings.Contains(st.query, "[max_in_flight: 7]") || st.params != `{"min":3}` {
-		t.Fatalf("stream query %q params %q", st.query, st.params)
+	sub, st, _ := subscription(t, f, func(context.Context, *Message) error { return nil },
+		WithPrefetch(7), WithParams(map[string]any{"min": 3, "since": time.Unix(5, 0)}))
+	if st.query != consumeWatch || st.credit != 7 || st.maxCredit < 7 ||
+		!reflect.DeepEqual(st.params, map[string]any{"min": int64(3), "since": "1970-01-01T00:00:05Z"}) {
+		t.Fatalf("stream query %q credit %d/%d params %v", st.query, st.credit, st.maxCredit, st.params)
+	}
+	if err := sub.SetPrefetch(20); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, st.credits); got != 20 {
+		t.Fatalf("credit %d, want 20", got)
+	}
+	if err := sub.SetPrefetch(0); err == nil {
+		t.Fatal("a prefetch of 0 was accepted")
 	}
 }
 
@@ -479,40 +489,17 @@ func TestMalformedDeliveriesAreIgnored(t *testing.T) {
 	f := newFakeServer(t)
 	handled := make(chan string, 10)
 	_, st, done := subscription(t, f, func(ctx context.Context, m *Message) error { handled <- m.DeliveryID; return nil })
-	st.events <- `{"type":"consumed","match":{},"delivery_id":"a\" ; KILL #x","attempt":1,"seq":1,"tick":1}`
-	st.events <- `{"type":"consumed","match":{"n":1},"delivery_id":"","attempt":1,"seq":1,"tick":1}`
-	st.events <- `{"type":"something_new","seq":1,"tick":1}`
-	st.events <- `{"type":"consumed","match":7,"delivery_id":"ok","attempt":1,"seq":1,"tick":1}`
+	st.out <- &heraldv1.SubscribeResponse{Deliveries: []*heraldv1.Delivery{
+		{DeliveryId: `a" ; KILL #x`, Attempt: 1, Seq: 1, Tick: 1},
+		{DeliveryId: "", Attempt: 1, Seq: 1, Tick: 1},
+	}, Events: []*heraldv1.WatchEvent{{Type: "something_new", Seq: 1, Tick: 1}}}
+	st.out <- &heraldv1.SubscribeResponse{Deliveries: []*heraldv1.Delivery{{DeliveryId: "ok", Attempt: 1, Seq: 1, Tick: 1, Match: convert.ToWire(herald.Int(7))}}}
 	if id := recv(t, handled); id != "ok" {
 		t.Fatalf("handled %q", id)
 	}
 	m := recv(t, done)
 	if !reflect.DeepEqual(m.Match, map[string]any{"value": int64(7)}) {
 		t.Fatalf("match %v", m.Match)
-	}
-}
-
-func TestSSEParsing(t *testing.T) {
-	long := strings.Repeat("x", 10000)
-	body := ": comment\n\nevent: consumed\nid: 1\nretry: 5\ndata: {\"type\":\"consumed\",\r\ndata: \"delivery_id\":\"" + long + "\"}\r\n\r\n" +
-		"data:{\"type\":\"timeout\",\"delivery_id\":\"d2\"}\n\n"
-	s := &sseStream{body: io.NopCloser(strings.NewReader(body)), cancel: func() {}}
-	s.r = bufio.NewReader(s.body)
-	ev, err := s.next()
-	if err != nil || ev.Type != "consumed" || ev.DeliveryID != long {
-		t.Fatalf("first event %+v, %v", ev.Type, err)
-	}
-	ev, err = s.next()
-	if err != nil || ev.Type != "timeout" || ev.DeliveryID != "d2" {
-		t.Fatalf("second event %+v, %v", ev, err)
-	}
-	if _, err := s.next(); !errors.Is(err, io.EOF) {
-		t.Fatalf("end: %v", err)
-	}
-	s = &sseStream{body: io.NopCloser(strings.NewReader("data: {nope\n\n")), cancel: func() {}}
-	s.r = bufio.NewReader(s.body)
-	if _, err := s.next(); err == nil {
-		t.Fatal("malformed JSON accepted")
 	}
 }
 

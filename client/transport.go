@@ -1,104 +1,59 @@
 package client
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
+	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 )
 
-// transport carries the client's requests to a server. The HTTP/JSON transport below is
-// the one in use; a Connect transport can implement the same methods without touching
-// the rest of the package.
-type transport interface {
-	health(ctx context.Context) error
-	query(ctx context.Context, req queryRequest) (*Response, error)
-	// settle posts a batch of settlements (POST /v1/settle).
-	settle(ctx context.Context, req settleRequest, out *settleAnswer) error
-	openSession(ctx context.Context) (string, error)
-	closeSession(ctx context.Context, id string) error
-	// watch starts a consume stream. It returns once the server has accepted the
-	// statement, so errors in it are reported here.
-	watch(ctx context.Context, statement string, params map[string]any) (eventStream, error)
-	// openStream starts a stream for any WATCH statement, with a session and a resume
-	// position. An answer other than 200 is a *statusError.
-	openStream(ctx context.Context, r streamRequest) (eventStream, error)
-	close()
-}
-
-// eventStream is one open watch stream.
-type eventStream interface {
-	// next blocks for the next event; it returns io.EOF when the server ended the stream.
-	next() (event, error)
-	// close ends the stream; next then returns an error.
-	close()
-}
-
-// queryRequest is the body of POST /v1/query.
-type queryRequest struct {
-	Query   string         `json:"query"`
-	Params  map[string]any `json:"params,omitempty"`
-	Session string         `json:"session,omitempty"`
-}
-
-// streamRequest is what GET /v1/watch takes.
-type streamRequest struct {
-	statement string
-	params    map[string]any
-	session   string
-	after     uint64 // > 0: resume after this position (sent as Last-Event-ID)
-}
-
-// statusError is a refused stream request: the HTTP status and the error of its body.
-type statusError struct {
-	status int
-	err    error
-}
-
-func (e *statusError) Error() string { return e.err.Error() }
-func (e *statusError) Unwrap() error { return e.err }
-
-// event is one message of a watch stream, as the server sends it.
-type event struct {
-	Type       string          `json:"type"`
-	Match      json.RawMessage `json:"match"`
-	Prev       json.RawMessage `json:"prev"`
-	Count      int             `json:"count"`
-	DeliveryID string          `json:"delivery_id"`
-	Attempt    int             `json:"attempt"`
-	Seq        uint64          `json:"seq"`
-	Tick       uint64          `json:"tick"`
-	Deadline   string          `json:"deadline"`
-	Code       herald.Code     `json:"code"`
-	Message    string          `json:"message"`
-	// ID is the SSE id line of the event: set on the last event of a watch-mode position.
-	ID string `json:"-"`
-}
-
-// Event types of a consume stream.
-const (
-	eventConsumed = "consumed"
-	eventTimeout  = "timeout"
-	eventError    = "error"
-)
-
-// httpTransport speaks Herald's HTTP/JSON API: POST /v1/query, the session endpoints,
-// and server-sent events from GET /v1/watch.
-type httpTransport struct {
+// transport carries the client's calls to a server over the herald.v1.Herald Connect
+// service: binary protobuf on one HTTP/2 connection (unencrypted HTTP/2 for http://
+// servers), unary calls for queries and sessions, and streams for publishing,
+// consuming and watching. Only the health check is a plain GET.
+type transport struct {
 	base string
 	hc   *http.Client
+	rpc  heraldv1connect.HeraldClient
 }
 
-func (t *httpTransport) health(ctx context.Context) error {
+// newHTTPClient returns the HTTP client of a new Client: HTTP/2 only, without TLS for
+// http:// servers, since the streams need it.
+func newHTTPClient(base string) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	var p http.Protocols
+	if strings.HasPrefix(base, "https://") {
+		p.SetHTTP2(true)
+		p.SetHTTP1(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	tr.Protocols = &p
+	tr.MaxIdleConnsPerHost = 16
+	tr.DialContext = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return &http.Client{Transport: tr}
+}
+
+func newTransport(base string, hc *http.Client) *transport {
+	return &transport{base: base, hc: hc, rpc: heraldv1connect.NewHeraldClient(hc, base, connect.WithReadMaxBytes(64<<20))}
+}
+
+func (t *transport) health(ctx context.Context) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/healthz", nil)
 	if err != nil {
 		return err
@@ -109,239 +64,147 @@ func (t *httpTransport) health(ctx context.Context) error {
 	}
 	defer drain(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return errorFromBody(resp)
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return herald.Errorf(herald.CodeInternal, "HTTP %s: %s", resp.Status, strings.TrimSpace(string(raw)))
 	}
 	return nil
 }
 
-func (t *httpTransport) query(ctx context.Context, q queryRequest) (*Response, error) {
-	var out wireResponse
-	if err := t.postJSON(ctx, "/v1/query", q, &out); err != nil {
+// exec runs query text (or the prepared statement named, when statement is set).
+func (t *transport) exec(ctx context.Context, session, query, statement string, params map[string]any) (*Response, error) {
+	wp, err := wireParams(params)
+	if err != nil {
 		return nil, err
 	}
-	return out.decode(), nil
+	resp, err := t.rpc.Exec(ctx, connect.NewRequest(&heraldv1.ExecRequest{Query: query, Statement: statement, Params: wp, Session: session}))
+	if err != nil {
+		return nil, fromConnect(err)
+	}
+	return decodeResponse(resp.Msg)
 }
 
-// errNoSettle says the server has no POST /v1/settle (it answered 404 or 405): it is
-// older than batch settlement, and settlements go as statements instead.
-var errNoSettle = errors.New("client: the server has no settlement endpoint")
-
-func (t *httpTransport) settle(ctx context.Context, req settleRequest, out *settleAnswer) error {
-	status, err := t.post(ctx, "/v1/settle", req, out)
-	if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
-		return errNoSettle
+func (t *transport) prepare(ctx context.Context, query string) (string, error) {
+	resp, err := t.rpc.Prepare(ctx, connect.NewRequest(&heraldv1.PrepareRequest{Query: query}))
+	if err != nil {
+		return "", fromConnect(err)
 	}
-	return err
+	return resp.Msg.GetStatement(), nil
 }
 
-func (t *httpTransport) openSession(ctx context.Context) (string, error) {
-	var out struct {
-		Session string `json:"session"`
+func (t *transport) openSession(ctx context.Context) (string, error) {
+	resp, err := t.rpc.OpenSession(ctx, connect.NewRequest(&heraldv1.OpenSessionRequest{}))
+	if err != nil {
+		return "", fromConnect(err)
 	}
-	if err := t.postJSON(ctx, "/v1/sessions", struct{}{}, &out); err != nil {
-		return "", err
-	}
-	if out.Session == "" {
+	if resp.Msg.GetSession() == "" {
 		return "", errors.New("client: the server answered without a session id")
 	}
-	return out.Session, nil
+	return resp.Msg.GetSession(), nil
 }
 
-func (t *httpTransport) closeSession(ctx context.Context, id string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, t.base+"/v1/sessions/"+url.PathEscape(id), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer drain(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return errorFromBody(resp)
-	}
-	return nil
+func (t *transport) closeSession(ctx context.Context, id string) error {
+	_, err := t.rpc.CloseSession(ctx, connect.NewRequest(&heraldv1.CloseSessionRequest{Session: id}))
+	return fromConnect(err)
 }
 
-func (t *httpTransport) postJSON(ctx context.Context, path string, in, out any) error {
-	_, err := t.post(ctx, path, in, out)
+func (t *transport) close() { t.hc.CloseIdleConnections() }
+
+// decodeResponse turns an Exec answer into a Response of plain Go values.
+func decodeResponse(m *heraldv1.ExecResponse) (*Response, error) {
+	out := &Response{Seq: m.GetSeq(), Tick: m.GetTick(), Results: make([]Result, len(m.GetResults()))}
+	for i, r := range m.GetResults() {
+		rows := make([][]any, len(r.GetRows()))
+		for j, row := range r.GetRows() {
+			vals := make([]any, len(row.GetValues()))
+			for k, w := range row.GetValues() {
+				v, err := convert.FromWire(w)
+				if err != nil {
+					return nil, fmt.Errorf("client: bad value in the answer: %w", err)
+				}
+				vals[k] = plain(v)
+			}
+			rows[j] = vals
+		}
+		cols := r.GetColumns()
+		if cols == nil {
+			cols = []string{}
+		}
+		st := r.GetStats()
+		out.Results[i] = Result{Columns: cols, Rows: rows, Stats: Stats{
+			NodesCreated: int(st.GetNodesCreated()), NodesDeleted: int(st.GetNodesDeleted()),
+			EdgesCreated: int(st.GetEdgesCreated()), EdgesDeleted: int(st.GetEdgesDeleted()),
+			AttrsSet: int(st.GetAttributesSet()), TypesDeclared: int(st.GetTypesDeclared()),
+			RowsScanned: int(st.GetRowsScanned()), Plan: st.GetPlan(),
+		}}
+	}
+	return out, nil
+}
+
+// plain turns a value into the plain Go values the client hands out: nil, bool, int64,
+// float64, string, []any, map[string]any; timestamps as RFC 3339 text and durations as
+// Go duration text, as the JSON API writes them.
+func plain(v herald.Value) any { return v.Interface() }
+
+// plainMap returns a match as a map: a node, an edge or a RETURN row; any other value is
+// kept under the key "value".
+func plainMap(v herald.Value) map[string]any {
+	if v.IsNull() {
+		return nil
+	}
+	if m, ok := v.Interface().(map[string]any); ok {
+		return m
+	}
+	return map[string]any{"value": v.Interface()}
+}
+
+// wireParams converts parameters to typed wire values.
+func wireParams(params map[string]any) (map[string]*heraldv1.Value, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]*heraldv1.Value, len(params))
+	for name, x := range params {
+		v, err := herald.ValueOf(x)
+		if err != nil {
+			return nil, fmt.Errorf("client: parameter $%s: %w", name, err)
+		}
+		out[name] = convert.ToWire(v)
+	}
+	return out, nil
+}
+
+// fromConnect turns a failed call's error back into the *herald.Error the server raised
+// (from its ErrorDetail, or the herald-code metadata); other errors (the connection)
+// pass through.
+func fromConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	for _, d := range ce.Details() {
+		msg, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		if ed, ok := msg.(*heraldv1.ErrorDetail); ok && ed.GetCode() != "" {
+			return detailError(ed)
+		}
+	}
+	if code := ce.Meta().Get("herald-code"); code != "" {
+		return &herald.Error{Code: herald.Code(code), Message: ce.Message()}
+	}
 	return err
 }
 
-// post posts in as JSON and decodes a 200 answer into out; it also returns the HTTP
-// status (0 when no answer came).
-func (t *httpTransport) post(ctx context.Context, path string, in, out any) (int, error) {
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(in); err != nil {
-		return 0, fmt.Errorf("client: encoding the request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.base+path, &body)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer drain(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return resp.StatusCode, errorFromBody(resp)
-	}
-	dec := json.NewDecoder(resp.Body)
-	dec.UseNumber()
-	if err := dec.Decode(out); err != nil {
-		return resp.StatusCode, fmt.Errorf("client: decoding the answer: %w", err)
-	}
-	return resp.StatusCode, nil
-}
-
-func (t *httpTransport) watch(ctx context.Context, statement string, params map[string]any) (eventStream, error) {
-	st, err := t.openStream(ctx, streamRequest{statement: statement, params: params})
-	if se, ok := err.(*statusError); ok {
-		return nil, se.err
-	}
-	return st, err
-}
-
-func (t *httpTransport) openStream(ctx context.Context, r streamRequest) (eventStream, error) {
-	q := url.Values{"query": {r.statement}}
-	if len(r.params) > 0 {
-		raw, err := json.Marshal(r.params)
-		if err != nil {
-			return nil, fmt.Errorf("client: encoding the parameters: %w", err)
-		}
-		q.Set("params", string(raw))
-	}
-	if r.session != "" {
-		q.Set("session", r.session)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/v1/watch?"+q.Encode(), nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if r.after > 0 {
-		req.Header.Set("Last-Event-ID", strconv.FormatUint(r.after, 10))
-	}
-	resp, err := t.hc.Do(req)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer cancel()
-		defer drain(resp.Body)
-		return nil, &statusError{status: resp.StatusCode, err: errorFromBody(resp)}
-	}
-	return &sseStream{body: resp.Body, r: bufio.NewReader(resp.Body), cancel: cancel}, nil
-}
-
-func (t *httpTransport) close() { t.hc.CloseIdleConnections() }
-
-// sseStream reads server-sent events: "data:" lines up to a blank line make one event;
-// comments (":") and the event, id and retry fields are skipped, since every event
-// names its type in its JSON.
-type sseStream struct {
-	body   io.ReadCloser
-	r      *bufio.Reader
-	cancel context.CancelFunc
-}
-
-// maxEventBytes bounds one event, so a broken server cannot exhaust memory.
-const maxEventBytes = 16 << 20
-
-func (s *sseStream) next() (event, error) {
-	var data []byte
-	var id string
-	for {
-		line, err := s.r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long line: gather it whole.
-			buf := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) && len(buf) < maxEventBytes {
-				line, err = s.r.ReadSlice('\n')
-				buf = append(buf, line...)
-			}
-			line = buf
-		}
-		if err != nil {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				return event{}, errors.New("client: stream event too large")
-			}
-			return event{}, err
-		}
-		line = bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(line) == 0:
-			if len(data) == 0 {
-				continue
-			}
-			var ev event
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return event{}, fmt.Errorf("client: bad stream event %q: %w", truncate(data), err)
-			}
-			ev.ID = id
-			return ev, nil
-		case bytes.HasPrefix(line, []byte("id:")):
-			id = string(bytes.TrimSpace(line[3:]))
-		case line[0] == ':':
-			// comment or keep-alive
-		case bytes.HasPrefix(line, []byte("data:")):
-			v := bytes.TrimPrefix(line[5:], []byte(" "))
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			if len(data)+len(v) > maxEventBytes {
-				return event{}, errors.New("client: stream event too large")
-			}
-			data = append(data, v...)
-		}
-	}
-}
-
-func (s *sseStream) close() {
-	s.cancel()
-	_ = s.body.Close()
-}
-
-// errorBody is the JSON shape of the server's error answers.
-type errorBody struct {
-	Error struct {
-		Code    herald.Code `json:"code"`
-		Name    string      `json:"name"`
-		Message string      `json:"message"`
-		Line    int         `json:"line"`
-		Column  int         `json:"column"`
-	} `json:"error"`
-}
-
-// errorFromBody turns an error answer back into the *herald.Error the server raised.
-// An answer that is not Herald's error JSON (a proxy's page, say) becomes INTERNAL with
-// the HTTP status in its message.
-func errorFromBody(resp *http.Response) error {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var eb errorBody
-	if err := json.Unmarshal(raw, &eb); err == nil && eb.Error.Code != "" {
-		return &herald.Error{Code: eb.Error.Code, Message: eb.Error.Message, Line: eb.Error.Line, Column: eb.Error.Column}
-	}
-	return herald.Errorf(herald.CodeInternal, "HTTP %s: %s", resp.Status, strings.TrimSpace(truncate(raw)))
-}
-
-func truncate(b []byte) string {
-	if len(b) > 200 {
-		return string(b[:200]) + "…"
-	}
-	return string(b)
+// detailError rebuilds a *herald.Error from the wire's ErrorDetail.
+func detailError(ed *heraldv1.ErrorDetail) *herald.Error {
+	return &herald.Error{Code: herald.Code(ed.GetCode()), Message: ed.GetMessage(), Line: int(ed.GetLine()), Column: int(ed.GetColumn())}
 }
 
 func drain(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	_ = body.Close()
 }
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

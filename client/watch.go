@@ -7,11 +7,11 @@ import (
 	"io"
 	"iter"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/herald-mq/herald"
 )
 
@@ -141,16 +141,6 @@ func (c *Client) Watch(ctx context.Context, query string, opts ...WatchOption) (
 	if o.reconnect < 0 {
 		return nil, fmt.Errorf("client: reconnect %d: want at least 0", o.reconnect)
 	}
-	if _, err := tokenizeWatch(query); err != nil {
-		return nil, err
-	}
-	wi, err := inspectWatch(query)
-	if err != nil {
-		return nil, errors.New("client: Watch needs a WATCH statement")
-	}
-	if wi.consume {
-		return nil, errors.New("client: Watch serves watch-mode statements; a [mode: consume] statement goes to Subscribe")
-	}
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
@@ -167,9 +157,6 @@ func (c *Client) Watch(ctx context.Context, query string, opts ...WatchOption) (
 	st, err := c.tr.openStream(w.ctx, w.req)
 	if err != nil {
 		w.cancel()
-		if se, ok := err.(*statusError); ok {
-			return nil, se.err
-		}
 		return nil, err
 	}
 	go w.run(st)
@@ -278,6 +265,12 @@ func (w *Watch) read(st eventStream) error {
 			// The server is stopping: reconnect, as after a dropped connection.
 			err = &herald.Error{Code: ev.Code, Message: ev.Message}
 		}
+		var he *herald.Error
+		if err != nil && errors.As(err, &he) && he.Code != herald.CodeShuttingDown {
+			// The server ended the watch with an error it means: not a dropped connection.
+			st.close()
+			return he
+		}
 		if err == nil {
 			out, derr := decodeEvent(ev)
 			if derr != nil {
@@ -344,9 +337,6 @@ func (w *Watch) reconnect(cursor uint64, failures int, cause error) (eventStream
 			return nil, failures, w.stopped()
 		}
 		if !retryable(err) {
-			if se, ok := err.(*statusError); ok {
-				err = se.err
-			}
 			return nil, failures, err
 		}
 		cause = err
@@ -374,33 +364,18 @@ func (w *Watch) backoff(failures int) time.Duration {
 // retryable reports whether a failed reconnect may succeed later: the server could not
 // be reached, or answered that it is unavailable for now.
 func retryable(err error) bool {
-	var se *statusError
-	if errors.As(err, &se) {
-		switch se.status {
-		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusTooManyRequests:
-			return true
-		}
-		return false
-	}
 	var he *herald.Error
 	if errors.As(err, &he) {
 		return he.Code == herald.CodeShuttingDown
 	}
-	return true
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeDeadlineExceeded, connect.CodeUnknown, connect.CodeInternal:
+		return true
+	}
+	return false
 }
 
 func decodeEvent(ev event) (Event, error) {
-	out := Event{Type: ev.Type, Count: ev.Count, Seq: ev.Seq, Tick: ev.Tick, Code: ev.Code, Message: ev.Message, Last: ev.ID != ""}
-	for _, f := range []struct {
-		raw []byte
-		dst *map[string]any
-	}{{ev.Match, &out.Match}, {ev.Prev, &out.Prev}} {
-		if len(f.raw) == 0 || string(f.raw) == "null" {
-			continue
-		}
-		if err := decodeMatch(f.raw, f.dst); err != nil {
-			return Event{}, fmt.Errorf("client: bad %s event at seq %d: %w", ev.Type, ev.Seq, err)
-		}
-	}
-	return out, nil
+	return Event{Type: ev.Type, Count: ev.Count, Seq: ev.Seq, Tick: ev.Tick, Code: ev.Code, Message: ev.Message, Last: ev.Last,
+		Match: plainMap(ev.Match), Prev: plainMap(ev.Prev)}, nil
 }

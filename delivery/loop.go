@@ -118,10 +118,13 @@ func (s *Service) runOnce() time.Time {
 		s.mu.Unlock()
 		return time.Time{}
 	}
-	now := s.clock.Now()
+	var now time.Time
 	w := &work{}
 	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		s.catchUpLocked(tx)
+		// The round's time is read after the commits are decided (which reads the clock
+		// too), so that every decision of the round sees one time.
+		now = s.clock.Now()
 		s.expireLocked(now, w)
 		s.pendingLocked(w)
 		w.retired, s.retired = s.retired, nil

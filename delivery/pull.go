@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
@@ -36,18 +37,19 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 	if err != nil {
 		return nil, err
 	}
-	now := s.clock.Now()
+	var now time.Time
 	w := &work{}
 	s.mu.Lock()
 	if s.groups[key] != g {
 		s.mu.Unlock()
 		return s.Lease(ctx, sessionID, query, params, n) // dropped meanwhile
 	}
-	if len(g.members) == 0 {
-		g.idleSince = now // kept for the next pull
-	}
 	err = s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		s.catchUpLocked(tx)
+		now = s.clock.Now()
+		if len(g.members) == 0 {
+			g.idleSince = now // kept for the next pull
+		}
 		if len(g.recheck) > 0 {
 			s.recheckLocked(tx, g)
 		}

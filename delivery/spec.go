@@ -244,7 +244,7 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 		}
 	}
 	if mode != "consume" {
-		return nil, errAt(herald.CodeNotImplemented, w.Pos(), "watch mode (mode: watch) arrives with its own issue; this stream serves [mode: consume]")
+		return nil, errAt(herald.CodeInvalidQuery, w.Pos(), "a consume stream serves [mode: consume] statements; a watch-mode WATCH is streamed by the watch endpoints (GET /v1/watch, the Watch RPC)")
 	}
 	if maxInFlight > 0 && maxInFlight < s.buffer {
 		s.buffer = maxInFlight

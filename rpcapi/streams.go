@@ -46,7 +46,8 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		return toConnect(err)
 	}
 	defer st.Close()
-	if err := out.Send(nil); err != nil { // the headers: the watch is registered
+	// An empty first frame tells the caller the watch is registered.
+	if err := out.Send(&heraldv1.WatchResponse{}); err != nil {
 		return err
 	}
 	events := st.Events()
@@ -163,7 +164,8 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 		return toConnect(err)
 	}
 	defer c.Close()
-	if err := stream.Send(nil); err != nil { // the headers: the consumer is registered
+	// An empty first frame tells the caller the consumer is registered.
+	if err := stream.Send(&heraldv1.SubscribeResponse{}); err != nil {
 		return err
 	}
 	out := &subscribeWriter{stream: stream, c: c, wake: make(chan struct{}, 1)}

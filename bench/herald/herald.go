@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 	"time"
 
@@ -43,9 +42,7 @@ var _ bench.Broker = (*Broker)(nil)
 // Open connects to the server at url (e.g. "http://127.0.0.1:7420"). durability
 // describes how that server was started, for the report; "" states the default.
 func Open(ctx context.Context, url, durability string) (*Broker, error) {
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}}
-	c, err := client.Dial(ctx, url, client.WithHTTPClient(hc), client.WithTimeout(30*time.Second),
-		client.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := client.Dial(ctx, url, client.WithTimeout(30*time.Second), client.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, err
 	}

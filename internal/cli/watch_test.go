@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,51 +14,95 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/heraldtest"
+	"github.com/herald-mq/herald/rpcapi"
+	"github.com/herald-mq/herald/store/memstore"
 )
 
-// sseScript is a broker that answers every watch with the same events, the last of
-// which is an error event, and records the requests.
-type sseScript struct {
-	events []string // JSON payloads
+// scriptWatcher answers every watch with the same events, the last of which is an
+// error event, and records the requests. It sits behind the real RPC service, so the
+// command talks to it as to a server.
+type scriptWatcher struct {
+	events []herald.Event
 	mu     sync.Mutex
-	reqs   []*http.Request
+	reqs   []watchReq
 }
 
-func (s *sseScript) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/healthz":
-		io.WriteString(w, `{"status":"ok"}`)
-	case "/v1/watch":
-		s.mu.Lock()
-		s.reqs = append(s.reqs, r)
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "text/event-stream")
-		for _, ev := range s.events {
-			var head struct {
-				Type string
-				Seq  uint64
-			}
-			json.Unmarshal([]byte(ev), &head)
-			fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", head.Seq, head.Type, ev)
-		}
-	default:
-		http.NotFound(w, r)
+type watchReq struct {
+	session, query string
+	params         map[string]herald.Value
+	after          uint64
+}
+
+func (s *scriptWatcher) Open(ctx context.Context, session, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
+	if engine.ConsumeMode(query) {
+		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is consumed with Subscribe")
 	}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, watchReq{session, query, params, after})
+	s.mu.Unlock()
+	st := &scriptStream{events: make(chan herald.Event, len(s.events)), done: make(chan struct{})}
+	for _, ev := range s.events {
+		st.events <- ev
+	}
+	close(st.events)
+	return st, nil
 }
 
-var scriptedEvents = []string{
+type scriptStream struct {
+	events chan herald.Event
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (s *scriptStream) ID() string                  { return "script" }
+func (s *scriptStream) Events() <-chan herald.Event { return s.events }
+func (s *scriptStream) Done() <-chan struct{}       { return s.done }
+func (s *scriptStream) Close()                      { s.once.Do(func() { close(s.done) }) }
+
+// serveScript serves the RPC service with w as its watch-mode engine.
+func serveScript(t *testing.T, w *scriptWatcher) string {
+	t.Helper()
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, `{"status":"ok"}`) })
+	mux.Handle(rpcapi.New(eng, rpcapi.Options{Watch: w}).Handler())
+	srv := httptest.NewUnstartedServer(mux)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func node(title string) herald.Value {
+	return herald.Map([]string{"id", "_type", "title"}, []herald.Value{herald.String("t1"), herald.String("Task"), herald.String(title)})
+}
+
+var scriptedEvents = []herald.Event{
+	{Type: "initial", Match: node("a"), Seq: 3, Tick: 3, Last: true},
+	{Type: "changed", Match: node("z"), Prev: node("a"), Seq: 4, Tick: 5, Last: true},
+	{Type: "gap", Count: 2, Seq: 6, Tick: 7, Last: true},
+	{Type: "error", Code: "E8005", Message: "the watch buffer is full", Seq: 6, Tick: 7},
+}
+
+var scriptedJSON = []string{
 	`{"type":"initial","match":{"id":"t1","_type":"Task","title":"a"},"seq":3,"tick":3}`,
 	`{"type":"changed","match":{"id":"t1","_type":"Task","title":"z"},"prev":{"id":"t1","_type":"Task","title":"a"},"seq":4,"tick":5}`,
 	`{"type":"gap","count":2,"seq":6,"tick":7}`,
-	`{"type":"error","code":"E8005","message":"the watch buffer is full","seq":6,"tick":7}`,
 }
 
 func TestWatchCommandLines(t *testing.T) {
-	b := &sseScript{events: scriptedEvents}
-	srv := httptest.NewServer(b)
-	defer srv.Close()
-	out, errOut, err := run(t, "", "watch", "--addr", strings.TrimPrefix(srv.URL, "http://"), "--after", "2", "--session", "s9",
+	b := &scriptWatcher{events: scriptedEvents}
+	url := serveScript(t, b)
+	out, errOut, err := run(t, "", "watch", "--addr", strings.TrimPrefix(url, "http://"), "--after", "2", "--session", "s9",
 		"--params", `{"s":"done"}`, `WATCH t: Task WHERE t.status = $s RETURN t`)
 	want := `initial seq=3 tick=3 {"_type":"Task","id":"t1","title":"a"}
 changed seq=4 tick=5 {"_type":"Task","id":"t1","title":"z"} prev={"_type":"Task","id":"t1","title":"a"}
@@ -73,15 +118,14 @@ gap seq=6 tick=7 count=2
 		t.Fatalf("%d watch requests; an error event must not reconnect", len(b.reqs))
 	}
 	r := b.reqs[0]
-	if r.Header.Get("Last-Event-ID") != "2" || r.URL.Query().Get("session") != "s9" || r.URL.Query().Get("params") != `{"s":"done"}` {
-		t.Fatalf("request: %v %v", r.URL, r.Header)
+	if r.after != 2 || r.session != "s9" || len(r.params) != 1 || r.params["s"].AsString() != "done" {
+		t.Fatalf("request: %+v", r)
 	}
 }
 
 func TestWatchCommandJSON(t *testing.T) {
-	srv := httptest.NewServer(&sseScript{events: scriptedEvents})
-	defer srv.Close()
-	out, _, err := run(t, "", "watch", "--json", "--addr", srv.URL, `WATCH t: Task RETURN t`)
+	url := serveScript(t, &scriptWatcher{events: scriptedEvents})
+	out, _, err := run(t, "", "watch", "--json", "--addr", url, `WATCH t: Task RETURN t`)
 	if ExitCode(err) != 1 {
 		t.Fatalf("exit %d: %v", ExitCode(err), err)
 	}
@@ -97,12 +141,12 @@ func TestWatchCommandJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &got); err != nil {
 			t.Fatalf("line %d is not JSON: %q", i+1, line)
 		}
-		json.Unmarshal([]byte(scriptedEvents[i]), &want)
+		json.Unmarshal([]byte(scriptedJSON[i]), &want)
 		// "last" marks the final event of a position (the one with an SSE id); the
 		// scripted events do not spell it out.
 		delete(got.(map[string]any), "last")
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("line %d: %s\nwant %s", i+1, line, scriptedEvents[i])
+			t.Fatalf("line %d: %s\nwant %s", i+1, line, scriptedJSON[i])
 		}
 	}
 }
@@ -118,9 +162,8 @@ func TestWatchCommandUsage(t *testing.T) {
 	if err != nil || !strings.Contains(out, "herald watch --json") || !strings.Contains(out, "--after") {
 		t.Fatalf("help: %v\n%s", err, out)
 	}
-	srv := httptest.NewServer(&sseScript{})
-	defer srv.Close()
-	if _, errOut, err := run(t, "", "watch", "--addr", srv.URL, "WATCH j: Job [mode: consume] RETURN j"); ExitCode(err) != 1 || !strings.Contains(errOut, "Subscribe") {
+	url := serveScript(t, &scriptWatcher{})
+	if _, errOut, err := run(t, "", "watch", "--addr", url, "WATCH j: Job [mode: consume] RETURN j"); ExitCode(err) != 1 || !strings.Contains(errOut, "Subscribe") {
 		t.Fatalf("consume statement: exit %d, %q", ExitCode(err), errOut)
 	}
 }

@@ -60,7 +60,8 @@ var Herald = Config{
 		{Pkg: "client", Allow: []string{".", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
 		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
-		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "bench/...", "client"}, TestAllow: []string{"heraldtest"}, External: []string{modCobra, modReadline}},
+		// Its watch tests serve the real RPC service with a scripted watch engine.
+		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "bench/...", "client"}, TestAllow: []string{"heraldtest", "rpcapi"}, External: []string{modCobra, modReadline}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/lint"},

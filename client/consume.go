@@ -1,0 +1,355 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+)
+
+// A subscription runs on one Subscribe call: deliveries, lease timeouts and the
+// outcomes of settlements arrive on it; settlements and credit go out on it. Settlements
+// made while a frame is on its way go out together in the next one.
+
+// event is one message of a stream, as the client reads it: a delivery, a timeout, a
+// watch-mode event.
+type event struct {
+	Type        string
+	Match, Prev herald.Value
+	Count       int
+	DeliveryID  string
+	Attempt     int
+	Seq, Tick   uint64
+	Deadline    time.Time
+	Code        herald.Code
+	Message     string
+	Last        bool
+}
+
+// Event types of a consume stream.
+const (
+	eventConsumed = "consumed"
+	eventTimeout  = "timeout"
+	eventError    = "error"
+)
+
+// consumeConn is one open Subscribe call.
+type consumeConn struct {
+	call   *connect.BidiStreamForClient[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
+	cancel context.CancelFunc
+	queue  []event // events of the last frame not read yet
+
+	sendMu  sync.Mutex // serializes the request side
+	mu      sync.Mutex
+	waiting map[string][]chan settleOutcome // settlements sent, by delivery id
+	pending []*heraldv1.Settlement          // settlements to send
+	sending bool
+	ended   error // set once the stream has ended
+	wg      sync.WaitGroup
+}
+
+// subscribe opens a Subscribe call and waits until the server has accepted the
+// statement (its first, empty frame), so an error in it is returned here.
+func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen) (*consumeConn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	call := t.rpc.Subscribe(ctx)
+	if err := call.Send(&heraldv1.SubscribeRequest{Open: open}); err != nil && !errors.Is(err, io.EOF) {
+		cancel()
+		return nil, fromConnect(err)
+	}
+	if _, err := call.Receive(); err != nil {
+		cancel()
+		return nil, fromConnect(err)
+	}
+	return &consumeConn{call: call, cancel: cancel, waiting: map[string][]chan settleOutcome{}}, nil
+}
+
+// next returns the next delivery or timeout; settlement outcomes in between are handed
+// to their callers. It returns the stream's error once it has ended.
+func (c *consumeConn) next() (event, error) {
+	for len(c.queue) == 0 {
+		resp, err := c.call.Receive()
+		if err != nil {
+			err = fromConnect(err)
+			c.end(err)
+			return event{}, err
+		}
+		c.settled(resp.GetSettled())
+		for _, d := range resp.GetDeliveries() {
+			ev := event{Type: eventConsumed, DeliveryID: d.GetDeliveryId(), Attempt: int(d.GetAttempt()), Seq: d.GetSeq(), Tick: d.GetTick()}
+			if ev.Match, err = convert.FromWire(d.GetMatch()); err != nil {
+				return event{}, fmt.Errorf("client: bad delivery %s: %w", ev.DeliveryID, err)
+			}
+			if d.GetDeadline() != 0 {
+				ev.Deadline = time.Unix(0, d.GetDeadline()).UTC()
+			}
+			c.queue = append(c.queue, ev)
+		}
+		for _, we := range resp.GetEvents() {
+			ev, err := wireEvent(we)
+			if err != nil {
+				return event{}, err
+			}
+			c.queue = append(c.queue, ev)
+		}
+	}
+	ev := c.queue[0]
+	c.queue = c.queue[1:]
+	return ev, nil
+}
+
+// settled hands the outcomes of settlements to their callers.
+func (c *consumeConn) settled(results []*heraldv1.SettleResult) {
+	if len(results) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range results {
+		id := r.GetDeliveryId()
+		ws := c.waiting[id]
+		if len(ws) == 0 {
+			continue
+		}
+		w := ws[0]
+		if len(ws) == 1 {
+			delete(c.waiting, id)
+		} else {
+			c.waiting[id] = ws[1:]
+		}
+		var out settleOutcome
+		switch {
+		case r.GetError() != nil:
+			out.err = detailError(r.GetError())
+		case !r.GetOk():
+			out.err = herald.Errorf(herald.CodeInternal, "the server did not settle delivery %q", id)
+		}
+		if d := r.GetDeadline(); d != nil {
+			out.deadline = d.AsTime()
+		}
+		w <- out
+	}
+}
+
+// settleOutcome is what the server said about one settlement.
+type settleOutcome struct {
+	err      error
+	deadline time.Time
+}
+
+// settle sends one settlement (with those of other callers made meanwhile) and waits
+// for its outcome, or for ctx. A settlement whose caller stopped waiting is still sent.
+func (c *consumeConn) settle(ctx context.Context, s *heraldv1.Settlement) settleOutcome {
+	w := make(chan settleOutcome, 1)
+	c.mu.Lock()
+	if err := c.ended; err != nil {
+		c.mu.Unlock()
+		return settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v), so the server released the message", ErrLeaseExpired, err)}
+	}
+	c.waiting[s.GetDeliveryId()] = append(c.waiting[s.GetDeliveryId()], w)
+	c.pending = append(c.pending, s)
+	if !c.sending {
+		c.sending = true
+		c.wg.Add(1)
+		go c.sendSettlements()
+	}
+	c.mu.Unlock()
+	select {
+	case out := <-w:
+		return out
+	case <-ctx.Done():
+		return settleOutcome{err: ctx.Err()}
+	}
+}
+
+// settleBatch bounds the settlements of one frame.
+const settleBatch = 1000
+
+// sendSettlements writes what is pending, a frame at a time, until nothing is.
+func (c *consumeConn) sendSettlements() {
+	defer c.wg.Done()
+	for {
+		c.mu.Lock()
+		n := min(len(c.pending), settleBatch)
+		if n == 0 || c.ended != nil {
+			c.sending = false
+			c.mu.Unlock()
+			return
+		}
+		batch := c.pending[:n:n]
+		c.pending = c.pending[n:]
+		c.mu.Unlock()
+		c.sendMu.Lock()
+		err := c.call.Send(&heraldv1.SubscribeRequest{Settle: batch})
+		c.sendMu.Unlock()
+		if err != nil {
+			c.end(fromConnect(err))
+		}
+	}
+}
+
+// credit sends a new credit.
+func (c *consumeConn) credit(n int) error {
+	c.mu.Lock()
+	err := c.ended
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return fromConnect(c.call.Send(&heraldv1.SubscribeRequest{Credit: uint32(n)}))
+}
+
+// end records that the stream ended and fails the settlements still waiting.
+func (c *consumeConn) end(err error) {
+	c.mu.Lock()
+	if c.ended != nil {
+		c.mu.Unlock()
+		return
+	}
+	if err == nil {
+		err = errors.New("client: the stream ended")
+	}
+	c.ended = err
+	waiting := c.waiting
+	c.waiting = map[string][]chan settleOutcome{}
+	c.pending = nil
+	c.mu.Unlock()
+	for _, ws := range waiting {
+		for _, w := range ws {
+			w <- settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v) before the server answered", ErrLeaseExpired, err)}
+		}
+	}
+}
+
+// close ends the call: the server releases the leases still held.
+func (c *consumeConn) close() {
+	c.end(ErrSubscriptionClosed)
+	c.cancel()
+	c.wg.Wait()
+	c.sendMu.Lock()
+	_ = c.call.CloseRequest()
+	c.sendMu.Unlock()
+	_ = c.call.CloseResponse()
+}
+
+// settlement builds the wire settlement of m: how is ack, nack (after delay, if
+// positive), reject or extend (by d, if positive).
+func settlement(id, how string, d time.Duration) *heraldv1.Settlement {
+	s := &heraldv1.Settlement{DeliveryId: id}
+	switch how {
+	case "ack":
+		s.Action = heraldv1.Settlement_ACTION_ACK
+	case "reject":
+		s.Action = heraldv1.Settlement_ACTION_REJECT
+	case "extend":
+		s.Action = heraldv1.Settlement_ACTION_EXTEND
+		if d > 0 {
+			s.By = durationpb.New(d)
+		}
+	default:
+		s.Action = heraldv1.Settlement_ACTION_NACK
+		if d > 0 {
+			s.Delay = durationpb.New(d)
+		}
+	}
+	return s
+}
+
+// wireEvent reads a stream event of the wire.
+func wireEvent(we *heraldv1.WatchEvent) (event, error) {
+	ev := event{Type: we.GetType(), Count: int(we.GetCount()), DeliveryID: we.GetDeliveryId(), Attempt: int(we.GetAttempt()),
+		Seq: we.GetSeq(), Tick: we.GetTick(), Code: herald.Code(we.GetCode()), Message: we.GetMessage(), Last: we.GetLast()}
+	var err error
+	if ev.Match, err = convert.FromWire(we.GetMatch()); err != nil {
+		return event{}, fmt.Errorf("client: bad %s event at seq %d: %w", ev.Type, ev.Seq, err)
+	}
+	if ev.Prev, err = convert.FromWire(we.GetPrev()); err != nil {
+		return event{}, fmt.Errorf("client: bad %s event at seq %d: %w", ev.Type, ev.Seq, err)
+	}
+	return ev, nil
+}
+
+// streamRequest is what a watch-mode stream is opened with.
+type streamRequest struct {
+	statement string
+	params    map[string]any
+	session   string
+	after     uint64 // > 0: resume after this position
+}
+
+// eventStream is one open watch-mode stream.
+type eventStream interface {
+	// next blocks for the next event; it returns io.EOF when the server ended the stream.
+	next() (event, error)
+	// close ends the stream; next then returns an error.
+	close()
+}
+
+// watchConn is one open Watch call.
+type watchConn struct {
+	call   *connect.ServerStreamForClient[heraldv1.WatchResponse]
+	cancel context.CancelFunc
+	queue  []event
+}
+
+// openStream opens a Watch call and waits until the server has accepted the statement
+// (its first, empty frame).
+func (t *transport) openStream(ctx context.Context, r streamRequest) (eventStream, error) {
+	params, err := wireParams(r.params)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	call, err := t.rpc.Watch(ctx, connect.NewRequest(&heraldv1.WatchRequest{Query: r.statement, Params: params, Session: r.session, After: r.after}))
+	if err != nil {
+		cancel()
+		return nil, fromConnect(err)
+	}
+	if !call.Receive() {
+		err := call.Err()
+		_ = call.Close()
+		cancel()
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fromConnect(err)
+	}
+	return &watchConn{call: call, cancel: cancel}, nil
+}
+
+func (w *watchConn) next() (event, error) {
+	for len(w.queue) == 0 {
+		if !w.call.Receive() {
+			if err := w.call.Err(); err != nil {
+				return event{}, fromConnect(err)
+			}
+			return event{}, io.EOF
+		}
+		for _, we := range w.call.Msg().GetEvents() {
+			ev, err := wireEvent(we)
+			if err != nil {
+				return event{}, err
+			}
+			w.queue = append(w.queue, ev)
+		}
+	}
+	ev := w.queue[0]
+	w.queue = w.queue[1:]
+	return ev, nil
+}
+
+func (w *watchConn) close() {
+	w.cancel()
+	_ = w.call.Close()
+}

@@ -1,0 +1,280 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+)
+
+// Publishing goes over one stream per client (the Publish RPC). Publishes queue up while
+// a frame is on its way, and the next frame carries every one of them; the server
+// commits a frame's messages together and acknowledges each once durable. So many
+// goroutines publishing at once cost a few frames and commits, not one request each.
+
+// maxPublishFrame bounds the messages of one frame.
+const maxPublishFrame = 1000
+
+// PublishFuture is the outcome of a publish: Wait for it, or select on Done.
+type PublishFuture struct {
+	done chan struct{}
+	id   string
+	seq  uint64
+	err  error
+}
+
+// Done is closed once the publish is acknowledged (durable) or failed.
+func (f *PublishFuture) Done() <-chan struct{} { return f.done }
+
+// Wait returns the new node's id once the server has made it durable, or why the
+// publish failed. If ctx ends first Wait returns ctx's error, but the publish itself
+// goes on and may still succeed.
+func (f *PublishFuture) Wait(ctx context.Context) (string, error) {
+	select {
+	case <-f.done:
+		return f.id, f.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Result returns the outcome once Done is closed: the id, the position (seq) of the
+// commit that created the node, or the error.
+func (f *PublishFuture) Result() (id string, seq uint64, err error) {
+	<-f.done
+	return f.id, f.seq, f.err
+}
+
+func (f *PublishFuture) finish(id string, seq uint64, err error) {
+	f.id, f.seq, f.err = id, seq, err
+	close(f.done)
+}
+
+func failedFuture(err error) *PublishFuture {
+	f := &PublishFuture{done: make(chan struct{})}
+	f.finish("", 0, err)
+	return f
+}
+
+// PublishAsync queues a publish (see Publish) and returns at once: the future reports
+// its outcome. Publishes of one client keep their order: they are committed in the
+// order they were queued. InSession is not available here; use Publish.
+func (c *Client) PublishAsync(typ string, attrs map[string]any, opts ...PublishOption) *PublishFuture {
+	var o publishOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.session != nil {
+		return failedFuture(errors.New("client: PublishAsync cannot publish in a session; use Publish"))
+	}
+	msg, err := publication(typ, attrs, o.id)
+	if err != nil {
+		return failedFuture(err)
+	}
+	if c.isClosed() {
+		return failedFuture(ErrClosed)
+	}
+	return c.pub.submit(msg)
+}
+
+// publication builds the wire message of a publish, checking its names.
+func publication(typ string, attrs map[string]any, id string) (*heraldv1.PublishMessage, error) {
+	if !isIdent(typ) {
+		return nil, fmt.Errorf("client: publish: type %q is not an identifier", typ)
+	}
+	if id != "" && !isIdent(id) {
+		return nil, fmt.Errorf("client: publish: id %q must be letters, digits and _", id)
+	}
+	msg := &heraldv1.PublishMessage{Type: typ, Id: id, Attrs: make(map[string]*heraldv1.Value, len(attrs))}
+	names := make([]string, 0, len(attrs))
+	for name := range attrs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !isIdent(name) {
+			return nil, fmt.Errorf("client: publish: attribute %q is not an identifier", name)
+		}
+		v, err := herald.ValueOf(attrs[name])
+		if err != nil {
+			return nil, fmt.Errorf("client: publish: attribute %s: %w", name, err)
+		}
+		msg.Attrs[name] = convert.ToWire(v)
+	}
+	return msg, nil
+}
+
+type pubItem struct {
+	msg *heraldv1.PublishMessage
+	fut *PublishFuture
+}
+
+// pubStream is one open Publish call.
+type pubStream struct {
+	call     *connect.BidiStreamForClient[heraldv1.PublishRequest, heraldv1.PublishResponse]
+	cancel   context.CancelFunc
+	inflight map[uint64]*pubItem // sent, waiting for their acknowledgement
+}
+
+// publisher is a client's publish stream and its queue. Its goroutines — a sender while
+// there is something to send, a receiver while a stream is open — are waited for by
+// close.
+type publisher struct {
+	c *Client
+
+	mu      sync.Mutex
+	queue   []*pubItem
+	stream  *pubStream
+	nextRef uint64
+	sending bool
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+func (p *publisher) submit(msg *heraldv1.PublishMessage) *PublishFuture {
+	it := &pubItem{msg: msg, fut: &PublishFuture{done: make(chan struct{})}}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return failedFuture(ErrClosed)
+	}
+	p.queue = append(p.queue, it)
+	if !p.sending {
+		p.sending = true
+		p.wg.Add(1)
+		go p.send()
+	}
+	p.mu.Unlock()
+	return it.fut
+}
+
+// send writes frames of what is queued until the queue is empty.
+func (p *publisher) send() {
+	defer p.wg.Done()
+	for {
+		p.mu.Lock()
+		n := min(len(p.queue), maxPublishFrame)
+		if n == 0 || p.closed {
+			p.sending = false
+			p.mu.Unlock()
+			return
+		}
+		frame := p.queue[:n:n]
+		p.queue = p.queue[n:]
+		st, err := p.openLocked()
+		if err != nil {
+			p.mu.Unlock()
+			for _, it := range frame {
+				it.fut.finish("", 0, err)
+			}
+			continue
+		}
+		req := &heraldv1.PublishRequest{Messages: make([]*heraldv1.PublishMessage, n)}
+		for i, it := range frame {
+			p.nextRef++
+			it.msg.Ref = p.nextRef
+			st.inflight[p.nextRef] = it
+			req.Messages[i] = it.msg
+		}
+		p.mu.Unlock()
+		if err := st.call.Send(req); err != nil {
+			// The receiver sees the broken stream too and fails what is in flight.
+			p.broken(st, fromConnect(err))
+		}
+	}
+}
+
+// openLocked returns the open stream, opening one (and its receiver) when there is none.
+func (p *publisher) openLocked() (*pubStream, error) {
+	if p.stream != nil {
+		return p.stream, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	call := p.c.tr.rpc.Publish(ctx)
+	st := &pubStream{call: call, cancel: cancel, inflight: map[uint64]*pubItem{}}
+	p.stream = st
+	p.wg.Add(1)
+	go p.receive(st)
+	return st, nil
+}
+
+// receive completes futures with the server's acknowledgements until the stream ends.
+func (p *publisher) receive(st *pubStream) {
+	defer p.wg.Done()
+	for {
+		resp, err := st.call.Receive()
+		if err != nil {
+			p.broken(st, fromConnect(err))
+			return
+		}
+		p.mu.Lock()
+		var done []func()
+		for _, a := range resp.GetAcks() {
+			it := st.inflight[a.GetRef()]
+			if it == nil {
+				continue
+			}
+			delete(st.inflight, a.GetRef())
+			if e := a.GetError(); e != nil {
+				err := detailError(e)
+				done = append(done, func() { it.fut.finish("", 0, err) })
+				continue
+			}
+			id, seq := a.GetId(), a.GetSeq()
+			done = append(done, func() { it.fut.finish(id, seq, nil) })
+		}
+		p.mu.Unlock()
+		for _, f := range done {
+			f()
+		}
+	}
+}
+
+// broken fails everything in flight on st and forgets it; the next publish opens a new
+// stream.
+func (p *publisher) broken(st *pubStream, err error) {
+	if err == nil {
+		err = errors.New("client: the publish stream ended")
+	}
+	p.mu.Lock()
+	if p.stream == st {
+		p.stream = nil
+	}
+	left := st.inflight
+	st.inflight = map[uint64]*pubItem{}
+	closed := p.closed
+	p.mu.Unlock()
+	st.cancel()
+	_ = st.call.CloseResponse()
+	if closed {
+		err = ErrClosed
+	}
+	for _, it := range left {
+		it.fut.finish("", 0, fmt.Errorf("client: publish: %w (the message may or may not have been committed)", err))
+	}
+}
+
+// close fails what is queued, ends the stream and waits for the goroutines.
+func (p *publisher) close() {
+	p.mu.Lock()
+	p.closed = true
+	queued := p.queue
+	p.queue = nil
+	st := p.stream
+	p.mu.Unlock()
+	for _, it := range queued {
+		it.fut.finish("", 0, ErrClosed)
+	}
+	if st != nil {
+		st.cancel()
+		_ = st.call.CloseResponse()
+	}
+	p.wg.Wait()
+}
