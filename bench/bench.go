@@ -24,12 +24,14 @@ type Broker interface {
 	// state left from an earlier run.
 	Setup(ctx context.Context) error
 	// Publish sends one message and returns only once the broker has confirmed it
-	// according to its durability setting.
+	// according to its durability setting. It is called from many goroutines at once:
+	// the workload keeps that many publishes in flight.
 	Publish(ctx context.Context, payload []byte) error
-	// Consume runs n competing consumers and calls handler once per delivery, from up
-	// to n goroutines at once. It blocks until ctx is done (then it returns nil) or
-	// until consuming fails. A handler error stops Consume and is returned.
-	Consume(ctx context.Context, n int, handler func(ctx context.Context, m Msg) error) error
+	// Consume runs n competing consumers, each holding at most prefetch unsettled
+	// deliveries, and calls handler once per delivery, possibly from several goroutines
+	// at once. It blocks until ctx is done (then it returns nil) or until consuming
+	// fails. A handler error stops Consume and is returned.
+	Consume(ctx context.Context, n, prefetch int, handler func(ctx context.Context, m Msg) error) error
 	// Close releases the connections.
 	Close() error
 }

@@ -30,12 +30,13 @@ func (c Config) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Messages    int    `json:"messages"`
 		PayloadSize int    `json:"payload_size"`
-		Publishers  int    `json:"publishers"`
+		InFlight    int    `json:"in_flight"`
 		Consumers   int    `json:"consumers"`
+		Prefetch    int    `json:"prefetch"`
 		Rate        int    `json:"rate"`
 		Duration    string `json:"duration"`
 		Timeout     string `json:"timeout"`
-	}{c.Messages, c.PayloadSize, c.Publishers, c.Consumers, c.Rate, c.Duration.String(), c.Timeout.String()})
+	}{c.Messages, c.PayloadSize, c.InFlight, c.Consumers, c.Prefetch, c.Rate, c.Duration.String(), c.Timeout.String()})
 }
 
 // RunSystem runs scenarios against b, one after the other, and closes nothing.
@@ -63,7 +64,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	cfg := r.Config
-	fmt.Fprintf(&b, "Workload: %d B messages, %d publishers, %d consumers", cfg.PayloadSize, cfg.Publishers, cfg.Consumers)
+	fmt.Fprintf(&b, "Workload: %d B messages, %d confirmed publishes in flight, %d consumers with a prefetch of %d", cfg.PayloadSize, cfg.InFlight, cfg.Consumers, cfg.Prefetch)
 	if r.has(S1) || r.has(S3) {
 		fmt.Fprintf(&b, "; S1/S3: %d messages", cfg.Messages)
 	}
@@ -118,6 +119,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 		row(&b, cells)
 	}
+
+	r.writeRatios(&b)
+	r.writeStore(&b)
 
 	b.WriteString("\n| system | durability |\n|---|---|\n")
 	for _, s := range r.Systems {
@@ -208,4 +212,87 @@ func fmtDur(d time.Duration) string {
 		return d.Round(10 * time.Microsecond).String()
 	}
 	return d.Round(time.Microsecond).String()
+}
+
+// writeRatios writes Herald's figures over each peer's, from this run: above 1 means
+// Herald is faster for rates, slower for latencies and times.
+func (r *Report) writeRatios(b *strings.Builder) {
+	var herald *System
+	for i := range r.Systems {
+		if r.Systems[i].Name == "herald" && r.Systems[i].Unavailable == "" {
+			herald = &r.Systems[i]
+		}
+	}
+	if herald == nil {
+		return
+	}
+	type col struct {
+		sc, name string
+		get      func(Result) float64
+	}
+	var cols []col
+	if r.has(S1) {
+		cols = append(cols, col{S1, "S1 publish (higher is better)", func(x Result) float64 { return x.PublishRate }},
+			col{S1, "S1 consume+ack (higher is better)", func(x Result) float64 { return x.ConsumeRate }})
+	}
+	if r.has(S2) {
+		cols = append(cols, col{S2, "S2 p99 (lower is better)", func(x Result) float64 { return float64(x.P99) }})
+	}
+	if r.has(S3) {
+		cols = append(cols, col{S3, "S3 time (lower is better)", func(x Result) float64 { return float64(x.ConsumeTime) }})
+	}
+	var rows [][]string
+	for _, p := range r.Systems {
+		if p.Name == "herald" || p.Unavailable != "" {
+			continue
+		}
+		cells := []string{"herald ÷ " + p.Name}
+		for _, c := range cols {
+			h, hok := herald.Results[c.sc]
+			x, xok := p.Results[c.sc]
+			if !hok || !xok || h.Err != "" || x.Err != "" || c.get(x) == 0 {
+				cells = append(cells, "—")
+				continue
+			}
+			cells = append(cells, fmt.Sprintf("%.2f", c.get(h)/c.get(x)))
+		}
+		rows = append(rows, cells)
+	}
+	if len(rows) == 0 {
+		return
+	}
+	head := []string{"ratio"}
+	sep := []string{"---"}
+	for _, c := range cols {
+		head, sep = append(head, c.name), append(sep, "---:")
+	}
+	b.WriteString("\n")
+	row(b, head)
+	row(b, sep)
+	for _, cells := range rows {
+		row(b, cells)
+	}
+}
+
+// writeStore writes what the systems that report it wrote to their store per message.
+func (r *Report) writeStore(b *strings.Builder) {
+	var rows [][]string
+	for _, s := range r.Systems {
+		for _, sc := range r.Scenarios {
+			res, ok := s.Results[sc]
+			if !ok || res.Store == nil {
+				continue
+			}
+			u := res.Store
+			rows = append(rows, []string{s.Name, strings.ToUpper(sc), fmt.Sprintf("%.3f", u.SyncsPerMessage),
+				fmt.Sprintf("%.0f", u.WALBytesPerMessage), fmt.Sprintf("%.0f", u.TableBytesPerMessage)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n| system | scenario | fsyncs per message | WAL bytes per message | table bytes per message (flushes and compactions) |\n|---|---|---:|---:|---:|\n")
+	for _, cells := range rows {
+		row(b, cells)
+	}
 }

@@ -26,12 +26,15 @@ var Scenarios = []string{S1, S2, S3}
 type Config struct {
 	Messages    int           // messages published in S1 and S3
 	PayloadSize int           // bytes per message
-	Publishers  int           // parallel publishers in S1 and S3
+	InFlight    int           // S1, S3: confirmed publishes in flight at once
 	Consumers   int           // competing consumers in every scenario
+	Prefetch    int           // unsettled deliveries each consumer may hold
 	Rate        int           // offered messages per second in S2
 	Duration    time.Duration // how long S2 offers load
-	InFlight    int           // S2: publishes awaiting confirmation at once, at most
-	Timeout     time.Duration // bound on each scenario, from Setup to the last ack
+	// MaxPending bounds S2's publishes awaiting confirmation; past it the schedule
+	// slips, which the latencies show (they count from the scheduled time).
+	MaxPending int
+	Timeout    time.Duration // bound on each scenario, from Setup to the last ack
 	// Drain is how long S3 keeps consuming after the last ack to catch late
 	// duplicates.
 	Drain time.Duration
@@ -40,17 +43,19 @@ type Config struct {
 	Progress func(Progress)
 }
 
-// DefaultConfig returns the standard workload: 256-byte messages, 4 publishers, 4
-// consumers, 10,000 messages, and 500 msg/s for 5 s in S2.
+// DefaultConfig returns the standard workload: 256-byte messages, 64 confirmed
+// publishes in flight, 4 consumers with a prefetch of 100, 20,000 messages in S1 and
+// S3, and 5,000 msg/s for 10 s in S2.
 func DefaultConfig() Config {
 	return Config{
-		Messages:    10000,
+		Messages:    20000,
 		PayloadSize: 256,
-		Publishers:  4,
+		InFlight:    64,
 		Consumers:   4,
-		Rate:        500,
-		Duration:    5 * time.Second,
-		InFlight:    256,
+		Prefetch:    100,
+		Rate:        5000,
+		Duration:    10 * time.Second,
+		MaxPending:  4096,
 		Timeout:     2 * time.Minute,
 		Drain:       300 * time.Millisecond,
 	}
@@ -60,8 +65,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Messages <= 0:
 		return errors.New("bench: Messages must be positive")
-	case c.Publishers <= 0 || c.Consumers <= 0:
-		return errors.New("bench: Publishers and Consumers must be positive")
+	case c.InFlight <= 0 || c.Consumers <= 0 || c.Prefetch <= 0:
+		return errors.New("bench: InFlight, Consumers and Prefetch must be positive")
 	case c.Rate <= 0 || c.Duration <= 0:
 		return errors.New("bench: Rate and Duration must be positive")
 	case c.Timeout <= 0:
@@ -103,6 +108,24 @@ type Result struct {
 	Duplicates int `json:"duplicates,omitempty"`
 	// Err says why the scenario did not complete; the figures are then partial.
 	Err string `json:"error,omitempty"`
+	// Store is what the broker wrote to its store per message over the scenario, for
+	// brokers that report it (StoreMeter).
+	Store *StoreUse `json:"store,omitempty"`
+}
+
+// StoreMeter is a Broker that can tell what it wrote to its store: Herald in-process.
+type StoreMeter interface {
+	// StoreCounters returns the syncs made and the bytes written so far, to the
+	// write-ahead log and to tables (flushes and compactions). Flush first makes the
+	// store write out what it buffers, so the bytes of the last messages are counted.
+	StoreCounters(flush bool) (syncs, walBytes, tableBytes uint64)
+}
+
+// StoreUse is a scenario's store work per message.
+type StoreUse struct {
+	SyncsPerMessage      float64 `json:"syncs_per_message"`
+	WALBytesPerMessage   float64 `json:"wal_bytes_per_message"`
+	TableBytesPerMessage float64 `json:"table_bytes_per_message"`
 }
 
 // Run runs one scenario against b: Setup, then the scenario's phases, bounded by
@@ -121,6 +144,11 @@ func Run(ctx context.Context, b Broker, scenario string, cfg Config) Result {
 		return res
 	}
 	r := &runner{b: b, cfg: cfg, scenario: scenario}
+	meter, _ := b.(StoreMeter)
+	var syncs0, wal0, tab0 uint64
+	if meter != nil {
+		syncs0, wal0, tab0 = meter.StoreCounters(true)
+	}
 	var err error
 	switch scenario {
 	case S1:
@@ -137,6 +165,11 @@ func Run(ctx context.Context, b Broker, scenario string, cfg Config) Result {
 			err = fmt.Errorf("timed out after %v: %w", cfg.Timeout, err)
 		}
 		res.Err = err.Error()
+	}
+	if meter != nil && res.Messages > 0 {
+		syncs, wal, tab := meter.StoreCounters(true)
+		n := float64(res.Messages)
+		res.Store = &StoreUse{SyncsPerMessage: float64(syncs-syncs0) / n, WALBytesPerMessage: float64(wal-wal0) / n, TableBytesPerMessage: float64(tab-tab0) / n}
 	}
 	return res
 }
@@ -176,8 +209,8 @@ func (r *runner) track(phase string, total int, done *atomic.Int64) (stop func()
 	return func() { once.Do(func() { close(quit); <-finished }) }
 }
 
-// publishAll publishes n messages with ids 0..n-1 from cfg.Publishers goroutines and
-// returns how long it took.
+// publishAll publishes n messages with ids 0..n-1, cfg.InFlight at a time (each
+// goroutine waits for its confirmation before the next), and returns how long it took.
 func (r *runner) publishAll(ctx context.Context, n int) (time.Duration, error) {
 	var next, done atomic.Int64
 	stop := r.track("publish", n, &done)
@@ -186,7 +219,7 @@ func (r *runner) publishAll(ctx context.Context, n int) (time.Duration, error) {
 	defer cancel(nil)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range r.cfg.Publishers {
+	for range r.cfg.InFlight {
 		wg.Go(func() {
 			for {
 				id := next.Add(1) - 1
@@ -218,7 +251,7 @@ func (r *runner) consumeUntil(ctx context.Context, complete <-chan struct{}, lin
 	defer cancel()
 	failed := make(chan error, 1)
 	start := time.Now()
-	go func() { failed <- r.b.Consume(cctx, r.cfg.Consumers, handle) }()
+	go func() { failed <- r.b.Consume(cctx, r.cfg.Consumers, r.cfg.Prefetch, handle) }()
 	select {
 	case <-complete:
 		elapsed := time.Since(start)
@@ -393,18 +426,20 @@ func (r *runner) s2(ctx context.Context, res *Result) error {
 	return err
 }
 
-// offer publishes total messages at cfg.Rate from one producer: each message is sent
-// at its scheduled time, and up to cfg.InFlight publishes may await confirmation at
-// once, so a slow confirmation delays the schedule only when that many are pending.
+// offer publishes total messages at cfg.Rate from one producer, open loop: message i
+// is due at start + i/rate and carries that scheduled time (so latency counts from
+// it, whatever held the send back), and up to cfg.MaxPending publishes may await
+// confirmation at once.
 func (r *runner) offer(ctx context.Context, total int, published *atomic.Int64, fail context.CancelCauseFunc) time.Duration {
 	stop := r.track("offer", total, published)
 	defer stop()
-	inflight := make(chan struct{}, max(r.cfg.InFlight, 1))
+	inflight := make(chan struct{}, max(r.cfg.MaxPending, 1))
 	interval := time.Duration(float64(time.Second) / float64(r.cfg.Rate))
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range total {
-		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -421,7 +456,7 @@ func (r *runner) offer(ctx context.Context, total int, published *atomic.Int64, 
 		}
 		wg.Go(func() {
 			defer func() { <-inflight }()
-			if err := r.b.Publish(ctx, NewPayload(uint64(i), time.Now(), r.cfg.PayloadSize)); err != nil {
+			if err := r.b.Publish(ctx, NewPayload(uint64(i), due, r.cfg.PayloadSize)); err != nil {
 				fail(fmt.Errorf("publish: %w", err))
 				return
 			}

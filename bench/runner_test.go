@@ -55,7 +55,7 @@ func (f *fake) Publish(ctx context.Context, p []byte) error {
 	}
 }
 
-func (f *fake) Consume(ctx context.Context, n int, h func(context.Context, Msg) error) error {
+func (f *fake) Consume(ctx context.Context, n, prefetch int, h func(context.Context, Msg) error) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	ctx, cancel := context.WithCancel(ctx)

@@ -127,14 +127,38 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 		<-sent
 		return err
 	}
-	for {
-		req, err := stream.Receive()
-		if errors.Is(err, io.EOF) {
-			close(frames)
-			return <-sent
+	// Frames are read on their own goroutine so that CloseStreams can end the call
+	// while a client keeps its stream open: what was received is answered, the rest
+	// fails with E5003 and the client publishes it again elsewhere.
+	reqs, recvErr := make(chan *heraldv1.PublishRequest), make(chan error, 1)
+	rctx, stopRecv := context.WithCancel(ctx)
+	defer stopRecv()
+	go func() {
+		for {
+			req, err := stream.Receive()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-rctx.Done():
+				return
+			}
 		}
-		if err != nil {
+	}()
+	for {
+		var req *heraldv1.PublishRequest
+		select {
+		case req = <-reqs:
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				close(frames)
+				return <-sent
+			}
 			return fail(err)
+		case <-s.streams.Done():
+			return fail(toConnect(herald.Errorf(herald.CodeShuttingDown, "the server is stopping")))
 		}
 		in := req.GetMessages()
 		if len(in) > MaxPublishFrame {

@@ -31,6 +31,8 @@ type fakeEngine struct {
 	resp    *engine.Response
 	err     error
 	closed  []string
+	// publish, when set, serves PublishAsync.
+	publish func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error)
 }
 
 func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error) {
@@ -63,6 +65,9 @@ func (f *fakeEngine) ExecPrepared(ctx context.Context, sessionID string, p *engi
 }
 
 func (f *fakeEngine) PublishAsync(sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+	if f.publish != nil {
+		return f.publish(msgs)
+	}
 	return nil, nil, herald.Errorf(herald.CodeNotImplemented, "the fake engine does not publish")
 }
 

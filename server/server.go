@@ -210,8 +210,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
-		Handler:           mux,
-		Protocols:         &protocols,
+		Handler:   mux,
+		Protocols: &protocols,
+		// Watches and subscriptions are streams: let one client connection carry
+		// thousands of them (the default allows 250).
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConn},
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -227,6 +230,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.log.Info("listening", "addr", ln.Addr().String(), "data", s.dataLabel(), "seq", seq, "tick", tick)
 	return nil
 }
+
+// maxStreamsPerConn bounds the concurrent HTTP/2 streams of one client connection.
+const maxStreamsPerConn = 10000
 
 func (s *Server) dataLabel() string {
 	if s.cfg.Backend != nil {
@@ -265,6 +271,25 @@ func (s *Server) Delivery() *delivery.Service {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.del
+}
+
+// StoreCounters reports the work of the embedded store since Start: synced writes and
+// the bytes written to its write-ahead log and to its tables. With flush the store
+// first writes out its memtable, so the tables hold everything committed. It answers
+// zeros for a store that does not keep these counters.
+func (s *Server) StoreCounters(flush bool) (syncs, walBytes, tableBytes uint64) {
+	s.mu.Lock()
+	b := s.backend
+	s.mu.Unlock()
+	ps, ok := b.(*pebblestore.Store)
+	if !ok {
+		return 0, 0, 0
+	}
+	if flush {
+		_ = ps.Flush()
+	}
+	w := ps.WriteStats()
+	return ps.Syncs(), w.WAL, w.Flushed + w.Compacted
 }
 
 // Err returns the error that stopped the HTTP server on its own, or nil.

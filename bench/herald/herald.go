@@ -21,27 +21,24 @@ const Type = "BenchMsg"
 // Group is the consumer group the benchmark's consumers share.
 const Group = "herald-bench"
 
-// prefetch caps each consumer's unsettled deliveries, like the peers' prefetch windows.
-const prefetch = 256
-
-// handlers is how many handlers each subscription runs at once, so that settlements
-// overlap and share syncs (each ACK is durable before it is answered).
-const handlers = 64
-
-// watch is the consume-mode statement each consumer runs.
-var watch = fmt.Sprintf(`WATCH m: %s [mode: consume, group: %q, buffer: %d] RETURN m.body AS body`, Type, Group, prefetch)
+// watch is the consume-mode statement each consumer runs; its prefetch is the stream's
+// credit.
+var watch = fmt.Sprintf(`WATCH m: %s [mode: consume, group: %q] RETURN m.body AS body`, Type, Group)
 
 // Broker drives one Herald server.
 type Broker struct {
 	c          *client.Client
 	durability string
+	meter      func(flush bool) (syncs, walBytes, tableBytes uint64)
 }
 
 var _ bench.Broker = (*Broker)(nil)
 
 // Open connects to the server at url (e.g. "http://127.0.0.1:7420"). durability
-// describes how that server was started, for the report; "" states the default.
-func Open(ctx context.Context, url, durability string) (*Broker, error) {
+// describes how that server was started, for the report; "" states the default. meter,
+// when not nil, reads the server's store counters (an in-process server's
+// server.Server.StoreCounters).
+func Open(ctx context.Context, url, durability string, meter func(flush bool) (syncs, walBytes, tableBytes uint64)) (*Broker, error) {
 	c, err := client.Dial(ctx, url, client.WithTimeout(30*time.Second), client.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return nil, err
@@ -49,7 +46,15 @@ func Open(ctx context.Context, url, durability string) (*Broker, error) {
 	if durability == "" {
 		durability = "Herald server at " + url + " (Pebble store; by default each commit's WAL write is fsynced before the answer)"
 	}
-	return &Broker{c: c, durability: durability}, nil
+	return &Broker{c: c, durability: durability, meter: meter}, nil
+}
+
+// StoreCounters implements bench.StoreMeter when the server's counters are at hand.
+func (b *Broker) StoreCounters(flush bool) (syncs, walBytes, tableBytes uint64) {
+	if b.meter == nil {
+		return 0, 0, 0
+	}
+	return b.meter(flush)
 }
 
 // Name implements bench.Broker.
@@ -68,7 +73,8 @@ func (b *Broker) Setup(ctx context.Context) error {
 	return err
 }
 
-// Publish implements bench.Broker: SPAWN returns once the commit is durable.
+// Publish implements bench.Broker: the client's publish stream answers once the commit
+// is durable; concurrent publishes share frames and commits.
 func (b *Broker) Publish(ctx context.Context, payload []byte) error {
 	_, err := b.c.Publish(ctx, Type, map[string]any{"body": string(payload)})
 	return err
@@ -88,8 +94,8 @@ func (b *Broker) Check(ctx context.Context) error {
 }
 
 // Consume implements bench.Broker with n subscriptions to one group, each with its own
-// stream and one handler at a time, settling manually.
-func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Context, bench.Msg) error) error {
+// stream, prefetch as its credit and as many handlers, settling manually.
+func (b *Broker) Consume(ctx context.Context, n, prefetch int, handler func(context.Context, bench.Msg) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var once sync.Once
@@ -117,7 +123,7 @@ func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Contex
 				fail(err)
 			}
 			return nil
-		}, client.WithPolicy(client.Manual), client.WithConcurrency(handlers))
+		}, client.WithPolicy(client.Manual), client.WithConcurrency(prefetch), client.WithPrefetch(prefetch))
 		if err != nil {
 			return err
 		}

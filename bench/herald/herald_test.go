@@ -14,7 +14,7 @@ func TestBroker(t *testing.T) {
 	srv := heraldtest.NewServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	b, err := herald.Open(ctx, srv.URL(), "in-memory test server")
+	b, err := herald.Open(ctx, srv.URL(), "in-memory test server", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func (b *Broker) Publish(ctx context.Context, payload []byte) error {
 
 // Consume implements bench.Broker with one durable pull consumer and n subscriptions
 // to it; each subscription calls the handler from its own goroutine.
-func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Context, bench.Msg) error) error {
+func (b *Broker) Consume(ctx context.Context, n, prefetch int, handler func(context.Context, bench.Msg) error) error {
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, Stream, jetstream.ConsumerConfig{
 		Durable:       Consumer,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -114,7 +114,7 @@ func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Contex
 			if err := handler(ctx, msg{m}); err != nil {
 				fail(err)
 			}
-		}, jetstream.PullMaxMessages(256), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		}, jetstream.PullMaxMessages(prefetch), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConnectionClosed) {
 				fail(err)
 			}

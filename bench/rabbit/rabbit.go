@@ -23,9 +23,6 @@ const Queue = "herald-bench"
 // publishers is how many confirm channels Publish spreads over.
 const publishers = 8
 
-// prefetch is the unacknowledged deliveries each consumer channel may hold.
-const prefetch = 256
-
 // Broker drives one RabbitMQ server.
 type Broker struct {
 	conn    *amqp.Connection
@@ -95,12 +92,14 @@ func (b *Broker) Publish(ctx context.Context, payload []byte) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { b.pool <- ch }()
+	// The channel goes back as soon as the message is sent: other publishes go out on
+	// it while this one waits for its confirm.
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", Queue, false, false, amqp.Publishing{
 		DeliveryMode: amqp.Persistent,
 		ContentType:  "application/octet-stream",
 		Body:         payload,
 	})
+	b.pool <- ch
 	if err != nil {
 		return err
 	}
@@ -116,7 +115,7 @@ func (b *Broker) Publish(ctx context.Context, payload []byte) error {
 
 // Consume implements bench.Broker with n channels, each with one consumer and a
 // prefetch window; closing them requeues what they held unacknowledged.
-func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Context, bench.Msg) error) error {
+func (b *Broker) Consume(ctx context.Context, n, prefetch int, handler func(context.Context, bench.Msg) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var once sync.Once

@@ -29,8 +29,6 @@ const (
 const (
 	// field is the stream entry field that holds the payload.
 	field = "p"
-	// batch is how many entries one XREADGROUP or XAUTOCLAIM returns at most.
-	batch = 64
 	// block is how long XREADGROUP waits for new entries.
 	block = 50 * time.Millisecond
 	// reclaimAfter plays the role of an ack timeout: a pending entry idle this long is
@@ -123,7 +121,7 @@ func (b *Broker) Publish(ctx context.Context, payload []byte) error {
 // Consume implements bench.Broker with n consumers of one group. Each consumer first
 // takes over entries whose holder nacked them or went silent for reclaimAfter
 // (XAUTOCLAIM), then reads new entries (XREADGROUP >).
-func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Context, bench.Msg) error) error {
+func (b *Broker) Consume(ctx context.Context, n, prefetch int, handler func(context.Context, bench.Msg) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var once sync.Once
@@ -132,7 +130,7 @@ func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Contex
 	for i := range n {
 		name := fmt.Sprintf("c%d", i)
 		wg.Go(func() {
-			if err := b.consume(ctx, name, handler); err != nil && ctx.Err() == nil {
+			if err := b.consume(ctx, name, prefetch, handler); err != nil && ctx.Err() == nil {
 				fail(err)
 			}
 		})
@@ -144,7 +142,7 @@ func (b *Broker) Consume(ctx context.Context, n int, handler func(context.Contex
 	return nil
 }
 
-func (b *Broker) consume(ctx context.Context, name string, handler func(context.Context, bench.Msg) error) error {
+func (b *Broker) consume(ctx context.Context, name string, prefetch int, handler func(context.Context, bench.Msg) error) error {
 	lastSweep := time.Now()
 	cursor := "0-0" // where this consumer's scan of the pending list resumes
 	handle := func(ms []goredis.XMessage) error {
@@ -160,7 +158,7 @@ func (b *Broker) consume(ctx context.Context, name string, handler func(context.
 		if b.nacked.Load() > 0 || cursor != "0-0" || time.Since(lastSweep) >= sweepEvery {
 			lastSweep = time.Now()
 			ms, next, err := b.rdb.XAutoClaim(ctx, &goredis.XAutoClaimArgs{
-				Stream: Stream, Group: Group, Consumer: name, MinIdle: reclaimAfter, Start: cursor, Count: batch,
+				Stream: Stream, Group: Group, Consumer: name, MinIdle: reclaimAfter, Start: cursor, Count: int64(prefetch),
 			}).Result()
 			if err != nil {
 				return fmt.Errorf("XAUTOCLAIM: %w", err)
@@ -180,7 +178,7 @@ func (b *Broker) consume(ctx context.Context, name string, handler func(context.
 			}
 		}
 		streams, err := b.rdb.XReadGroup(ctx, &goredis.XReadGroupArgs{
-			Group: Group, Consumer: name, Streams: []string{Stream, ">"}, Count: batch, Block: block,
+			Group: Group, Consumer: name, Streams: []string{Stream, ">"}, Count: int64(prefetch), Block: block,
 		}).Result()
 		if errors.Is(err, goredis.Nil) {
 			continue

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,6 +47,10 @@ type Config struct {
 	TestKits []string
 	// TestExternal may be imported by the test files of every package.
 	TestExternal []string
+	// Nested lists folders holding modules of their own whose path is the folder's
+	// below Module (github.com/herald-mq/herald/bench for "bench"): they are checked
+	// as part of this rule set. Other nested modules are skipped.
+	Nested []string
 }
 
 // Violation is one import that breaks the rules.
@@ -74,8 +79,8 @@ func Check(root string, cfg Config) ([]Violation, error) {
 			if path != root && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 				return filepath.SkipDir
 			}
-			// A nested module is not part of this one.
-			if path != root {
+			// A nested module is not part of this one, unless the rules name it.
+			if rel, _ := filepath.Rel(root, path); path != root && !slices.Contains(cfg.Nested, filepath.ToSlash(rel)) {
 				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
 					return filepath.SkipDir
 				}

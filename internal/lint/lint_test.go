@@ -44,6 +44,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		"client/client.go -> github.com/herald-mq/herald/server":      "client may import only",
 		"engine/engine.go -> github.com/cockroachdb/pebble":           "only store/pebblestore may import",
 		"newpkg/newpkg.go -> github.com/herald-mq/herald":             "no rule covers this package",
+		"bench/nats/nats.go -> github.com/redis/go-redis/v9":          "only bench/redis may import",
 	}
 	for k, prefix := range want {
 		reason, ok := got[k]

@@ -61,13 +61,16 @@ var Herald = Config{
 		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
 		// Its watch tests serve the real RPC service with a scripted watch engine.
-		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "bench/...", "client"}, TestAllow: []string{"heraldtest", "rpcapi"}, External: []string{modCobra, modReadline}},
+		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "client"}, TestAllow: []string{"heraldtest", "rpcapi"}, External: []string{modCobra, modReadline}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/lint"},
 		// End-to-end tests drive the real binary over HTTP, some of them through the Go client.
 		{Pkg: "tests/...", Allow: []string{".", "internal/testutil", "client"}},
+		// The benchmark is a module of its own (bench/go.mod), so the peers' clients stay
+		// out of the herald binary; its command runs an in-process or child server.
 		{Pkg: "bench/...", Allow: []string{".", "client", "heraldtest", "internal/testutil", "bench", "bench/benchtest"}},
+		{Pkg: "bench/cmd/...", Allow: []string{".", "client", "server", "bench", "bench/herald", "bench/nats", "bench/rabbit", "bench/redis"}, External: []string{modCobra}},
 		// Each peer's client module lives in its own benchmark adapter.
 		{Pkg: "bench/nats", Allow: []string{"bench"}, External: []string{modNATS}, TestAllow: []string{"bench/benchtest"}},
 		{Pkg: "bench/rabbit", Allow: []string{"bench"}, External: []string{modAMQP}, TestAllow: []string{"bench/benchtest"}},
@@ -76,7 +79,7 @@ var Herald = Config{
 	Exclusive: []Exclusive{
 		{Module: modPebble, Only: []string{"store/pebblestore"}},
 		{Module: "connectrpc.com", Only: []string{"api/...", "rpcapi", "client"}},
-		{Module: modCobra, Only: []string{"internal/cli"}},
+		{Module: modCobra, Only: []string{"internal/cli", "bench/cmd/..."}},
 		{Module: modReadline, Only: []string{"internal/cli"}},
 		{Module: modPrometheus, Only: []string{"httpapi"}},
 		{Module: modNATS, Only: []string{"bench/nats"}},
@@ -86,4 +89,5 @@ var Herald = Config{
 	},
 	TestKits:     []string{"internal/testutil", "internal/clock", "store/memstore", "store/storetest"},
 	TestExternal: []string{modRapid, modDataDriven},
+	Nested:       []string{"bench"},
 }

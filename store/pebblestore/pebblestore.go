@@ -645,6 +645,15 @@ func (s *Store) LoadAux(ctx context.Context, fn func(key, value []byte) error) e
 	return it.Error()
 }
 
+// Flush writes the memtable out to a table and waits for it.
+func (s *Store) Flush() error {
+	if err := s.acquire(context.Background()); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	return s.db.Flush()
+}
+
 // WriteStats are the bytes the store has written since Open, from Pebble's metrics: to
 // its write-ahead log, by flushes of memtables into tables, and by compactions.
 type WriteStats struct {

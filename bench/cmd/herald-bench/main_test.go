@@ -1,9 +1,10 @@
-package cli
+package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,12 +12,21 @@ import (
 	"github.com/herald-mq/herald/bench"
 )
 
+// TestMain lets the test binary serve as the child server of the backlog and fan-out
+// modes, as the command's own binary does.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == serveChildCmd {
+		os.Exit(serveChild(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
 func runBenchArgs(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
-	err = Run(ctx, append([]string{"bench"}, args...), strings.NewReader(""), &out, &errb)
+	err = Run(ctx, args, &out, &errb)
 	return out.String(), errb.String(), err
 }
 
@@ -30,7 +40,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--size", "8"},
 	} {
 		_, stderr, err := runBenchArgs(t, args...)
-		if code := ExitCode(err); code != 2 {
+		if code := exitCode(err); code != 2 {
 			t.Errorf("bench %q: exit %d (%v), want 2; stderr %q", args, code, err, stderr)
 		}
 	}
@@ -70,7 +80,7 @@ func TestBenchHerald(t *testing.T) {
 	}
 	for _, want := range []string{
 		"| system | S1 publish msg/s |",
-		"| herald | in-process server, Pebble store on local disk: every commit (SPAWN, ACK, NACK) is fsynced before the answer |",
+		"| herald | in-process server, Pebble store on local disk: every commit (publish, lease, ACK, NACK) is fsynced before the answer |",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout)
@@ -102,5 +112,39 @@ func TestSplitList(t *testing.T) {
 	got, err := splitList("peers", " Redis,herald,redis ", benchSystems)
 	if err != nil || strings.Join(got, ",") != "herald,redis" {
 		t.Errorf("splitList = %v, %v; want herald,redis in report order", got, err)
+	}
+}
+
+// TestBacklogMode fills a small backlog into a child server, kills it and restarts it,
+// and checks the report's figures are there and plausible.
+func TestBacklogMode(t *testing.T) {
+	stdout, stderr, err := runBenchArgs(t, "--backlog", "300", "--json", "--no-progress")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var rep backlogReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v in %s", err, stdout)
+	}
+	if rep.Messages != 300 || rep.RSSFull == 0 || rep.CountTime <= 0 || rep.FirstMessage <= 0 ||
+		rep.RestartReady <= 0 || rep.RestartConsumed < rep.RestartReady {
+		t.Errorf("report %+v", rep)
+	}
+}
+
+// TestFanoutMode runs the fan-out mode with a few watchers: every watcher must see
+// every event published while it watched (none can be dropped at this rate).
+func TestFanoutMode(t *testing.T) {
+	stdout, stderr, err := runBenchArgs(t, "--fanout", "3", "--fanout-rate", "200", "--fanout-duration", "300ms", "--json", "--no-progress")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var rep fanoutReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v in %s", err, stdout)
+	}
+	if rep.Alone.Published != 60 || rep.Watched.Published != 60 || rep.Expected != 180 ||
+		rep.Delivered != 180 || rep.Gaps != 0 || rep.Watched.P99 <= 0 {
+		t.Errorf("report %+v", rep)
 	}
 }

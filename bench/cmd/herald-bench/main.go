@@ -1,15 +1,22 @@
-package cli
+// Command herald-bench measures Herald against NATS JetStream, RabbitMQ and Redis
+// Streams with one workload, side by side and as ratios. It lives in the bench module,
+// apart from the herald binary, since it links the peers' client libraries.
+package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,58 +29,129 @@ import (
 	"github.com/herald-mq/herald/server"
 )
 
-// Systems herald bench knows, in report order.
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == serveChildCmd {
+		os.Exit(serveChild(os.Args[2:]))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err))
+}
+
+// exitError carries the exit status the command wants: 2 for usage errors.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageError(err error) error { return &exitError{code: 2, err: err} }
+
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 1
+}
+
+// Run runs the command with args (without the program name); it prints errors to
+// stderr itself.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := newBenchCmd(stdout, stderr)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	err := cmd.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "herald-bench: %v\n", err)
+	}
+	return err
+}
+
+// Systems the command knows, in report order.
 var benchSystems = []string{"herald", "nats", "rabbitmq", "redis"}
 
 type benchFlags struct {
-	scenarios, peers            string
-	messages, rate              int
-	duration, timeout           time.Duration
-	heraldURL, natsURL          string
-	amqpURL, redisAddr          string
-	json, noProgress            bool
-	publishers, consumers, size int
-	cpuProfile                  string
+	scenarios, peers          string
+	messages, rate            int
+	duration, timeout         time.Duration
+	heraldURL, natsURL        string
+	amqpURL, redisAddr        string
+	json, noProgress          bool
+	inFlight, consumers, size int
+	prefetch                  int
+	cpuProfile, traceFile     string
+	backlog                   int
+	fanout, fanoutRate        int
+	fanoutDuration            time.Duration
 }
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	var f benchFlags
 	cmd := &cobra.Command{
-		Use:   "bench",
+		Use:   "herald-bench",
 		Short: "Measure Herald against NATS JetStream, RabbitMQ and Redis Streams",
 		Long: `Run the same workload against Herald and its peers and print the figures side by
-side, with each system's durability setting.
+side, Herald's over each peer's as ratios, and each system's durability setting.
 
-  S1  publish --messages messages of 256 B with broker confirmation from 4
-      publishers, then consume them with 4 consumers and explicit acks:
-      publish msg/s and consume+ack msg/s.
-  S2  one producer offers --rate msg/s for --duration to 4 consumers:
-      end-to-end latency p50, p99 and max (the send time travels in the payload).
-  S3  NACK every message once and ACK its redelivery: the time it takes, and
-      a check that every message was acked exactly once after one redelivery.
+  S1  publish --messages messages of --size bytes, --inflight confirmed
+      publishes at a time, then consume them with --consumers consumers holding
+      --prefetch unsettled deliveries each, acking every one: publish msg/s and
+      consume+ack msg/s.
+  S2  one producer offers --rate msg/s for --duration, open loop (each message
+      is due at its scheduled time and its latency counts from then): end-to-end
+      latency p50, p99 and max.
+  S3  NACK every message once and ACK its redelivery: the time it takes, and a
+      check that every message was acked exactly once after one redelivery.
 
+For Herald the report adds fsyncs and bytes written to the store per message.
 Without --herald-url an in-process Herald server runs on 127.0.0.1 with a
 temporary data directory; it fsyncs each commit before answering. A peer that
-cannot be reached is reported as unavailable. A progress bar runs on stderr;
-the report goes to stdout, as markdown or, with --json, as JSON.`,
-		Example: `  herald bench
-  herald bench --peers nats,rabbitmq,redis --messages 20000
-  herald bench --scenarios s2 --rate 1000 --duration 10s --json`,
+cannot be reached is reported as unavailable.
+
+Two more modes measure Herald alone:
+  --backlog N   fill N messages into a server of its own (a child process), then
+                report its memory per queued message, COUNT of the type, how
+                soon a new consumer group gets its first message, and after a
+                kill -9 and restart how soon the server is ready and the first
+                message consumed.
+  --fanout N    publish at --fanout-rate msg/s with no watcher, then with N
+                watch-mode streams on the same pattern, and compare the publish
+                latency (p50, p99) of the two runs.
+
+A progress bar runs on stderr; the report goes to stdout, as markdown or, with
+--json, as JSON.`,
+		Example: `  herald-bench
+  herald-bench --peers herald,nats --messages 50000
+  herald-bench --scenarios s2 --rate 5000 --duration 10s --json
+  herald-bench --backlog 1000000
+  herald-bench --fanout 1000 --fanout-rate 1000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBench(cmd.Context(), f, stdout, stderr)
 		},
 	}
+	def := bench.DefaultConfig()
 	fl := cmd.Flags()
 	fl.StringVar(&f.scenarios, "scenarios", "s1,s2,s3", "comma-separated scenarios to run: s1, s2, s3")
 	fl.StringVar(&f.peers, "peers", strings.Join(benchSystems, ","), "comma-separated systems to measure: herald, nats, rabbitmq, redis")
-	fl.IntVar(&f.messages, "messages", 10000, "messages published in S1 and S3")
-	fl.IntVar(&f.rate, "rate", 500, "messages per second offered in S2")
-	fl.DurationVar(&f.duration, "duration", 5*time.Second, "how long S2 offers load")
-	fl.DurationVar(&f.timeout, "timeout", 2*time.Minute, "bound on each scenario of each system")
-	fl.IntVar(&f.publishers, "publishers", 4, "parallel publishers in S1 and S3")
-	fl.IntVar(&f.consumers, "consumers", 4, "competing consumers in every scenario")
-	fl.IntVar(&f.size, "size", 256, "payload bytes per message")
+	fl.IntVar(&f.messages, "messages", def.Messages, "messages published in S1 and S3")
+	fl.IntVar(&f.inFlight, "inflight", def.InFlight, "confirmed publishes in flight at once in S1 and S3")
+	fl.IntVar(&f.consumers, "consumers", def.Consumers, "competing consumers in every scenario")
+	fl.IntVar(&f.prefetch, "prefetch", def.Prefetch, "unsettled deliveries each consumer may hold")
+	fl.IntVar(&f.rate, "rate", def.Rate, "messages per second offered in S2")
+	fl.DurationVar(&f.duration, "duration", def.Duration, "how long S2 offers load")
+	fl.DurationVar(&f.timeout, "timeout", def.Timeout, "bound on each scenario of each system")
+	fl.IntVar(&f.size, "size", def.PayloadSize, "payload bytes per message")
 	fl.StringVar(&f.heraldURL, "herald-url", "", "Herald server to measure; empty starts one in-process on 127.0.0.1")
 	fl.StringVar(&f.natsURL, "nats-url", natsbench.DefaultURL, "NATS server with JetStream")
 	fl.StringVar(&f.amqpURL, "amqp-url", rabbitbench.DefaultURL, "RabbitMQ server")
@@ -81,6 +159,11 @@ the report goes to stdout, as markdown or, with --json, as JSON.`,
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the in-process server included) to this file")
+	fl.StringVar(&f.traceFile, "trace", "", "write an execution trace of the whole run (for go tool trace) to this file")
+	fl.IntVar(&f.backlog, "backlog", 0, "backlog mode: fill this many messages into a child server and measure it (Herald only)")
+	fl.IntVar(&f.fanout, "fanout", 0, "fan-out mode: this many watch-mode streams on the published pattern (Herald only)")
+	fl.IntVar(&f.fanoutRate, "fanout-rate", 1000, "fan-out mode: messages per second published")
+	fl.DurationVar(&f.fanoutDuration, "fanout-duration", 10*time.Second, "fan-out mode: how long each of its two runs publishes")
 	return cmd
 }
 
@@ -121,10 +204,14 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 	}
 	cfg := bench.DefaultConfig()
 	cfg.Messages, cfg.Rate, cfg.Duration, cfg.Timeout = f.messages, f.rate, f.duration, f.timeout
-	cfg.Publishers, cfg.Consumers, cfg.PayloadSize = f.publishers, f.consumers, f.size
+	cfg.InFlight, cfg.Consumers, cfg.Prefetch, cfg.PayloadSize = f.inFlight, f.consumers, f.prefetch, f.size
 	switch {
-	case f.messages <= 0 || f.rate <= 0 || f.publishers <= 0 || f.consumers <= 0:
-		return usageError(fmt.Errorf("--messages, --rate, --publishers and --consumers must be positive"))
+	case f.messages <= 0 || f.rate <= 0 || f.inFlight <= 0 || f.consumers <= 0 || f.prefetch <= 0:
+		return usageError(fmt.Errorf("--messages, --rate, --inflight, --consumers and --prefetch must be positive"))
+	case f.backlog < 0 || f.fanout < 0 || f.fanoutRate <= 0 || f.fanoutDuration <= 0:
+		return usageError(fmt.Errorf("--backlog and --fanout must not be negative; --fanout-rate and --fanout-duration must be positive"))
+	case f.backlog > 0 && f.fanout > 0:
+		return usageError(fmt.Errorf("--backlog and --fanout are separate modes; give one"))
 	case f.duration <= 0 || f.timeout <= 0:
 		return usageError(fmt.Errorf("--duration and --timeout must be positive"))
 	case f.size < bench.MinPayloadSize:
@@ -140,6 +227,23 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.traceFile != "" {
+		tf, err := os.Create(f.traceFile)
+		if err != nil {
+			return err
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return err
+		}
+		defer trace.Stop()
+	}
+	switch {
+	case f.backlog > 0:
+		return runBacklog(ctx, f, cfg, stdout, stderr)
+	case f.fanout > 0:
+		return runFanout(ctx, f, cfg, stdout, stderr)
 	}
 	var bar *progressBar
 	if !f.noProgress {
@@ -208,6 +312,7 @@ func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker,
 func openHerald(ctx context.Context, url string) (bench.Broker, func(), error) {
 	durability := ""
 	var stop func()
+	var meter func(bool) (uint64, uint64, uint64)
 	if url == "" {
 		dir, err := os.MkdirTemp("", "herald-bench-")
 		if err != nil {
@@ -229,11 +334,12 @@ func openHerald(ctx context.Context, url string) (bench.Broker, func(), error) {
 			os.RemoveAll(dir)
 		}
 		url = "http://" + srv.Addr()
-		durability = "in-process server, Pebble store on local disk: every commit (SPAWN, ACK, NACK) is fsynced before the answer"
+		durability = "in-process server, Pebble store on local disk: every commit (publish, lease, ACK, NACK) is fsynced before the answer"
+		meter = srv.StoreCounters
 	}
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	b, err := heraldbench.Open(octx, url, durability)
+	b, err := heraldbench.Open(octx, url, durability, meter)
 	if err == nil {
 		if cerr := b.Check(octx); cerr != nil {
 			b.Close()

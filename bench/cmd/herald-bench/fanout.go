@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/bench"
+	heraldbench "github.com/herald-mq/herald/bench/herald"
+	"github.com/herald-mq/herald/client"
+)
+
+// watchersPerClient is how many watch streams share one client (one HTTP/2
+// connection) in the fan-out mode.
+const watchersPerClient = 100
+
+// fanoutReport is what the fan-out mode measured.
+type fanoutReport struct {
+	Watchers       int            `json:"watchers"`
+	Rate           int            `json:"rate"`
+	Duration       time.Duration  `json:"duration_ns"`
+	Alone          publishFigures `json:"without_watchers"`
+	Watched        publishFigures `json:"with_watchers"`
+	RSSIdleWatch   float64        `json:"rss_per_idle_watch_bytes"`
+	Delivered      int64          `json:"events_delivered"`
+	Expected       int64          `json:"events_expected"`
+	Gaps           int64          `json:"events_in_gaps"`
+	LagP50, LagP99 time.Duration  `json:"-"`
+	CatchUp        time.Duration  `json:"catch_up_ns"`
+}
+
+type publishFigures struct {
+	Published int           `json:"published"`
+	P50       time.Duration `json:"p50_ns"`
+	P99       time.Duration `json:"p99_ns"`
+	Max       time.Duration `json:"max_ns"`
+}
+
+// runFanout measures what watch-mode streams cost writers: the publish latency at a
+// fixed rate with no watcher and with f.fanout watchers on the published pattern, on a
+// server of its own (a child process, so its memory per idle watch can be read too).
+func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stderr io.Writer) error {
+	dir, err := os.MkdirTemp("", "herald-fanout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	srv, err := startChild(ctx, dir)
+	if err != nil {
+		return fmt.Errorf("starting the server: %w", err)
+	}
+	defer srv.kill()
+	quiet := client.WithLogger(slog.New(slog.DiscardHandler))
+	pub, err := client.Dial(ctx, srv.url, quiet)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	if _, err := pub.Exec(ctx, "node "+heraldbench.Type+" { body: String }", nil); err != nil {
+		return err
+	}
+	rep := fanoutReport{Watchers: f.fanout, Rate: f.fanoutRate, Duration: f.fanoutDuration}
+	logf := func(format string, args ...any) {
+		if !f.noProgress {
+			fmt.Fprintf(stderr, format+"\n", args...)
+		}
+	}
+
+	logf("fan-out: publishing %d msg/s for %v with no watcher", f.fanoutRate, f.fanoutDuration)
+	if rep.Alone, err = publishAtRate(ctx, pub, f.fanoutRate, f.fanoutDuration, cfg.PayloadSize, 0); err != nil {
+		return err
+	}
+
+	logf("fan-out: opening %d watches", f.fanout)
+	time.Sleep(time.Second)
+	rssBefore, _ := srv.rss()
+	fan, err := openWatchers(ctx, srv.url, f.fanout)
+	if err != nil {
+		return err
+	}
+	defer fan.close()
+	time.Sleep(2 * time.Second) // let the server settle before reading its memory
+	if rssAfter, err := srv.rss(); err == nil {
+		rep.RSSIdleWatch = (float64(rssAfter) - float64(rssBefore)) / float64(f.fanout)
+	}
+
+	logf("fan-out: publishing %d msg/s for %v with %d watchers", f.fanoutRate, f.fanoutDuration, f.fanout)
+	if rep.Watched, err = publishAtRate(ctx, pub, f.fanoutRate, f.fanoutDuration, cfg.PayloadSize, rep.Alone.Published); err != nil {
+		return err
+	}
+	end := time.Now()
+	rep.Expected = int64(rep.Watched.Published) * int64(f.fanout)
+	deadline := time.After(time.Minute)
+	for fan.seen() < rep.Expected {
+		select {
+		case <-deadline:
+			return fmt.Errorf("the watchers saw %d of %d events a minute after publishing ended", fan.seen(), rep.Expected)
+		case err := <-fan.failed:
+			return fmt.Errorf("a watch ended: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	rep.CatchUp = time.Since(end)
+	rep.Delivered, rep.Gaps = fan.delivered.Load(), fan.gaps.Load()
+	rep.LagP50, rep.LagP99, _ = bench.Percentiles(fan.lags())
+	srv.stop()
+
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return writeFanout(stdout, rep)
+}
+
+func writeFanout(w io.Writer, rep fanoutReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Fan-out: one publisher at %d msg/s for %v, confirmed publishes; then again with %d watch-mode streams on the same pattern (best_effort, initial: none).\n\n",
+		rep.Rate, rep.Duration, rep.Watchers)
+	b.WriteString("| publish latency | p50 | p99 | max |\n|---|---:|---:|---:|\n")
+	for _, r := range []struct {
+		name string
+		p    publishFigures
+	}{{"no watcher", rep.Alone}, {fmt.Sprintf("%d watchers", rep.Watchers), rep.Watched}} {
+		fmt.Fprintf(&b, "| %s | %v | %v | %v |\n", r.name, r.p.P50.Round(time.Microsecond), r.p.P99.Round(time.Microsecond), r.p.Max.Round(time.Microsecond))
+	}
+	ratio := 0.0
+	if rep.Alone.P99 > 0 {
+		ratio = float64(rep.Watched.P99) / float64(rep.Alone.P99)
+	}
+	fmt.Fprintf(&b, "\np99 with watchers ÷ p99 without: %.2f×\n\n", ratio)
+	fmt.Fprintf(&b, "Watchers: %d of %d events delivered, %d reported in gaps; delivery lag p50 %v, p99 %v; caught up %v after publishing ended.\n",
+		rep.Delivered, rep.Expected, rep.Gaps, rep.LagP50.Round(time.Microsecond), rep.LagP99.Round(time.Microsecond), rep.CatchUp.Round(time.Millisecond))
+	fmt.Fprintf(&b, "Server RSS per idle watch: %.1f KB.\n", rep.RSSIdleWatch/1024)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// publishAtRate publishes rate msg/s for d, open loop: each message is due at its
+// scheduled time, its latency counts from then to its confirmation. Ids start at first.
+func publishAtRate(ctx context.Context, c *client.Client, rate int, d time.Duration, size, first int) (publishFigures, error) {
+	total := int(d.Seconds() * float64(rate))
+	lat := make([]time.Duration, total)
+	interval := time.Second / time.Duration(rate)
+	pctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range total {
+		due := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(due); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-pctx.Done():
+			}
+		}
+		if pctx.Err() != nil {
+			break
+		}
+		body := string(bench.NewPayload(uint64(first+i), due, size))
+		fut := c.PublishAsync(heraldbench.Type, map[string]any{"body": body})
+		wg.Go(func() {
+			select {
+			case <-fut.Done():
+			case <-pctx.Done():
+				return
+			}
+			if _, _, err := fut.Result(); err != nil {
+				fail(err)
+				return
+			}
+			lat[i] = time.Since(due)
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(pctx); err != nil && ctx.Err() == nil {
+		return publishFigures{}, fmt.Errorf("publishing: %w", err)
+	}
+	p50, p99, maxd := bench.Percentiles(lat)
+	return publishFigures{Published: total, P50: p50, P99: p99, Max: maxd}, ctx.Err()
+}
+
+// fanout holds the watchers of the fan-out mode and what they saw.
+type fanout struct {
+	clients   []*client.Client
+	watches   []*client.Watch
+	wg        sync.WaitGroup
+	delivered atomic.Int64
+	gaps      atomic.Int64
+	failed    chan error
+
+	mu      sync.Mutex
+	lagList []time.Duration
+}
+
+// openWatchers opens n watch-mode streams on the benchmark type, watchersPerClient to
+// a client, each read by a goroutine of its own.
+func openWatchers(ctx context.Context, url string, n int) (*fanout, error) {
+	fan := &fanout{failed: make(chan error, n)}
+	query := "WATCH m: " + heraldbench.Type + " [initial: none] RETURN m.body AS body"
+	for i := range n {
+		if i%watchersPerClient == 0 {
+			c, err := client.Dial(ctx, url, client.WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				fan.close()
+				return nil, err
+			}
+			fan.clients = append(fan.clients, c)
+		}
+		w, err := fan.clients[len(fan.clients)-1].Watch(ctx, query)
+		if err != nil {
+			fan.close()
+			return nil, fmt.Errorf("watch %d: %w", i, err)
+		}
+		fan.watches = append(fan.watches, w)
+		fan.wg.Go(func() { fan.read(ctx, w) })
+	}
+	return fan, nil
+}
+
+func (f *fanout) read(ctx context.Context, w *client.Watch) {
+	var lags []time.Duration
+	defer func() {
+		f.mu.Lock()
+		f.lagList = append(f.lagList, lags...)
+		f.mu.Unlock()
+	}()
+	for {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				f.failed <- err
+			}
+			return
+		}
+		switch ev.Type {
+		case herald.EventAdded:
+			body, _ := ev.Match["body"].(string)
+			if _, sent, err := bench.ParsePayload([]byte(body)); err == nil {
+				lags = append(lags, time.Since(sent))
+			}
+			f.delivered.Add(1)
+		case herald.EventGap:
+			f.gaps.Add(int64(ev.Count))
+		}
+	}
+}
+
+// seen counts the events delivered or reported in gaps.
+func (f *fanout) seen() int64 { return f.delivered.Load() + f.gaps.Load() }
+
+// lags returns the delivery lags of the watches that have ended; close ends them all.
+func (f *fanout) lags() []time.Duration {
+	f.close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lagList
+}
+
+func (f *fanout) close() {
+	for _, w := range f.watches {
+		_ = w.Close()
+	}
+	f.watches = nil
+	f.wg.Wait()
+	for _, c := range f.clients {
+		_ = c.Close()
+	}
+	f.clients = nil
+}

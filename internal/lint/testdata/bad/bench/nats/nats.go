@@ -1,0 +1,3 @@
+package nats
+
+import _ "github.com/redis/go-redis/v9"

@@ -1,0 +1,140 @@
+package rpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
+	"github.com/herald-mq/herald/engine"
+)
+
+// serveH2 serves the service over HTTP/2 (TLS), which bidirectional streams need.
+func serveH2(t *testing.T, eng Engine) (heraldv1connect.HeraldClient, *Service) {
+	t.Helper()
+	svc := New(eng, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	mux := http.NewServeMux()
+	mux.Handle(svc.Handler())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return heraldv1connect.NewHeraldClient(srv.Client(), srv.URL), svc
+}
+
+// countingPublisher publishes by numbering: message n gets id "m<n>" and seq n.
+func countingPublisher() func([]engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+	var n atomic.Uint64
+	return func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+		out := make([]engine.Published, len(msgs))
+		for i, m := range msgs {
+			if m.Type == "Bad" {
+				out[i].Err = herald.Errorf(herald.CodeSealedType, "type Bad is sealed")
+				continue
+			}
+			seq := n.Add(1)
+			out[i] = engine.Published{ID: herald.NodeID(fmt.Sprintf("m%d", seq)), Seq: seq, Tick: seq}
+		}
+		return out, func(context.Context) error { return nil }, nil
+	}
+}
+
+func msg(ref uint64, typ string) *heraldv1.PublishMessage {
+	return &heraldv1.PublishMessage{Ref: ref, Type: typ, Attrs: map[string]*heraldv1.Value{}}
+}
+
+// TestPublishStream answers each frame with one acknowledgement per message, in order,
+// refused messages carrying their error and the others their id and position.
+func TestPublishStream(t *testing.T) {
+	c, _ := serveH2(t, &fakeEngine{publish: countingPublisher()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := c.Publish(ctx)
+	if err := st.Send(&heraldv1.PublishRequest{Messages: []*heraldv1.PublishMessage{msg(1, "Job"), msg(2, "Bad"), msg(3, "")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&heraldv1.PublishRequest{Messages: []*heraldv1.PublishMessage{msg(4, "Job")}}); err != nil {
+		t.Fatal(err)
+	}
+	var acks []*heraldv1.PublishAck
+	for len(acks) < 4 {
+		resp, err := st.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, resp.GetAcks()...)
+	}
+	want := []struct {
+		ref  uint64
+		id   string
+		code string
+	}{{1, "m1", ""}, {2, "", string(herald.CodeSealedType)}, {3, "", string(herald.CodeMalformedRequest)}, {4, "m2", ""}}
+	for i, w := range want {
+		a := acks[i]
+		if a.GetRef() != w.ref || a.GetId() != w.id || a.GetError().GetCode() != w.code {
+			t.Errorf("ack %d = %v, want ref %d id %q code %q", i, a, w.ref, w.id, w.code)
+		}
+	}
+	if err := st.CloseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Receive(); !errors.Is(err, io.EOF) {
+		t.Errorf("after CloseRequest: %v, want EOF", err)
+	}
+	_ = st.CloseResponse()
+}
+
+func TestPublishFrameTooLarge(t *testing.T) {
+	c, _ := serveH2(t, &fakeEngine{publish: countingPublisher()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := c.Publish(ctx)
+	frame := &heraldv1.PublishRequest{}
+	for i := range MaxPublishFrame + 1 {
+		frame.Messages = append(frame.Messages, msg(uint64(i), "Job"))
+	}
+	_ = st.Send(frame)
+	_, err := st.Receive()
+	if e := heraldError(t, err); e.Code != herald.CodeMalformedRequest {
+		t.Errorf("error %v, want %s", e, herald.CodeMalformedRequest)
+	}
+	_ = st.CloseResponse()
+}
+
+// TestPublishCloseStreams ends a publish stream that its client keeps open when the
+// server starts shutting down, after answering what it received.
+func TestPublishCloseStreams(t *testing.T) {
+	c, svc := serveH2(t, &fakeEngine{publish: countingPublisher()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := c.Publish(ctx)
+	if err := st.Send(&heraldv1.PublishRequest{Messages: []*heraldv1.PublishMessage{msg(1, "Job")}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := st.Receive(); err != nil || resp.GetAcks()[0].GetId() != "m1" {
+		t.Fatalf("first ack: %v %v", resp, err)
+	}
+	svc.CloseStreams()
+	_, err := st.Receive()
+	if ctx.Err() != nil {
+		t.Fatal("the stream outlived CloseStreams")
+	}
+	if e := heraldError(t, err); e.Code != herald.CodeShuttingDown {
+		t.Errorf("error %v, want %s", e, herald.CodeShuttingDown)
+	}
+	if connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("connect code %v, want unavailable", connect.CodeOf(err))
+	}
+	_ = st.CloseResponse()
+}
