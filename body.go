@@ -94,6 +94,55 @@ func (b *Body) Attrs(id NodeID) (Attrs, error) {
 	return a, nil
 }
 
+// BodyBatchSource is a BodySource that reads many bodies in one pass. Bodies written
+// one after another lie together in the store, so reading a run of them in key order
+// costs about one read, where reading them one at a time costs one each.
+type BodyBatchSource interface {
+	BodySource
+	// LoadBodies returns the encodings of the bodies named by ids[i] and seqs[i]; a
+	// body the source does not hold comes back nil.
+	LoadBodies(ids []NodeID, seqs []uint64) ([][]byte, error)
+}
+
+// HoldBodies reads the bodies of nodes that are not in memory, in one pass per source
+// that can (BodyBatchSource), and keeps them in memory until the caller releases
+// them: it returns the bodies it made resident. Bodies it could not read are left as
+// they were, to be read (and their errors reported) one at a time.
+func HoldBodies(nodes []*Node) []*Body {
+	var (
+		src  BodyBatchSource
+		bs   []*Body
+		ids  []NodeID
+		seqs []uint64
+	)
+	for _, n := range nodes {
+		b := n.Body
+		if b == nil || b.data.Load() != nil {
+			continue
+		}
+		s, ok := b.src.(BodyBatchSource)
+		if !ok || (src != nil && s != src) {
+			continue // read one at a time
+		}
+		src = s
+		bs, ids, seqs = append(bs, b), append(ids, n.ID), append(seqs, b.Seq)
+	}
+	if len(bs) < 2 {
+		return nil
+	}
+	datas, err := src.LoadBodies(ids, seqs)
+	if err != nil || len(datas) != len(bs) {
+		return nil
+	}
+	held := bs[:0]
+	for i, b := range bs {
+		if datas[i] != nil && b.data.CompareAndSwap(nil, &datas[i]) {
+			held = append(held, b)
+		}
+	}
+	return held
+}
+
 // Release drops the body's encoding from memory; it is read from its source from then
 // on.
 func (b *Body) Release() { b.data.Store(nil) }

@@ -178,6 +178,7 @@ const settleBatch = 1000
 func (c *consumeConn) sendSettlements() {
 	defer c.wg.Done()
 	for {
+		gather(&c.mu, settleBatch, func() (bool, int) { return len(c.waiting) > len(c.pending), len(c.pending) })
 		c.mu.Lock()
 		n := min(len(c.pending), settleBatch)
 		if n == 0 || c.ended != nil {

@@ -159,6 +159,9 @@ func (p *publisher) submit(msg *heraldv1.PublishMessage) *PublishFuture {
 func (p *publisher) send() {
 	defer p.wg.Done()
 	for {
+		gather(&p.mu, maxPublishFrame, func() (bool, int) {
+			return p.stream != nil && len(p.stream.inflight) > 0, len(p.queue)
+		})
 		p.mu.Lock()
 		n := min(len(p.queue), maxPublishFrame)
 		if n == 0 || p.closed {

@@ -318,7 +318,10 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 		if len(g.recheck) > 0 {
 			s.recheckLocked(tx, g)
 		}
+		// Pick first, then read the bodies of every pick in one pass (they usually lie
+		// together in the store), then lease them in the order picked.
 		scanned := 0
+		var picks []pick
 		for {
 			c := g.nextMember()
 			if c == nil {
@@ -328,11 +331,33 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 			if !ok {
 				break
 			}
-			if l := s.leaseLocked(tx, g, c, cand, now); l != nil {
+			c.reserved++
+			picks = append(picks, pick{c, cand})
+		}
+		if len(picks) == 0 {
+			continue
+		}
+		nodes := make([]*herald.Node, len(picks))
+		for i, p := range picks {
+			nodes[i] = p.cand.node
+			p.c.reserved = 0
+		}
+		held := herald.HoldBodies(nodes)
+		for _, p := range picks {
+			if l := s.leaseLocked(tx, g, p.c, p.cand, now); l != nil {
 				w.leases = append(w.leases, l)
 			}
 		}
+		for _, b := range held {
+			b.Release()
+		}
 	}
+}
+
+// pick is a candidate chosen for a consumer in a dispatch round.
+type pick struct {
+	c    *consumer
+	cand candidate
 }
 
 // leaseLocked leases a candidate to c (nil for a pull lease): a new delivery id, the

@@ -89,6 +89,7 @@ type consumer struct {
 	events    chan Event
 	leases    map[Handle]*lease
 	capacity  int
+	reserved  int // picked for a lease in the round under way
 	maxCredit int
 	closed    bool
 	done      chan struct{}

@@ -98,6 +98,10 @@ type Backend interface {
 	// backend returns carry bodies that read themselves through LoadBody.
 	LoadBody(id herald.NodeID, seq uint64) ([]byte, error)
 
+	// LoadBodies reads many bodies at once (see herald.BodyBatchSource): ids[i] and
+	// seqs[i] name one, and a body the backend does not hold comes back nil.
+	LoadBodies(ids []herald.NodeID, seqs []uint64) ([][]byte, error)
+
 	// LoadAux calls fn with every auxiliary record (see AuxOp) in key order, from one
 	// consistent snapshot. It stops at the first error fn returns.
 	LoadAux(ctx context.Context, fn func(key, value []byte) error) error

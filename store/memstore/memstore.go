@@ -207,6 +207,25 @@ func (s *Store) LoadBody(id herald.NodeID, seq uint64) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
+// LoadBodies returns copies of many stored bodies, nil for those it does not hold.
+func (s *Store) LoadBodies(ids []herald.NodeID, seqs []uint64) ([][]byte, error) {
+	if len(ids) != len(seqs) {
+		return nil, fmt.Errorf("memstore: LoadBodies: %d ids and %d seqs", len(ids), len(seqs))
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	out := make([][]byte, len(ids))
+	for i := range ids {
+		if b, ok := s.bodies[store.BodyKey{Node: ids[i], Seq: seqs[i]}]; ok {
+			out[i] = append([]byte(nil), b...)
+		}
+	}
+	return out, nil
+}
+
 // LoadAux calls fn with every auxiliary record in key order.
 func (s *Store) LoadAux(ctx context.Context, fn func(key, value []byte) error) error {
 	if err := ctx.Err(); err != nil {

@@ -4,16 +4,19 @@
 package pebblestore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble"
+	"github.com/cockroachdb/pebble/bloom"
 	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/herald-mq/herald"
@@ -79,6 +82,12 @@ type Store struct {
 	calls, batches, syncs atomic.Uint64
 }
 
+// memTableSize bounds one memtable; blockCacheSize is the block cache's.
+const (
+	memTableSize   = 64 << 20
+	blockCacheSize = 32 << 20
+)
+
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, opts Options) (*Store, error) {
 	logger := opts.Logger
@@ -89,6 +98,20 @@ func Open(dir string, opts Options) (*Store, error) {
 		FS:                 opts.FS,
 		Logger:             pebbleLogger{logger},
 		FormatMajorVersion: pebble.FormatNewest,
+		// A message is written at publish and deleted at its ACK, usually seconds
+		// later: with a large memtable both meet before a flush and neither reaches a
+		// table. Memtables start small and grow to this size as writes need.
+		MemTableSize:                memTableSize,
+		MemTableStopWritesThreshold: 4,
+		// Bodies of a backlog larger than the engine's body cache are read back
+		// by key: keep their blocks and the tables' indexes cached, and let bloom
+		// filters skip the tables that do not hold a key.
+		Cache: pebble.NewCache(blockCacheSize),
+	}
+	defer po.Cache.Unref()
+	po.Levels = make([]pebble.LevelOptions, 7)
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	if po.FS == nil {
 		po.FS = vfs.Default
@@ -619,6 +642,42 @@ func (s *Store) LoadBody(id herald.NodeID, seq uint64) ([]byte, error) {
 	}
 	if !found {
 		return nil, fmt.Errorf("pebblestore: body of %s at %d: %w", id, seq, store.ErrNoBody)
+	}
+	return out, nil
+}
+
+// LoadBodies returns the stored encodings of many bodies, nil for those it does not
+// hold, reading them with one iterator in key order: bodies written one after another
+// share blocks, so a run of them costs about one block read.
+func (s *Store) LoadBodies(ids []herald.NodeID, seqs []uint64) ([][]byte, error) {
+	if len(ids) != len(seqs) {
+		return nil, fmt.Errorf("pebblestore: LoadBodies: %d ids and %d seqs", len(ids), len(seqs))
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if err := s.acquire(context.Background()); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	keys := make([][]byte, len(ids))
+	order := make([]int, len(ids))
+	for i := range ids {
+		keys[i], order[i] = bodyKey(ids[i], seqs[i]), i
+	}
+	slices.SortFunc(order, func(a, b int) int { return bytes.Compare(keys[a], keys[b]) })
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: keys[order[0]], UpperBound: append(slices.Clone(keys[order[len(order)-1]]), 0)})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: LoadBodies: %w", err)
+	}
+	out := make([][]byte, len(ids))
+	for _, i := range order {
+		if it.SeekGE(keys[i]) && bytes.Equal(it.Key(), keys[i]) {
+			out[i] = slices.Clone(it.Value())
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("pebblestore: LoadBodies: %w", err)
 	}
 	return out, nil
 }

@@ -138,6 +138,71 @@ func (s *suite) testBodies(t *testing.T) {
 	}
 }
 
+// testLoadBodies reads many bodies at once, in any order, with missing ones nil; and
+// herald.HoldBodies makes the bodies of loaded nodes resident through it.
+func (s *suite) testLoadBodies(t *testing.T) {
+	b := s.open(t)
+	var ids []herald.NodeID
+	var seqs []uint64
+	for i := range 40 {
+		seq := uint64(i + 1)
+		id := herald.NodeID(fmt.Sprintf("m%03d", i))
+		mustCommit(t, b, batch(seq, putNode(withBody(string(id), "Msg", seq, bigText(fmt.Sprint(i))))))
+		ids, seqs = append(ids, id), append(seqs, seq)
+	}
+	// Backwards, with a missing body (a wrong seq) and an unknown node in between.
+	ask := []herald.NodeID{ids[30], "nope", ids[2], ids[39], ids[0]}
+	askSeq := []uint64{seqs[30], 1, seqs[2] + 100, seqs[39], seqs[0]}
+	datas, err := b.LoadBodies(ask, askSeq)
+	if err != nil {
+		t.Fatalf("LoadBodies: %v", err)
+	}
+	if len(datas) != len(ask) {
+		t.Fatalf("LoadBodies returned %d bodies for %d", len(datas), len(ask))
+	}
+	for i, want := range []string{bigText("30"), "", "", bigText("39"), bigText("0")} {
+		if want == "" {
+			if datas[i] != nil {
+				t.Errorf("body %d (%s at %d) = %q, want nil", i, ask[i], askSeq[i], datas[i])
+			}
+			continue
+		}
+		a, _, err := herald.DecodeAttrs(datas[i])
+		if err != nil || a.Get("big").AsString() != want {
+			t.Errorf("body %d (%s) = %v %v, want big=%q…", i, ask[i], a, err, want[:4])
+		}
+	}
+	if out, err := b.LoadBodies(nil, nil); err != nil || len(out) != 0 {
+		t.Errorf("LoadBodies of nothing = %v, %v", out, err)
+	}
+
+	// Nodes read back from the store hold references; HoldBodies makes them resident.
+	var nodes []*herald.Node
+	if err := b.Load(ctx, func(r store.Record) error {
+		if r.Node != nil {
+			nodes = append(nodes, r.Node)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	held := herald.HoldBodies(nodes)
+	if len(held) != len(nodes) {
+		t.Fatalf("HoldBodies held %d of %d bodies", len(held), len(nodes))
+	}
+	for _, n := range nodes {
+		if _, ok := n.Body.Data(); !ok {
+			t.Fatalf("the body of %s is not resident after HoldBodies", n.ID)
+		}
+	}
+	for _, h := range held {
+		h.Release()
+	}
+	if bodyOf(t, nodes[7]) != bigText("7") {
+		t.Fatal("a released body does not read itself back")
+	}
+}
+
 func aux(key, value string) store.AuxOp {
 	op := store.AuxOp{Key: []byte(key)}
 	if value != "" {

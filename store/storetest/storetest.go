@@ -46,6 +46,7 @@ func Run(t *testing.T, h Harness) {
 		{"LoadStops", s.testLoadStops},
 		{"Reopen", s.testReopen},
 		{"Bodies", s.testBodies},
+		{"LoadBodies", s.testLoadBodies},
 		{"Aux", s.testAux},
 		{"ConcurrentReaders", s.testConcurrentReaders},
 		{"Closed", s.testClosed},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -81,18 +82,18 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 var benchSystems = []string{"herald", "nats", "rabbitmq", "redis"}
 
 type benchFlags struct {
-	scenarios, peers          string
-	messages, rate            int
-	duration, timeout         time.Duration
-	heraldURL, natsURL        string
-	amqpURL, redisAddr        string
-	json, noProgress          bool
-	inFlight, consumers, size int
-	prefetch                  int
-	cpuProfile, traceFile     string
-	backlog                   int
-	fanout, fanoutRate        int
-	fanoutDuration            time.Duration
+	scenarios, peers                  string
+	messages, rate                    int
+	duration, timeout                 time.Duration
+	heraldURL, natsURL                string
+	amqpURL, redisAddr                string
+	json, noProgress                  bool
+	inFlight, consumers, size         int
+	prefetch                          int
+	cpuProfile, traceFile, memProfile string
+	backlog                           int
+	fanout, fanoutRate                int
+	fanoutDuration                    time.Duration
 }
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -159,6 +160,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the in-process server included) to this file")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run (the in-process server included) to this file at its end")
 	fl.StringVar(&f.traceFile, "trace", "", "write an execution trace of the whole run (for go tool trace) to this file")
 	fl.IntVar(&f.backlog, "backlog", 0, "backlog mode: fill this many messages into a child server and measure it (Herald only)")
 	fl.IntVar(&f.fanout, "fanout", 0, "fan-out mode: this many watch-mode streams on the published pattern (Herald only)")
@@ -227,6 +229,15 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			if mf, err := os.Create(f.memProfile); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(mf, 0)
+				mf.Close()
+			}
+		}()
 	}
 	if f.traceFile != "" {
 		tf, err := os.Create(f.traceFile)
