@@ -182,6 +182,12 @@ func (e *Engine) Ready() bool { return !e.closing.Load() && e.pipe.failure() == 
 // A position older than the retention horizon answers CHANGES_COMPACTED.
 func (e *Engine) Changes(ctx context.Context, after uint64, limit int) ([]*herald.ChangeSet, error) {
 	cs, err := e.cfg.Backend.Changes(ctx, after, limit)
+	// The store holds commits that are written but not yet synced (the pipeline writes
+	// the next group during the last one's sync); the log ends at the durable position.
+	durable := e.pipe.durableSeq()
+	for len(cs) > 0 && cs[len(cs)-1].Seq > durable {
+		cs = cs[:len(cs)-1]
+	}
 	if errors.Is(err, store.ErrCompacted) {
 		meta, _ := e.cfg.Backend.Meta(ctx)
 		return nil, &herald.Error{Code: herald.CodeCompacted, Message: fmt.Sprintf("position %d is before the change-log horizon %d", after, meta.Horizon), Err: err}

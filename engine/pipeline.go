@@ -44,9 +44,15 @@ func (p *pending) wait(ctx context.Context) error {
 }
 
 // pipeline is the single writer to the backend. Transactions queue in seq order; the
-// writer takes everything queued (up to maxGroup) and commits it with one sync.
+// writer takes everything queued (up to maxGroup) and commits it as one group with one
+// sync. With a backend that can write without waiting for the sync
+// (store.AsyncCommitter), the writer goes on to the next group while the last one
+// syncs, up to maxInFlight groups, and the syncer completes them in order: a group's
+// transactions are answered, and the durable position moves, only once it and every
+// group before it are synced.
 type pipeline struct {
 	backend   store.Backend
+	async     store.AsyncCommitter // nil when the backend only commits synchronously
 	maxGroup  int
 	retention uint64
 	log       *slog.Logger
@@ -69,12 +75,28 @@ type pipeline struct {
 	// afterSync hears the durable seq after each group commit (the body cache's trim).
 	afterSync func(durable uint64)
 
-	quit chan struct{}
-	done chan struct{}
+	// broken is the writer's own: the first error of a group it wrote, after which it
+	// writes nothing more (the syncer reports it in order).
+	broken   error
+	inflight chan *group // written groups waiting for their sync, oldest first
+
+	quit       chan struct{}
+	done       chan struct{}
+	syncerDone chan struct{}
+}
+
+// maxInFlight bounds the groups written and not yet synced.
+const maxInFlight = 4
+
+// group is one group commit on its way: its transactions, and how to wait for its sync.
+type group struct {
+	pds  []*pending
+	wait func() error
+	err  error // the write failed: every transaction of the group fails with it
 }
 
 func newPipeline(b store.Backend, maxGroup int, retention uint64, meta store.Meta, log *slog.Logger) *pipeline {
-	return &pipeline{
+	p := &pipeline{
 		backend:     b,
 		maxGroup:    maxGroup,
 		retention:   retention,
@@ -84,14 +106,21 @@ func newPipeline(b store.Backend, maxGroup int, retention uint64, meta store.Met
 		durableTick: meta.Tick,
 		horizon:     meta.Horizon,
 		advanced:    make(chan struct{}),
+		inflight:    make(chan *group, maxInFlight-1),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
+		syncerDone:  make(chan struct{}),
 	}
+	p.async, _ = b.(store.AsyncCommitter)
+	return p
 }
 
-func (p *pipeline) start() { go p.loop() }
+func (p *pipeline) start() {
+	go p.syncer()
+	go p.loop()
+}
 
-// stop lets the writer drain what is queued, then ends it.
+// stop lets the writer drain what is queued, then ends it and the syncer.
 func (p *pipeline) stop() {
 	p.mu.Lock()
 	if p.stopped {
@@ -102,6 +131,7 @@ func (p *pipeline) stop() {
 	p.mu.Unlock()
 	close(p.quit)
 	<-p.done
+	<-p.syncerDone
 }
 
 func (p *pipeline) submit(cs *herald.ChangeSet, aux []store.AuxOp) *pending {
@@ -129,6 +159,7 @@ func (p *pipeline) submit(cs *herald.ChangeSet, aux []store.AuxOp) *pending {
 
 func (p *pipeline) loop() {
 	defer close(p.done)
+	defer close(p.inflight)
 	for {
 		select {
 		case <-p.wake:
@@ -145,7 +176,8 @@ func (p *pipeline) loop() {
 // runOnce).
 const gatherRounds = 16
 
-// runOnce commits one group. It reports whether there was anything to commit.
+// runOnce writes one group and hands it to the syncer. It reports whether there was
+// anything to write.
 func (p *pipeline) runOnce() bool {
 	p.mu.Lock()
 	n := len(p.queue)
@@ -168,9 +200,8 @@ func (p *pipeline) runOnce() bool {
 		n = p.maxGroup
 	}
 	p.lastGroup = n
-	group := p.queue[:n:n]
+	g := &group{pds: p.queue[:n:n]}
 	p.queue = p.queue[n:]
-	failed := p.err
 	more := len(p.queue) > 0
 	p.mu.Unlock()
 	if more {
@@ -179,18 +210,32 @@ func (p *pipeline) runOnce() bool {
 		default:
 		}
 	}
+	g.wait, g.err = p.write(g.pds)
+	p.inflight <- g
+	return true
+}
 
-	if failed != nil {
-		for _, pd := range group {
-			pd.done <- storageError(failed)
-		}
-		return true
+// write starts the commit of a group: it returns how to wait for its sync, or why it
+// failed. After a failure it writes nothing more.
+func (p *pipeline) write(pds []*pending) (func() error, error) {
+	if p.broken != nil {
+		return nil, p.broken
 	}
-	batches := make([]*store.Batch, len(group))
-	for i, pd := range group {
+	batches := make([]*store.Batch, len(pds))
+	for i, pd := range pds {
 		batches[i] = &store.Batch{Changes: pd.cs, Aux: pd.aux}
 	}
-	errs, err := p.backend.Commit(context.Background(), batches)
+	var (
+		errs []error
+		wait func() error
+		err  error
+	)
+	if p.async != nil {
+		errs, wait, err = p.async.CommitAsync(context.Background(), batches)
+	} else {
+		errs, err = p.backend.Commit(context.Background(), batches)
+		wait = func() error { return nil }
+	}
 	if err == nil {
 		for i, e := range errs {
 			if e != nil {
@@ -198,24 +243,64 @@ func (p *pipeline) runOnce() bool {
 				break
 			}
 		}
+		if err != nil && wait != nil {
+			_ = wait() // what was written still syncs; the group fails all the same
+		}
 	}
 	if err != nil {
-		// The in-memory graph is ahead of the store now; refuse all further work.
-		p.log.Error("group commit failed; the engine stops accepting work", "err", err)
-		p.mu.Lock()
+		p.broken = err
+		return nil, err
+	}
+	return wait, nil
+}
+
+// syncer completes written groups in order as their syncs finish, until the writer has
+// ended and every group is done.
+func (p *pipeline) syncer() {
+	defer close(p.syncerDone)
+	for g := range p.inflight {
+		err := g.err
+		if err == nil {
+			err = g.wait()
+		}
+		if err == nil {
+			p.mu.Lock()
+			err = p.err // an earlier group failed: so does every later one
+			p.mu.Unlock()
+		}
+		if err != nil {
+			p.fail(g, err)
+			continue
+		}
+		p.synced(g)
+	}
+}
+
+// fail stops the pipeline for good: the in-memory graph is ahead of the store now.
+func (p *pipeline) fail(g *group, err error) {
+	p.mu.Lock()
+	first := p.err == nil
+	if first {
 		p.err = err
 		close(p.advanced)
 		p.advanced = make(chan struct{})
-		p.mu.Unlock()
-		for _, pd := range group {
-			pd.done <- storageError(err)
-		}
-		return true
 	}
+	p.mu.Unlock()
+	if first {
+		p.log.Error("group commit failed; the engine stops accepting work", "err", err)
+	}
+	for _, pd := range g.pds {
+		pd.done <- storageError(err)
+	}
+}
+
+// synced completes a durable group: listeners hear of it, the durable position moves,
+// its transactions are answered, and the change log is truncated to its retention.
+func (p *pipeline) synced(g *group) {
 	// Listeners hear of the group before the durable position moves past it, so anyone
 	// who reads the durable position knows every change set up to it was handed out.
-	sets := make([]*herald.ChangeSet, 0, len(group))
-	for _, pd := range group {
+	sets := make([]*herald.ChangeSet, 0, len(g.pds))
+	for _, pd := range g.pds {
 		if pd.cs != nil {
 			sets = append(sets, pd.cs)
 		}
@@ -230,7 +315,7 @@ func (p *pipeline) runOnce() bool {
 	}
 	durable := p.durable
 	p.groups++
-	p.txns += uint64(len(group))
+	p.txns += uint64(len(g.pds))
 	close(p.advanced)
 	p.advanced = make(chan struct{})
 	horizon := p.horizon
@@ -238,7 +323,7 @@ func (p *pipeline) runOnce() bool {
 	if p.afterSync != nil {
 		p.afterSync(durable)
 	}
-	for _, pd := range group {
+	for _, pd := range g.pds {
 		pd.done <- nil
 	}
 	if p.retention > 0 && durable > horizon+p.retention+retentionSlack {
@@ -251,7 +336,6 @@ func (p *pipeline) runOnce() bool {
 			p.mu.Unlock()
 		}
 	}
-	return true
 }
 
 // waitDurable blocks until seq is durable.

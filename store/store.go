@@ -81,6 +81,16 @@ type Record struct {
 //
 // Implementations must be safe for concurrent use; the engine calls Commit from a single
 // writer goroutine, but readers (Load, Changes, GetNode) may run at the same time.
+// AsyncCommitter is a Backend that can start a commit without waiting for its sync.
+// CommitAsync checks and applies batches as Commit does and returns once they are in
+// the write-ahead log, in call order; wait blocks until they are durable and must be
+// called exactly once. Calls whose waits are made in call order see their batches
+// durable in that order. The engine uses it to write the next group while the last
+// one syncs.
+type AsyncCommitter interface {
+	CommitAsync(ctx context.Context, batches []*Batch) (errs []error, wait func() error, err error)
+}
+
 type Backend interface {
 	// Meta returns the durable position.
 	Meta(ctx context.Context) (Meta, error)

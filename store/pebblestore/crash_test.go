@@ -3,6 +3,7 @@ package pebblestore_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -205,4 +206,94 @@ func (m *model) check(t *testing.T, s *pebblestore.Store, round int, lost []*sto
 	if !slices.Equal(gotLog, wantLog) {
 		t.Fatalf("round %d: change log after crash %v, want %v", round, gotLog, wantLog)
 	}
+}
+
+// TestCrashAsync starts several commits without waiting for their syncs
+// (CommitAsync), waits for a prefix of them, crashes, and checks that every batch
+// waited for survived, that what survived is whole groups forming a prefix of the
+// commit order (the next group's write overlaps the last one's sync, never reorders
+// it), and that Meta names the last surviving one.
+func TestCrashAsync(t *testing.T) {
+	const rounds = 40
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(20261124, 3))
+	fs := vfs.NewStrictMem()
+	s := mustOpen(t, "db", fs)
+	defer func() { _ = s.Close() }()
+
+	m := newModel()
+	for round := range rounds {
+		base := m.clone()
+		k := 1 + rng.IntN(5)
+		groups := make([][]*store.Batch, k)
+		waits := make([]func() error, k)
+		for i := range k {
+			groups[i] = m.nextGroup(rng, 1+rng.IntN(3))
+			errs, wait, err := s.CommitAsync(ctx, groups[i])
+			if err != nil {
+				t.Fatalf("round %d: CommitAsync: %v", round, err)
+			}
+			for j, e := range errs {
+				if e != nil {
+					t.Fatalf("round %d: batch %d: %v", round, groups[i][j].Changes.Seq, e)
+				}
+			}
+			waits[i] = wait
+			for _, b := range groups[i] {
+				m.ack(b) // the model runs ahead; it is rebuilt from what survives
+			}
+		}
+		acked := rng.IntN(k + 1)
+		for i := range acked {
+			if err := waits[i](); err != nil {
+				t.Fatalf("round %d: wait %d: %v", round, i, err)
+			}
+		}
+		fs.SetIgnoreSyncs(true)
+		for i := acked; i < k; i++ {
+			_ = waits[i]()
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		fs.ResetToSyncedState()
+		fs.SetIgnoreSyncs(false)
+		s = mustOpen(t, "db", fs)
+
+		meta, err := s.Meta(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		present := 0
+		for i, g := range groups {
+			if g[len(g)-1].Changes.Seq <= meta.Seq {
+				present = i + 1
+			}
+		}
+		if present < acked {
+			t.Fatalf("round %d: %d groups survived, %d were acknowledged", round, present, acked)
+		}
+		if present > 0 && groups[present-1][len(groups[present-1])-1].Changes.Seq != meta.Seq {
+			t.Fatalf("round %d: Meta.Seq %d is not the end of a group", round, meta.Seq)
+		}
+		m = base
+		var lost []*store.Batch
+		for i, g := range groups {
+			for _, b := range g {
+				if i < present {
+					m.ack(b)
+				} else {
+					lost = append(lost, b)
+				}
+			}
+		}
+		m.check(t, s, round, lost)
+	}
+}
+
+func (m *model) clone() *model {
+	c := *m
+	c.nodes = maps.Clone(m.nodes)
+	c.log = slices.Clone(m.log)
+	return &c
 }

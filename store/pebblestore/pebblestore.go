@@ -74,8 +74,11 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 
-	// wmu serializes writers (Commit, Truncate); meta changes only under wmu.
+	// wmu serializes writers (Commit, Truncate) up to the point where their batch has
+	// entered the log; next, the position of the last batch entered, changes only
+	// under it. meta is the durable position.
 	wmu    sync.Mutex
+	next   store.Meta
 	metaMu sync.Mutex
 	meta   store.Meta
 
@@ -172,6 +175,7 @@ func (s *Store) init() error {
 		return err
 	}
 	s.meta = store.Meta{Seq: pos[0], Tick: pos[1], Horizon: hor[0]}
+	s.next = s.meta
 	return nil
 }
 
@@ -333,33 +337,83 @@ func (s *Store) GetNode(ctx context.Context, id herald.NodeID) (*herald.Node, er
 // Preconditions read an indexed batch, so they see the database plus the batches of the
 // same call applied before them; a call without preconditions uses a plain batch.
 func (s *Store) Commit(ctx context.Context, batches []*store.Batch) ([]error, error) {
-	if err := store.Validate(batches); err != nil {
+	errs, wait, err := s.CommitAsync(ctx, batches)
+	if err != nil {
 		return nil, err
+	}
+	return errs, wait()
+}
+
+// CommitAsync implements store.AsyncCommitter: the batches enter the write-ahead log
+// in call order and the call returns without waiting for their sync; wait blocks until
+// they are durable. A later call's batches sync together with, or after, an earlier
+// call's, so a caller that waits in call order sees them durable in order, and the
+// next group's write overlaps this one's sync. wait must be called (Close waits for
+// it).
+func (s *Store) CommitAsync(ctx context.Context, batches []*store.Batch) ([]error, func() error, error) {
+	if err := store.Validate(batches); err != nil {
+		return nil, nil, err
 	}
 	if err := s.acquire(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer s.mu.RUnlock()
 	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	errs, pb, meta, writes, err := s.prepare(ctx, batches)
+	if err == nil && pb != nil {
+		if err = s.db.ApplyNoSyncWait(pb, pebble.Sync); err != nil {
+			err = fmt.Errorf("pebblestore: commit: %w", err)
+		} else {
+			s.next = meta
+		}
+	}
+	s.wmu.Unlock()
+	if err != nil || pb == nil {
+		if pb != nil {
+			_ = pb.Close()
+		}
+		s.mu.RUnlock()
+		return errs, func() error { return err }, err
+	}
+	return errs, func() error {
+		defer s.mu.RUnlock()
+		err := pb.SyncWait()
+		_ = pb.Close()
+		if err != nil {
+			return fmt.Errorf("pebblestore: commit: %w", err)
+		}
+		s.syncs.Add(1)
+		s.calls.Add(1)
+		s.batches.Add(uint64(writes))
+		s.metaMu.Lock()
+		if meta.Seq > s.meta.Seq {
+			s.meta.Seq, s.meta.Tick = meta.Seq, meta.Tick
+		}
+		s.metaMu.Unlock()
+		return nil
+	}, nil
+}
 
-	s.metaMu.Lock()
-	meta := s.meta
-	s.metaMu.Unlock()
-
+// prepare builds the pebble batch of a commit under wmu: the change sets (checked
+// against the position of the last prepared commit and their preconditions), the
+// auxiliary records and the new position. pb is nil when there is nothing to write;
+// writes counts the batches that wrote something.
+func (s *Store) prepare(ctx context.Context, batches []*store.Batch) (errs []error, pb *pebble.Batch, meta store.Meta, writes int, err error) {
+	meta = s.next
 	indexed := false
 	for _, b := range batches {
 		indexed = indexed || len(b.Expect) > 0
 	}
-	var pb *pebble.Batch
 	if indexed {
 		pb = s.db.NewIndexedBatch()
 	} else {
 		pb = s.db.NewBatch()
 	}
-	defer pb.Close()
-	errs := make([]error, len(batches))
-	applied, writes := 0, 0
+	fail := func(err error) ([]error, *pebble.Batch, store.Meta, int, error) {
+		_ = pb.Close()
+		return nil, nil, meta, 0, err
+	}
+	errs = make([]error, len(batches))
+	applied := 0
 	w := &writer{pb: pb}
 	for i, b := range batches {
 		if cs := b.Changes; cs != nil {
@@ -369,45 +423,37 @@ func (s *Store) Commit(ctx context.Context, batches []*store.Batch) ([]error, er
 			}
 			ok, err := holds(pb, b.Expect)
 			if err != nil {
-				return nil, err
+				return fail(err)
 			}
 			if !ok {
 				errs[i] = store.ErrPrecondition
 				continue
 			}
 			if err := w.changeSet(cs); err != nil {
-				return nil, err
+				return fail(err)
 			}
 			meta.Seq, meta.Tick = cs.Seq, cs.Tick
 			applied++
 		}
 		if err := w.aux(b.Aux); err != nil {
-			return nil, err
+			return fail(err)
 		}
 		writes++
 	}
 	if writes == 0 {
-		return errs, nil
+		_ = pb.Close()
+		return errs, nil, meta, 0, nil
 	}
 	if applied > 0 {
 		pos := binary.AppendUvarint(binary.AppendUvarint(nil, meta.Seq), meta.Tick)
 		if err := pb.Set(keyPosition, pos, nil); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return fail(err)
 	}
-	if err := pb.Commit(pebble.Sync); err != nil {
-		return nil, fmt.Errorf("pebblestore: commit: %w", err)
-	}
-	s.syncs.Add(1)
-	s.calls.Add(1)
-	s.batches.Add(uint64(writes))
-	s.metaMu.Lock()
-	s.meta = meta
-	s.metaMu.Unlock()
-	return errs, nil
+	return errs, pb, meta, writes, nil
 }
 
 // writer turns change sets and auxiliary records into the writes of one pebble batch.
