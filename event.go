@@ -1,6 +1,9 @@
 package herald
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Event types on a watch stream. Consume mode sends consumed and timeout; watch mode
 // sends initial, added, removed, changed, gap, reset and heartbeat; error ends a stream.
@@ -45,6 +48,37 @@ type Event struct {
 	// Code and Message repeat Error on the wire.
 	Code    Code   `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Enc, when set, is shared by the copies of this event that identical watches
+	// send: each wire form is encoded once for all of them (see Encodings).
+	Enc *Encodings `json:"-"`
+}
+
+// Encodings caches the wire encodings of one event for the streams that send it, so a
+// thousand identical watches serialise it once per format rather than once each. It is
+// safe for concurrent use. The key names the format and whatever else varies between
+// the copies (Last).
+type Encodings struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// Get returns the encoding under key, calling encode the first time. The result is
+// shared: callers must not modify it.
+func (e *Encodings) Get(key string, encode func() ([]byte, error)) ([]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if b, ok := e.m[key]; ok {
+		return b, nil
+	}
+	b, err := encode()
+	if err != nil {
+		return nil, err
+	}
+	if e.m == nil {
+		e.m = make(map[string][]byte, 2)
+	}
+	e.m[key] = b
+	return b, nil
 }
 
 // IsZero reports whether v is null; it lets `omitzero` leave null values out of events.

@@ -117,6 +117,28 @@ func toWire(ev delivery.Event) wireEvent {
 // appendSSE appends ev in the server-sent events format: an event line naming the type
 // and one data line holding the JSON (which never contains a raw newline).
 func appendSSE(buf *bytes.Buffer, ev delivery.Event) error {
+	if ev.Enc != nil {
+		// Shared by identical watches: encoded once for all of them.
+		key := "sse"
+		if ev.Last {
+			key = "sse+last"
+		}
+		b, err := ev.Enc.Get(key, func() ([]byte, error) {
+			var one bytes.Buffer
+			err := encodeSSE(&one, ev)
+			return one.Bytes(), err
+		})
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+		return nil
+	}
+	return encodeSSE(buf, ev)
+}
+
+// encodeSSE writes one event in the server-sent events format.
+func encodeSSE(buf *bytes.Buffer, ev delivery.Event) error {
 	if ev.Last && ev.Seq > 0 {
 		// The last watch-mode event of a position carries it as the SSE id, so a client
 		// reconnecting with Last-Event-ID resumes after whole positions only.

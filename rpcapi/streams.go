@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/herald-mq/herald"
@@ -51,6 +53,8 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		return err
 	}
 	events := st.Events()
+	var raw []byte
+	var n int
 	for {
 		var first herald.Event
 		var ok bool
@@ -68,15 +72,22 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		if !ok {
 			return nil
 		}
-		frame := &heraldv1.WatchResponse{}
+		// The frame's events go in already encoded (as unknown fields, which is how
+		// protobuf carries bytes it does not parse): an event shared by identical
+		// watches is serialised once for all of them.
+		raw, n = raw[:0], 0
 		var end error
 		for ev, more := first, true; more; {
 			if ev.Type == herald.EventError {
 				end = eventError(ev)
 				break
 			}
-			frame.Events = append(frame.Events, toWireEvent(ev))
-			if len(frame.Events) == maxEventsPerFrame {
+			b, err := encodedEvent(ev)
+			if err != nil {
+				return toConnect(err)
+			}
+			raw = appendEncodedEvent(raw, b)
+			if n++; n == maxEventsPerFrame {
 				break
 			}
 			select {
@@ -85,7 +96,9 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 				more = false
 			}
 		}
-		if len(frame.Events) > 0 {
+		if n > 0 {
+			frame := &heraldv1.WatchResponse{}
+			frame.ProtoReflect().SetUnknown(raw)
 			if err := out.Send(frame); err != nil {
 				return err
 			}
@@ -110,6 +123,29 @@ func eventError(ev herald.Event) error {
 		return toConnect(herald.Errorf(herald.Code(ev.Code), "%s", ev.Message))
 	}
 	return toConnect(ev.Error)
+}
+
+// watchEventsField is the field number of WatchResponse.events.
+const watchEventsField = 1
+
+// appendEncodedEvent appends one encoded event to a WatchResponse's bytes.
+func appendEncodedEvent(raw, ev []byte) []byte {
+	raw = protowire.AppendTag(raw, watchEventsField, protowire.BytesType)
+	return protowire.AppendBytes(raw, ev)
+}
+
+// encodedEvent returns the protobuf encoding of a watch event, shared with the other
+// streams that send the same event when it carries Encodings.
+func encodedEvent(ev herald.Event) ([]byte, error) {
+	encode := func() ([]byte, error) { return proto.Marshal(toWireEvent(ev)) }
+	if ev.Enc == nil {
+		return encode()
+	}
+	key := "proto"
+	if ev.Last {
+		key = "proto+last"
+	}
+	return ev.Enc.Get(key, encode)
 }
 
 func toWireEvent(ev herald.Event) *heraldv1.WatchEvent {

@@ -7,3 +7,10 @@ func SetMaxPast(n int) (restore func()) {
 	maxPast = n
 	return func() { maxPast = old }
 }
+
+// HoldDispatch stops the dispatcher from handing commits to streams until release is
+// called, as a dispatcher busy with many streams would.
+func (s *Service) HoldDispatch() (release func()) {
+	s.mu.Lock()
+	return s.mu.Unlock
+}

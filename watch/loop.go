@@ -63,10 +63,7 @@ func (w *watcher) loop() {
 		w.mu.Unlock()
 		if cancelled {
 			err := herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled")
-			select {
-			case w.events <- herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick}:
-			default:
-			}
+			w.deliverLast(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
 		}
 	}()
 	if w.resetPending {
@@ -96,6 +93,8 @@ func (w *watcher) loop() {
 		select {
 		case <-w.stop:
 			return
+		case w.out() <- w.headOrZero():
+			w.popHead()
 		case <-w.wake:
 		case req := <-w.alters:
 			if !w.applyAlter(req) {
@@ -176,7 +175,7 @@ func (w *watcher) heartbeatDue(t herald.Timer) bool {
 	}
 	// Every change set up to the durable position has been queued for this watch if it
 	// touches it: apply the queue, then the position may move on.
-	seq, tick := w.svc.eng.Durable()
+	seq, tick := w.svc.dispatched()
 	if !w.catchUp() {
 		return false
 	}
@@ -369,6 +368,9 @@ func (w *watcher) sharedSingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.
 	}
 	evs, nodes, binds, err := w.applySingle(cs)
 	if err == nil {
+		for i := range evs {
+			evs[i].Enc = new(herald.Encodings) // the copies serialise once
+		}
 		w.svc.cache.put(key, singleResult{evs: append([]herald.Event(nil), evs...), nodes: nodes, binds: binds})
 	}
 	return evs, nodes, binds, err
@@ -453,61 +455,183 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 	return evs, nodes, binds, err
 }
 
-// send delivers ev under the watch's delivery rules. It reports false when the stream
-// has ended (closed, or cancelled by on_full: error).
-func (w *watcher) send(ev herald.Event) bool {
-	full := func() bool { return len(w.events) >= w.sp.buffer }
-	if w.sp.reliable || w.sp.onFull == "block" {
+// Events wait in two places: the stream's channel, which the transport reads and which
+// holds at most chanCap of them, and the watcher's own queue behind it, which grows as
+// needed up to the watch's buffer. An idle watch holds no queue, and dropping the
+// oldest event of a full one costs the same whatever its buffer.
+
+// chanCap bounds the events waiting in a stream's channel.
+const chanCap = 16
+
+// chanCapFor is the channel share of a watch's buffer, plus one slot that only the
+// event ending the stream uses (so an error can follow a full buffer without waiting
+// for the transport when nothing else is queued).
+func chanCapFor(buffer int) int { return max(1, min(buffer, chanCap)) + 1 }
+
+// pending counts the events waiting for the transport.
+func (w *watcher) pending() int { return w.outq.len() + len(w.events) + min(w.gap, 1) }
+
+// queuedEvents reports whether the queue has something for the channel.
+func (w *watcher) queuedEvents() bool { return w.gap > 0 || w.outq.len() > 0 }
+
+// head is the next event to hand to the transport: the gap marker first, when the
+// queue dropped events.
+func (w *watcher) head() herald.Event {
+	if w.gap > 0 {
+		return herald.Event{Type: herald.EventGap, Count: w.gap, Seq: w.cursor, Tick: w.tick}
+	}
+	return w.outq.front()
+}
+
+// headOrZero is head, or no event when nothing waits in the queue (then out is nil
+// and the value is never sent).
+func (w *watcher) headOrZero() herald.Event {
+	if w.queuedEvents() {
+		return w.head()
+	}
+	return herald.Event{}
+}
+
+// popHead forgets the event head returned, once the channel took it.
+func (w *watcher) popHead() {
+	if w.gap > 0 {
+		w.gap = 0
+	} else {
+		w.outq.popFront()
+	}
+	w.queued.Store(int64(w.outq.len()))
+}
+
+// out returns the channel when the queue has an event for it, else nil (a select case
+// on a nil channel never fires): the loop hands the queue on as the transport reads.
+func (w *watcher) out() chan<- herald.Event {
+	if w.queuedEvents() {
+		return w.events
+	}
+	return nil
+}
+
+// flush moves what it can from the queue to the channel without waiting, leaving the
+// last slot free for an ending event.
+func (w *watcher) flush() {
+	for {
+		out := w.out()
+		if out == nil || len(w.events) >= cap(w.events)-1 {
+			return
+		}
 		select {
-		case w.events <- ev:
-			w.sent(ev)
-			return true
+		case out <- w.head():
+			w.popHead()
+		default:
+			return
+		}
+	}
+}
+
+// drain waits until the queue is all in the channel; false when the stream was closed
+// meanwhile.
+func (w *watcher) drain() bool {
+	for w.queuedEvents() {
+		select {
+		case w.events <- w.head():
+			w.popHead()
 		case <-w.stop:
 			return false
 		}
 	}
+	return true
+}
+
+// send delivers ev under the watch's delivery rules. It reports false when the stream
+// has ended (closed, or cancelled by on_full: error).
+func (w *watcher) send(ev herald.Event) bool {
 	select {
 	case <-w.stop:
 		return false
 	default:
 	}
-	if w.sp.onFull == "error" && full() {
-		err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer of %d events is full and on_full is error; the watch is cancelled", w.sp.buffer)
-		w.events <- herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick}
-		w.Close()
-		return false
-	}
-	// on_full: drop — take back what is waiting, drop the oldest until the rest fits, and
-	// put a gap marker with the count in front of what remains.
-	if full() {
-		var held []herald.Event
-		for more := true; more; {
-			select {
-			case old := <-w.events:
-				held = append(held, old)
-			default:
-				more = false
+	w.flush()
+	if w.pending() >= w.sp.buffer {
+		switch {
+		case w.sp.reliable || w.sp.onFull == "block":
+			// Wait for the transport: this watch pauses, nothing else does.
+			if !w.drain() {
+				return false
 			}
-		}
-		if len(held) > 0 && held[0].Type == herald.EventGap {
-			w.dropped += held[0].Count
-			held = held[1:]
-		}
-		for len(held) > 0 && len(held)+1 > w.sp.buffer {
-			held = held[1:]
-			w.dropped++
-		}
-		if w.dropped > 0 {
-			w.events <- herald.Event{Type: herald.EventGap, Count: w.dropped, Seq: w.cursor, Tick: w.tick}
-			w.dropped = 0
-		}
-		for _, old := range held {
-			w.events <- old
+			select {
+			case w.events <- ev:
+				w.sent(ev)
+				return true
+			case <-w.stop:
+				return false
+			}
+		case w.sp.onFull == "error":
+			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer of %d events is full and on_full is error; the watch is cancelled", w.sp.buffer)
+			return w.end(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
+		default:
+			w.dropOldest()
 		}
 	}
-	w.events <- ev
+	w.outq.pushBack(ev)
+	w.queued.Store(int64(w.outq.len()))
 	w.sent(ev)
+	w.flush()
 	return true
+}
+
+// dropOldest makes room for one event under on_full: drop. What waits in the channel
+// is older than the queue: it is taken back to the queue's front (at most the channel's
+// few events), then the oldest events go until the newest buffer-1 remain, counted in
+// the gap marker that goes out in front of them.
+func (w *watcher) dropOldest() {
+	var back []herald.Event
+	for more := true; more; {
+		select {
+		case old := <-w.events:
+			if old.Type == herald.EventGap {
+				w.gap += old.Count
+			} else {
+				back = append(back, old)
+			}
+		default:
+			more = false
+		}
+	}
+	for i := len(back) - 1; i >= 0; i-- {
+		w.outq.pushFront(back[i])
+	}
+	for w.outq.len() > 0 && w.outq.len()+1 > w.sp.buffer {
+		w.outq.popFront()
+		w.gap++
+	}
+}
+
+// end delivers what is waiting, then ev (an error), and closes the stream.
+func (w *watcher) end(ev herald.Event) bool {
+	if w.drain() {
+		select {
+		case w.events <- ev:
+		case <-w.stop:
+		}
+	}
+	w.Close()
+	return false
+}
+
+// deliverLast delivers what is waiting and then ev to a stream that was closed by a CANCEL:
+// its transport still reads until its own context ends or the service stops.
+func (w *watcher) deliverLast(ev herald.Event) {
+	w.outq.pushBack(ev)
+	for w.queuedEvents() {
+		select {
+		case w.events <- w.head():
+			w.popHead()
+		case <-w.ctxDone:
+			return
+		case <-w.svc.quit:
+			return
+		}
+	}
 }
 
 // sent records a delivered event in the stream's counters.
@@ -522,15 +646,10 @@ func (w *watcher) sent(ev herald.Event) {
 	w.statMu.Unlock()
 }
 
-// fail ends the stream with an error event.
+// fail ends the stream with an error event, after what is waiting.
 func (w *watcher) fail(err error) bool {
 	he := herald.AsError(err)
-	select {
-	case w.events <- herald.Event{Type: herald.EventError, Error: he, Code: he.Code, Message: he.Message, Seq: w.cursor, Tick: w.tick}:
-	default:
-	}
-	w.Close()
-	return false
+	return w.end(herald.Event{Type: herald.EventError, Error: he, Code: he.Code, Message: he.Message, Seq: w.cursor, Tick: w.tick})
 }
 
 // trigger runs the watch's ON MATCH DO actions for one match, in a transaction of their

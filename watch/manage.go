@@ -55,7 +55,7 @@ func (w *watcher) saveNode(ctx context.Context, status string) {
 		"buffer_size":      herald.Int(int64(sp.buffer)),
 		"on_full":          herald.String(sp.onFull),
 		"events_delivered": herald.Int(int64(delivered)),
-		"events_pending":   herald.Int(int64(len(w.events))),
+		"events_pending":   herald.Int(int64(len(w.events)) + w.queued.Load()),
 		"position":         herald.Int(int64(w.position())),
 	}
 	if w.handle != "" {
@@ -284,9 +284,9 @@ type alterReq struct {
 // applyAlter swaps in a new spec on the stream's goroutine and reports the matches the
 // change adds or removes.
 func (w *watcher) applyAlter(req alterReq) bool {
-	// Everything up to the durable position has reached the queue: apply it, then the
+	// Everything up to the durable position reaches the queue: apply it, then the
 	// difference is stated at that position.
-	seq, tick := w.svc.eng.Durable()
+	seq, tick := w.svc.waitDispatched()
 	if !w.catchUp() {
 		req.done <- herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
 		return false

@@ -58,6 +58,18 @@ type Service struct {
 
 	dispatchCommits atomic.Uint64 // commits handed to the dispatch index
 	dispatchNanos   atomic.Uint64 // time spent deciding which streams they wake
+
+	// Durable commits wait in incoming for the dispatcher, a goroutine of the service:
+	// deciding which streams a commit wakes never runs on the commit path.
+	inMu     sync.Mutex
+	incoming []*herald.ChangeSet
+	inWake   chan struct{}
+	quit     chan struct{}
+	dispDone chan struct{}
+	// dispSeq and dispTick (under mu) are the position of the last commit dispatched:
+	// every commit up to it has reached the queues of the streams it touches.
+	dispSeq, dispTick uint64
+	dispMoved         chan struct{} // closed and replaced when dispSeq moves (under mu)
 }
 
 // Stats are a Service's counters.
@@ -114,6 +126,10 @@ func New(cfg Config) *Service {
 		perSession: map[string]int{},
 		handles:    map[handleKey]*watcher{},
 		ending:     map[*watcher]bool{},
+		inWake:     make(chan struct{}, 1),
+		dispMoved:  make(chan struct{}),
+		quit:       make(chan struct{}),
+		dispDone:   make(chan struct{}),
 	}
 }
 
@@ -127,10 +143,73 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.cleanStale(ctx); err != nil {
 		return err
 	}
-	s.unlisten = s.eng.Listen(s.onCommit)
+	// Read before listening: every commit after this position is heard.
+	s.dispSeq, s.dispTick = s.eng.Durable()
+	s.unlisten = s.eng.Listen(s.enqueue)
+	go s.dispatcher()
 	s.eng.AddExtension(s)
 	s.started = true
 	return nil
+}
+
+// enqueue is the engine's listener: it runs on the commit path, so it only queues the
+// durable change sets for the dispatcher.
+func (s *Service) enqueue(sets []*herald.ChangeSet) {
+	s.inMu.Lock()
+	s.incoming = append(s.incoming, sets...)
+	s.inMu.Unlock()
+	select {
+	case s.inWake <- struct{}{}:
+	default:
+	}
+}
+
+// dispatcher hands queued commits to the streams they touch until Stop.
+func (s *Service) dispatcher() {
+	defer close(s.dispDone)
+	defer func() {
+		s.mu.Lock()
+		close(s.dispMoved) // no Flush waits for a dispatcher that has stopped
+		s.dispMoved = make(chan struct{})
+		s.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-s.inWake:
+		case <-s.quit:
+			return
+		}
+		s.inMu.Lock()
+		sets := s.incoming
+		s.incoming = nil
+		s.inMu.Unlock()
+		if len(sets) > 0 {
+			s.onCommit(sets)
+		}
+	}
+}
+
+// waitDispatched waits until every commit durable now has reached the streams it
+// touches (or the service stops), and returns that position.
+func (s *Service) waitDispatched() (seq, tick uint64) {
+	durable, _ := s.eng.Durable()
+	for {
+		s.mu.Lock()
+		seq, tick, moved, stopped := s.dispSeq, s.dispTick, s.dispMoved, s.stopped || !s.started
+		s.mu.Unlock()
+		if seq >= durable || stopped {
+			return seq, tick
+		}
+		<-moved
+	}
+}
+
+// dispatched returns the position up to which every durable commit has reached the
+// streams it touches.
+func (s *Service) dispatched() (seq, tick uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dispSeq, s.dispTick
 }
 
 // Stop ends every stream and waits for their goroutines. It is idempotent and safe
@@ -149,6 +228,8 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	s.unlisten()
+	close(s.quit)
+	<-s.dispDone
 	for _, w := range ws {
 		w.Close()
 	}
@@ -163,7 +244,7 @@ func (s *Service) Stop(ctx context.Context) error {
 }
 
 // onCommit hands durable change sets to the watchers whose types they touch (the
-// dispatch index); other watchers never see them.
+// dispatch index); other watchers never see them. It runs on the dispatcher.
 func (s *Service) onCommit(sets []*herald.ChangeSet) {
 	start := time.Now() // a measurement, not a timer: it reads the real clock
 	s.mu.Lock()
@@ -217,7 +298,10 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) {
 		for w := range touched {
 			w.push(cs)
 		}
+		s.dispSeq, s.dispTick = cs.Seq, cs.Tick
 	}
+	close(s.dispMoved)
+	s.dispMoved = make(chan struct{})
 }
 
 // anyNodeType indexes the watches with a node variable of any type (an edge endpoint
@@ -277,7 +361,8 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		params:  params,
 		actor:   actor,
 		alters:  make(chan alterReq),
-		events:  make(chan herald.Event, sp.buffer+2),
+		events:  make(chan herald.Event, chanCapFor(sp.buffer)),
+		ctxDone: ctx.Done(),
 		wake:    make(chan struct{}, 1),
 		sync:    make(chan chan struct{}),
 		stop:    make(chan struct{}),
@@ -336,6 +421,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 // Flush waits until every stream has turned every durable commit into events. Tests use
 // it to step the service deterministically.
 func (s *Service) Flush() {
+	s.waitDispatched() // first every durable commit through the dispatcher
 	s.mu.Lock()
 	ws := make([]*watcher, 0, len(s.watchers))
 	for _, w := range s.watchers {
@@ -465,6 +551,7 @@ type watcher struct {
 	sp      *spec
 	session string
 	events  chan herald.Event
+	ctxDone <-chan struct{} // the Open context's: the transport has gone
 	wake    chan struct{}
 	sync    chan chan struct{}
 	stop    chan struct{}
@@ -494,7 +581,10 @@ type watcher struct {
 	unctx     func() bool // stops closing the stream when the Open context ends
 
 	// Owned by the watcher's goroutine.
-	cursor  uint64 // seq of the last change set applied
+	outq    deque        // events waiting for room in the channel (see send)
+	gap     int          // events dropped from outq, reported before its next one
+	queued  atomic.Int64 // len(outq), for SHOW WATCHES
+	cursor  uint64       // seq of the last change set applied
 	tick    uint64
 	past    *past          // join patterns: the graph as of the cursor
 	initial []row          // the snapshot still to send
@@ -568,9 +658,12 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 func (w *watcher) snapshot(send bool) error {
 	var rows map[string]row
 	err := w.svc.eng.View(func(tx *graph.Tx, seq, tick uint64) error {
+		w.cursor, w.tick = seq, tick
+		if !send {
+			return nil // only the position: initial: none, or a window
+		}
 		var err error
 		rows, err = w.sp.matches(tx, time.Time{})
-		w.cursor, w.tick = seq, tick
 		return err
 	})
 	if err != nil {

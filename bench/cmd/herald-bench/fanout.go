@@ -36,7 +36,11 @@ type fanoutReport struct {
 	Gaps           int64          `json:"events_in_gaps"`
 	LagP50, LagP99 time.Duration  `json:"-"`
 	CatchUp        time.Duration  `json:"catch_up_ns"`
+	Lagging        bool           `json:"lagging"` // not caught up within catchUpBound
 }
+
+// catchUpBound is how long the watchers get to catch up once publishing has ended.
+const catchUpBound = 30 * time.Second
 
 type publishFigures struct {
 	Published int           `json:"published"`
@@ -99,11 +103,13 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	}
 	end := time.Now()
 	rep.Expected = int64(rep.Watched.Published) * int64(f.fanout)
-	deadline := time.After(time.Minute)
-	for fan.seen() < rep.Expected {
+	// Watchers may lag (best_effort ones report what they dropped as gaps); give them a
+	// while to catch up, then report what they got.
+	deadline := time.After(catchUpBound)
+	for fan.seen() < rep.Expected && !rep.Lagging {
 		select {
 		case <-deadline:
-			return fmt.Errorf("the watchers saw %d of %d events a minute after publishing ended", fan.seen(), rep.Expected)
+			rep.Lagging = true
 		case err := <-fan.failed:
 			return fmt.Errorf("a watch ended: %w", err)
 		case <-ctx.Done():
@@ -140,8 +146,12 @@ func writeFanout(w io.Writer, rep fanoutReport) error {
 		ratio = float64(rep.Watched.P99) / float64(rep.Alone.P99)
 	}
 	fmt.Fprintf(&b, "\np99 with watchers ÷ p99 without: %.2f×\n\n", ratio)
-	fmt.Fprintf(&b, "Watchers: %d of %d events delivered, %d reported in gaps; delivery lag p50 %v, p99 %v; caught up %v after publishing ended.\n",
-		rep.Delivered, rep.Expected, rep.Gaps, rep.LagP50.Round(time.Microsecond), rep.LagP99.Round(time.Microsecond), rep.CatchUp.Round(time.Millisecond))
+	caught := fmt.Sprintf("caught up %v after publishing ended", rep.CatchUp.Round(time.Millisecond))
+	if rep.Lagging {
+		caught = fmt.Sprintf("still behind %v after publishing ended", catchUpBound)
+	}
+	fmt.Fprintf(&b, "Watchers: %d of %d events delivered, %d reported in gaps; delivery lag p50 %v, p99 %v; %s.\n",
+		rep.Delivered, rep.Expected, rep.Gaps, rep.LagP50.Round(time.Microsecond), rep.LagP99.Round(time.Microsecond), caught)
 	fmt.Fprintf(&b, "Server RSS per idle watch: %.1f KB.\n", rep.RSSIdleWatch/1024)
 	_, err := io.WriteString(w, b.String())
 	return err
