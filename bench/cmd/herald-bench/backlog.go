@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,8 +41,36 @@ func serveChild(args []string) int {
 	data := fs.String("data", "", "data directory")
 	listen := fs.String("listen", "127.0.0.1:0", "address")
 	addrFile := fs.String("addr-file", "", "file to write the address to")
+	cpuprofile := fs.String("cpuprofile", "", "file to write a CPU profile of the server to")
+	tracefile := fs.String("trace", "", "file to write an execution trace of the server to")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *tracefile != "" {
+		tf, err := os.Create(*tracefile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer trace.Stop()
+	}
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -69,14 +99,16 @@ type child struct {
 }
 
 // startChild starts a server process on dir and waits until it has written its address.
-func startChild(ctx context.Context, dir string) (*child, error) {
+// Extra arguments go to the child's flags.
+func startChild(ctx context.Context, dir string, extra ...string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	addrFile := filepath.Join(dir, "addr")
 	_ = os.Remove(addrFile)
-	cmd := exec.Command(self, serveChildCmd, "--data", filepath.Join(dir, "data"), "--addr-file", addrFile)
+	args := append([]string{serveChildCmd, "--data", filepath.Join(dir, "data"), "--addr-file", addrFile}, extra...)
+	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	c := &child{cmd: cmd, started: time.Now()}
 	if err := cmd.Start(); err != nil {

@@ -3,17 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/bench"
 	heraldbench "github.com/herald-mq/herald/bench/herald"
 	"github.com/herald-mq/herald/client"
@@ -58,7 +55,15 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := startChild(ctx, dir)
+	var extra []string
+	if f.cpuProfile != "" {
+		// The server runs in a process of its own: its profile goes beside the run's.
+		extra = append(extra, "--cpuprofile", f.cpuProfile+".server")
+	}
+	if f.traceFile != "" {
+		extra = append(extra, "--trace", f.traceFile+".server")
+	}
+	srv, err := startChild(ctx, dir, extra...)
 	if err != nil {
 		return fmt.Errorf("starting the server: %w", err)
 	}
@@ -87,11 +92,11 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	logf("fan-out: opening %d watches", f.fanout)
 	time.Sleep(time.Second)
 	rssBefore, _ := srv.rss()
-	fan, err := openWatchers(ctx, srv.url, f.fanout)
+	fan, err := startWatchers(ctx, srv.url, f.fanout)
 	if err != nil {
 		return err
 	}
-	defer fan.close()
+	defer fan.kill()
 	time.Sleep(2 * time.Second) // let the server settle before reading its memory
 	if rssAfter, err := srv.rss(); err == nil {
 		rep.RSSIdleWatch = (float64(rssAfter) - float64(rssBefore)) / float64(f.fanout)
@@ -118,8 +123,11 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 		}
 	}
 	rep.CatchUp = time.Since(end)
-	rep.Delivered, rep.Gaps = fan.delivered.Load(), fan.gaps.Load()
-	rep.LagP50, rep.LagP99, _ = bench.Percentiles(fan.lags())
+	last, err := fan.stop()
+	if err != nil {
+		return err
+	}
+	rep.Delivered, rep.Gaps, rep.LagP50, rep.LagP99 = last.Delivered, last.Gaps, last.LagP50, last.LagP99
 	srv.stop()
 
 	if f.json {
@@ -199,93 +207,4 @@ func publishAtRate(ctx context.Context, c *client.Client, rate int, d time.Durat
 	}
 	p50, p99, maxd := bench.Percentiles(lat)
 	return publishFigures{Published: total, P50: p50, P99: p99, Max: maxd}, ctx.Err()
-}
-
-// fanout holds the watchers of the fan-out mode and what they saw.
-type fanout struct {
-	clients   []*client.Client
-	watches   []*client.Watch
-	wg        sync.WaitGroup
-	delivered atomic.Int64
-	gaps      atomic.Int64
-	failed    chan error
-
-	mu      sync.Mutex
-	lagList []time.Duration
-}
-
-// openWatchers opens n watch-mode streams on the benchmark type, watchersPerClient to
-// a client, each read by a goroutine of its own.
-func openWatchers(ctx context.Context, url string, n int) (*fanout, error) {
-	fan := &fanout{failed: make(chan error, n)}
-	query := "WATCH m: " + heraldbench.Type + " [initial: none] RETURN m.body AS body"
-	for i := range n {
-		if i%watchersPerClient == 0 {
-			c, err := client.Dial(ctx, url, client.WithLogger(slog.New(slog.DiscardHandler)))
-			if err != nil {
-				fan.close()
-				return nil, err
-			}
-			fan.clients = append(fan.clients, c)
-		}
-		w, err := fan.clients[len(fan.clients)-1].Watch(ctx, query)
-		if err != nil {
-			fan.close()
-			return nil, fmt.Errorf("watch %d: %w", i, err)
-		}
-		fan.watches = append(fan.watches, w)
-		fan.wg.Go(func() { fan.read(ctx, w) })
-	}
-	return fan, nil
-}
-
-func (f *fanout) read(ctx context.Context, w *client.Watch) {
-	var lags []time.Duration
-	defer func() {
-		f.mu.Lock()
-		f.lagList = append(f.lagList, lags...)
-		f.mu.Unlock()
-	}()
-	for {
-		ev, err := w.Next(ctx)
-		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				f.failed <- err
-			}
-			return
-		}
-		switch ev.Type {
-		case herald.EventAdded:
-			body, _ := ev.Match["body"].(string)
-			if _, sent, err := bench.ParsePayload([]byte(body)); err == nil {
-				lags = append(lags, time.Since(sent))
-			}
-			f.delivered.Add(1)
-		case herald.EventGap:
-			f.gaps.Add(int64(ev.Count))
-		}
-	}
-}
-
-// seen counts the events delivered or reported in gaps.
-func (f *fanout) seen() int64 { return f.delivered.Load() + f.gaps.Load() }
-
-// lags returns the delivery lags of the watches that have ended; close ends them all.
-func (f *fanout) lags() []time.Duration {
-	f.close()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.lagList
-}
-
-func (f *fanout) close() {
-	for _, w := range f.watches {
-		_ = w.Close()
-	}
-	f.watches = nil
-	f.wg.Wait()
-	for _, c := range f.clients {
-		_ = c.Close()
-	}
-	f.clients = nil
 }

@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == serveChildCmd {
 		os.Exit(serveChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == watchChildCmd {
+		os.Exit(watchChild(os.Args[2:]))
+	}
 	os.Exit(m.Run())
 }
 
