@@ -23,8 +23,10 @@ import (
 //
 // Writers serialize on mu: an auto-commit statement executes, is applied to the
 // in-memory graph and handed to the commit pipeline while mu is held, then waits for its
-// batch to be synced with mu released, so many writers share one sync. Readers hold mu
-// shared, and every answer waits until the position it read is durable.
+// batch to be synced with mu released, so many writers share one sync. A read statement
+// runs on a snapshot of the graph taken in constant time (graph.Snapshot) and holds no
+// lock while it runs, so no commit waits for it; every answer waits until the position
+// it read is durable. Services' short internal reads (View) hold mu shared.
 type Engine struct {
 	cfg   Config
 	clock herald.Clock
@@ -33,8 +35,13 @@ type Engine struct {
 	mu        sync.RWMutex
 	g         *graph.Graph
 	seq, tick uint64
-	recent    recent // the newest change sets, for ViewSince
-	bodies    bodyCache
+	// snap is a snapshot of g at snapSeq, shared by the reads that start before the
+	// next commit (see snapshot); snapMu guards it.
+	snapMu            sync.Mutex
+	snap              *graph.Graph
+	snapSeq, snapTick uint64
+	recent            recent // the newest change sets, for ViewSince
+	bodies            bodyCache
 	// appliedListeners hear of each commit as it is applied (ListenApplied).
 	appliedListeners listeners
 	cons             *constraints
@@ -158,6 +165,22 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.log.Info("engine closed", "seq", e.pipe.durableSeq())
 	})
 	return err
+}
+
+// snapshot returns a read-only copy of the committed graph and its position. Reads
+// that start between two commits share one copy; a copy costs constant time, and the
+// writer pays for it by copying the tree nodes it next changes.
+func (e *Engine) snapshot() (*graph.Graph, uint64, uint64) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	if e.snap == nil || e.snapSeq != e.seq || e.snapTick != e.tick {
+		// Snapshot changes only the trees' copy-on-write marks, which readers of g
+		// (holding mu shared, as here) never look at; writers are shut out by mu.
+		e.snap, e.snapSeq, e.snapTick = e.g.Snapshot(), e.seq, e.tick
+	}
+	return e.snap, e.snapSeq, e.snapTick
 }
 
 // Position returns the committed position (seq, tick) visible to new reads.

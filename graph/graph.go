@@ -39,10 +39,6 @@ func ValueKey(v herald.Value) string {
 	return string(v.AppendBinary(nil))
 }
 
-type set[K comparable] map[K]struct{}
-
-func (s set[K]) add(k K) { s[k] = struct{}{} }
-
 // Pos is a node's place in arrival order: the seq of the commit that created it, then
 // its id. Type scans and index lookups return nodes in this order, and consume mode's
 // queues follow it.
@@ -71,51 +67,64 @@ func (p Pos) Less(q Pos) bool {
 
 func posLess(a, b Pos) bool { return a.Less(b) }
 
-// idIndex is an ordered set of nodes by arrival.
-type idIndex = btree.BTreeG[Pos]
-
-func newIDIndex() *idIndex { return btree.NewG[Pos](16, posLess) }
-
 // Graph is the committed state: types, nodes, edges and their indexes. Each node carries
 // the seq of the commit that last wrote it (herald.Node.Ver); each edge's version is
-// kept beside it.
+// kept beside it. Snapshot returns a frozen copy in constant time.
 type Graph struct {
-	types map[string]*herald.TypeDecl
+	gen   uint64                      // generation: indexes of an older one are shared with a snapshot
+	types map[string]*herald.TypeDecl // replaced, never changed, on a write
 
-	nodes  map[herald.NodeID]*herald.Node
-	byType map[string]*idIndex
-	byAttr map[idxKey]*idIndex
+	nodes  pmap[herald.NodeID, *herald.Node]
+	byType pmap[string, *posIndex]
+	byAttr pmap[idxKey, *posIndex]
 
-	edges       map[herald.EdgeKey]*herald.Edge
-	ever        map[herald.EdgeKey]uint64
-	edgesByType map[string]set[herald.EdgeKey]
-	adj         map[herald.NodeID]set[herald.EdgeKey]
+	edges       pmap[herald.EdgeKey, edgeRec]
+	edgesByType pmap[pair, struct{}] // (type, key)
+	adj         pmap[pair, struct{}] // (endpoint, key)
 }
 
 // New returns an empty graph.
 func New() *Graph {
 	return &Graph{
 		types:       map[string]*herald.TypeDecl{},
-		nodes:       map[herald.NodeID]*herald.Node{},
-		byType:      map[string]*idIndex{},
-		byAttr:      map[idxKey]*idIndex{},
-		edges:       map[herald.EdgeKey]*herald.Edge{},
-		ever:        map[herald.EdgeKey]uint64{},
-		edgesByType: map[string]set[herald.EdgeKey]{},
-		adj:         map[herald.NodeID]set[herald.EdgeKey]{},
+		nodes:       newPmap[herald.NodeID, *herald.Node](less[herald.NodeID]),
+		byType:      newPmap[string, *posIndex](less[string]),
+		byAttr:      newPmap[idxKey, *posIndex](idxKeyLess),
+		edges:       newPmap[herald.EdgeKey, edgeRec](less[herald.EdgeKey]),
+		edgesByType: newPmap[pair, struct{}](pairLess),
+		adj:         newPmap[pair, struct{}](pairLess),
 	}
 }
 
+// Snapshot returns a copy of g that later writes to g do not change, in constant time.
+// The copy may be read (never written) by any number of goroutines while g's writer goes
+// on; writes to g after a snapshot copy the parts of the trees they change. Snapshot
+// must not run concurrently with a write to g.
+func (g *Graph) Snapshot() *Graph {
+	s := &Graph{
+		gen:         g.gen,
+		types:       g.types,
+		nodes:       g.nodes.clone(),
+		byType:      g.byType.clone(),
+		byAttr:      g.byAttr.clone(),
+		edges:       g.edges.clone(),
+		edgesByType: g.edgesByType.clone(),
+		adj:         g.adj.clone(),
+	}
+	g.gen++
+	return s
+}
+
 // NodeCount returns the number of nodes.
-func (g *Graph) NodeCount() int { return len(g.nodes) }
+func (g *Graph) NodeCount() int { return g.nodes.len() }
 
 // EdgeCount returns the number of edges.
-func (g *Graph) EdgeCount() int { return len(g.edges) }
+func (g *Graph) EdgeCount() int { return g.edges.len() }
 
 // TypeCount returns the number of committed nodes of type t, in constant time.
 func (g *Graph) TypeCount(t string) int {
-	if ix := g.byType[t]; ix != nil {
-		return ix.Len()
+	if ix, ok := g.byType.get(t); ok {
+		return ix.t.Len()
 	}
 	return 0
 }
@@ -133,97 +142,126 @@ func (g *Graph) Types() []*herald.TypeDecl {
 	return out
 }
 
+// NodeTypes returns the names of the types that have committed nodes (declared or
+// not, system types included), sorted.
+func (g *Graph) NodeTypes() []string {
+	var out []string
+	g.byType.ascendFrom("", func(t string, _ *posIndex) bool {
+		out = append(out, t)
+		return true
+	})
+	return out
+}
+
 // Node returns a committed node, or nil. The returned node must not be modified.
-func (g *Graph) Node(id herald.NodeID) *herald.Node { return g.nodes[id] }
+func (g *Graph) Node(id herald.NodeID) *herald.Node {
+	n, _ := g.nodes.get(id)
+	return n
+}
 
 // Edge returns a committed edge, or nil. The returned edge must not be modified.
-func (g *Graph) Edge(k herald.EdgeKey) *herald.Edge { return g.edges[k] }
+func (g *Graph) Edge(k herald.EdgeKey) *herald.Edge {
+	r, _ := g.edges.get(k)
+	return r.e
+}
+
+// edgeVer returns the seq of the commit that last wrote edge k, or 0.
+func (g *Graph) edgeVer(k herald.EdgeKey) uint64 {
+	r, _ := g.edges.get(k)
+	return r.ver
+}
 
 // AscendType calls fn with every committed node of type t placed after pos in arrival
 // order, in that order, until fn returns false.
 func (g *Graph) AscendType(t string, after Pos, fn func(*herald.Node) bool) {
-	ix := g.byType[t]
-	if ix == nil {
+	ix, ok := g.byType.get(t)
+	if !ok {
 		return
 	}
-	ix.AscendGreaterOrEqual(after, func(p Pos) bool {
+	ix.t.AscendGreaterOrEqual(after, func(p Pos) bool {
 		if p == after {
 			return true
 		}
-		return fn(g.nodes[p.ID])
+		return fn(g.Node(p.ID))
 	})
 }
 
 // PutType installs a type declaration (nil deletes it).
 func (g *Graph) PutType(name string, t *herald.TypeDecl) {
-	if t == nil {
-		delete(g.types, name)
-		return
+	types := make(map[string]*herald.TypeDecl, len(g.types)+1)
+	for k, v := range g.types {
+		types[k] = v
 	}
-	g.types[name] = t
+	if t == nil {
+		delete(types, name)
+	} else {
+		types[name] = t
+	}
+	g.types = types
 }
 
 // PutNode installs n at version ver (stamped into n.Ver), replacing any node with the
 // same id and updating the indexes. n must not be modified afterwards.
 func (g *Graph) PutNode(n *herald.Node, ver uint64) {
-	if old := g.nodes[n.ID]; old != nil {
+	if old := g.Node(n.ID); old != nil {
 		g.unindexNode(old)
 	}
 	n.Ver = ver
-	g.nodes[n.ID] = n
+	g.nodes.set(n.ID, n)
 	g.indexNode(n)
 }
 
 // DeleteNode removes a node (not its edges; see Tx for the cascading KILL).
 func (g *Graph) DeleteNode(id herald.NodeID) {
-	if old := g.nodes[id]; old != nil {
+	if old := g.Node(id); old != nil {
 		g.unindexNode(old)
-		delete(g.nodes, id)
+		g.nodes.del(id)
+	}
+}
+
+// ownIndex returns m's index under k for writing: created if absent, cloned first if a
+// snapshot shares it.
+func ownIndex[K any](g *Graph, m pmap[K, *posIndex], k K) *posIndex {
+	ix, ok := m.get(k)
+	switch {
+	case !ok:
+		ix = newPosIndex(g.gen)
+		m.set(k, ix)
+	case ix.gen != g.gen:
+		ix = &posIndex{gen: g.gen, t: ix.t.Clone()}
+		m.set(k, ix)
+	}
+	return ix
+}
+
+// dropFromIndex removes p from m's index under k, and the index when it empties.
+func dropFromIndex[K any](g *Graph, m pmap[K, *posIndex], k K, p Pos) {
+	if _, ok := m.get(k); !ok {
+		return
+	}
+	ix := ownIndex(g, m, k)
+	ix.t.Delete(p)
+	if ix.t.Len() == 0 {
+		m.del(k)
 	}
 }
 
 func (g *Graph) indexNode(n *herald.Node) {
 	p := PosOf(n)
-	ix := g.byType[n.Type]
-	if ix == nil {
-		ix = newIDIndex()
-		g.byType[n.Type] = ix
-	}
-	ix.ReplaceOrInsert(p)
+	ownIndex(g, g.byType, n.Type).t.ReplaceOrInsert(p)
 	for _, a := range n.Attrs {
-		vk := ValueKey(a.Value)
-		if vk == "" {
-			continue
+		if vk := ValueKey(a.Value); vk != "" {
+			ownIndex(g, g.byAttr, idxKey{n.Type, a.Name, vk}).t.ReplaceOrInsert(p)
 		}
-		k := idxKey{n.Type, a.Name, vk}
-		ix := g.byAttr[k]
-		if ix == nil {
-			ix = newIDIndex()
-			g.byAttr[k] = ix
-		}
-		ix.ReplaceOrInsert(p)
 	}
 }
 
 func (g *Graph) unindexNode(n *herald.Node) {
 	p := PosOf(n)
-	if ix := g.byType[n.Type]; ix != nil {
-		ix.Delete(p)
-		if ix.Len() == 0 {
-			delete(g.byType, n.Type)
-		}
-	}
+	dropFromIndex(g, g.byType, n.Type, p)
 	for _, a := range n.Attrs {
-		vk := ValueKey(a.Value)
-		if vk == "" {
-			continue
-		}
-		k := idxKey{n.Type, a.Name, vk}
-		if ix := g.byAttr[k]; ix != nil {
-			ix.Delete(p)
-			if ix.Len() == 0 {
-				delete(g.byAttr, k)
-			}
+		if vk := ValueKey(a.Value); vk != "" {
+			dropFromIndex(g, g.byAttr, idxKey{n.Type, a.Name, vk}, p)
 		}
 	}
 }
@@ -231,48 +269,61 @@ func (g *Graph) unindexNode(n *herald.Node) {
 // PutEdge installs e at version ver, replacing the edge with the same key.
 func (g *Graph) PutEdge(e *herald.Edge, ver uint64) {
 	k := e.Key()
-	if g.edges[k] == nil {
-		s := g.edgesByType[e.Type]
-		if s == nil {
-			s = set[herald.EdgeKey]{}
-			g.edgesByType[e.Type] = s
-		}
-		s.add(k)
+	if _, ok := g.edges.get(k); !ok {
+		g.edgesByType.set(pair{e.Type, k}, struct{}{})
 		for _, id := range e.Endpoints {
-			a := g.adj[id]
-			if a == nil {
-				a = set[herald.EdgeKey]{}
-				g.adj[id] = a
-			}
-			a.add(k)
+			g.adj.set(pair{string(id), k}, struct{}{})
 		}
 	}
-	g.edges[k] = e
-	g.ever[k] = ver
+	g.edges.set(k, edgeRec{e, ver})
 }
 
 // DeleteEdge removes an edge.
 func (g *Graph) DeleteEdge(k herald.EdgeKey) {
-	e := g.edges[k]
+	e := g.Edge(k)
 	if e == nil {
 		return
 	}
-	delete(g.edges, k)
-	delete(g.ever, k)
-	if s := g.edgesByType[e.Type]; s != nil {
-		delete(s, k)
-		if len(s) == 0 {
-			delete(g.edgesByType, e.Type)
-		}
-	}
+	g.edges.del(k)
+	g.edgesByType.del(pair{e.Type, k})
 	for _, id := range e.Endpoints {
-		if a := g.adj[id]; a != nil {
-			delete(a, k)
-			if len(a) == 0 {
-				delete(g.adj, id)
-			}
-		}
+		g.adj.del(pair{string(id), k})
 	}
+}
+
+// keysUnder returns the edge keys filed under prefix a in m, sorted.
+func keysUnder(m pmap[pair, struct{}], a string) []herald.EdgeKey {
+	var out []herald.EdgeKey
+	m.ascendFrom(pair{a: a}, func(p pair, _ struct{}) bool {
+		if p.a != a {
+			return false
+		}
+		out = append(out, p.k)
+		return true
+	})
+	return out
+}
+
+// edgesOfType returns the keys of the committed edges of type t, sorted.
+func (g *Graph) edgesOfType(t string) []herald.EdgeKey { return keysUnder(g.edgesByType, t) }
+
+// incident returns the keys of the committed edges touching id, sorted.
+func (g *Graph) incident(id herald.NodeID) []herald.EdgeKey { return keysUnder(g.adj, string(id)) }
+
+// typeIndex and attrIndex return the committed positions of a type's nodes and of those
+// whose attribute has an indexed value, or nil.
+func (g *Graph) typeIndex(t string) *btree.BTreeG[Pos] {
+	if ix, ok := g.byType.get(t); ok {
+		return ix.t
+	}
+	return nil
+}
+
+func (g *Graph) attrIndex(k idxKey) *btree.BTreeG[Pos] {
+	if ix, ok := g.byAttr.get(k); ok {
+		return ix.t
+	}
+	return nil
 }
 
 // Apply installs a committed change set at version cs.Seq.
@@ -300,13 +351,4 @@ func (g *Graph) Apply(cs *herald.ChangeSet) {
 			}
 		}
 	}
-}
-
-func sortedEdgeKeys(s set[herald.EdgeKey]) []herald.EdgeKey {
-	out := make([]herald.EdgeKey, 0, len(s))
-	for k := range s {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }

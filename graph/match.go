@@ -440,8 +440,22 @@ func (r *runner) filtersPass(st *step) (bool, error) {
 	return true, nil
 }
 
-func (r *runner) tryNode(i int, st *step, n *herald.Node) error {
+// interruptEvery is how many bindings a scan makes between asks of Context.Interrupt.
+const interruptEvery = 4096
+
+// count counts one binding scanned and, every interruptEvery, asks whether to stop.
+func (r *runner) count() error {
 	r.scanned++
+	if r.scanned%interruptEvery == 0 && r.ctx.Interrupt != nil {
+		return r.ctx.Interrupt()
+	}
+	return nil
+}
+
+func (r *runner) tryNode(i int, st *step, n *herald.Node) error {
+	if err := r.count(); err != nil {
+		return err
+	}
 	if n == nil || n.Type != st.typ {
 		return nil
 	}
@@ -458,7 +472,9 @@ func (r *runner) nodeStep(i int, st *step) error {
 	switch st.access {
 	case accessBound:
 		n := r.row[st.slot].Node
-		r.scanned++
+		if err := r.count(); err != nil {
+			return err
+		}
 		if n == nil || n.Type != st.typ {
 			return nil
 		}

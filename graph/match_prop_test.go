@@ -485,8 +485,10 @@ func TestTxOverlayReadsMatchModelProp(t *testing.T) {
 		}
 		changes := tx.Changes()
 		checkChanges(t, changes, committed, m, ops)
+		snap := g.Snapshot()
 		g.Apply(&herald.ChangeSet{Seq: seq + 1, Changes: changes})
 		checkTxAgainstModel(t, g.Begin(), m, maxID, fmt.Sprintf("committed after %q", ops))
+		checkTxAgainstModel(t, snap.Begin(), committed, maxID, fmt.Sprintf("snapshot before %q", ops))
 		if g.NodeCount() != len(m.nodes) || g.EdgeCount() != len(m.edges) {
 			t.Fatalf("committed counts %d nodes %d edges, want %d and %d", g.NodeCount(), g.EdgeCount(), len(m.nodes), len(m.edges))
 		}
@@ -494,15 +496,15 @@ func TestTxOverlayReadsMatchModelProp(t *testing.T) {
 		for id, n := range m.nodes {
 			before := committed.nodes[id]
 			changed := before == nil || before.Type != n.Type || !sameAttrs(before.Attrs, n.Attrs)
-			if changed != (g.nodes[id].Ver == seq+1) {
-				t.Fatalf("node %s: version %d after commit %d (changed=%v)", id, g.nodes[id].Ver, seq+1, changed)
+			if changed != (g.Node(id).Ver == seq+1) {
+				t.Fatalf("node %s: version %d after commit %d (changed=%v)", id, g.Node(id).Ver, seq+1, changed)
 			}
 		}
 		for k, e := range m.edges {
 			before := committed.edges[k]
 			changed := before == nil || !sameAttrs(before.Attrs, e.Attrs)
-			if changed != (g.ever[k] == seq+1) {
-				t.Fatalf("edge %s: version %d after commit %d (changed=%v)", edgeKeyText(k), g.ever[k], seq+1, changed)
+			if changed != (g.edgeVer(k) == seq+1) {
+				t.Fatalf("edge %s: version %d after commit %d (changed=%v)", edgeKeyText(k), g.edgeVer(k), seq+1, changed)
 			}
 		}
 	})

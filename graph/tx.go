@@ -3,6 +3,8 @@ package graph
 import (
 	"sort"
 
+	"github.com/google/btree"
+
 	"github.com/herald-mq/herald"
 )
 
@@ -48,6 +50,11 @@ func (g *Graph) Begin() *Tx {
 	}
 }
 
+// Rebase moves the transaction onto g, a later state of the graph it began on, before
+// it is validated and committed there. The versions it saw at its first write of each
+// entity stay as they were, so Validate reports whatever another commit changed since.
+func (tx *Tx) Rebase(g *Graph) { tx.g = g }
+
 // Graph returns the graph under the transaction.
 func (tx *Tx) Graph() *Graph { return tx.g }
 
@@ -67,7 +74,7 @@ func (tx *Tx) Node(id herald.NodeID) *herald.Node {
 	if n, ok := tx.nodes[id]; ok {
 		return n
 	}
-	return tx.g.nodes[id]
+	return tx.g.Node(id)
 }
 
 // Edge returns an edge as the transaction sees it, or nil.
@@ -75,12 +82,12 @@ func (tx *Tx) Edge(k herald.EdgeKey) *herald.Edge {
 	if e, ok := tx.edges[k]; ok {
 		return e
 	}
-	return tx.g.edges[k]
+	return tx.g.Edge(k)
 }
 
 // NodesOfType returns the ids of every node of type t, in arrival order (Pos).
 func (tx *Tx) NodesOfType(t string) []herald.NodeID {
-	return tx.mergeNodes(tx.g.byType[t], func(n *herald.Node) bool { return n.Type == t })
+	return tx.mergeNodes(tx.g.typeIndex(t), func(n *herald.Node) bool { return n.Type == t })
 }
 
 // CountOfType returns the number of nodes of type t; without writes of the transaction
@@ -88,7 +95,7 @@ func (tx *Tx) NodesOfType(t string) []herald.NodeID {
 func (tx *Tx) CountOfType(t string) int {
 	n := tx.g.TypeCount(t)
 	for id, mine := range tx.nodes {
-		if old := tx.g.nodes[id]; old != nil && old.Type == t {
+		if old := tx.g.Node(id); old != nil && old.Type == t {
 			n--
 		}
 		if mine != nil && mine.Type == t {
@@ -111,7 +118,7 @@ func (tx *Tx) CountByAttr(t, attr string, v herald.Value) int {
 		}
 		return n
 	}
-	if ix := tx.g.byAttr[idxKey{t, attr, vk}]; ix != nil {
+	if ix := tx.g.attrIndex(idxKey{t, attr, vk}); ix != nil {
 		return ix.Len()
 	}
 	return 0
@@ -128,12 +135,12 @@ func (tx *Tx) NodesByAttr(t, attr string, v herald.Value) []herald.NodeID {
 	if vk == "" {
 		return tx.NodesOfType(t)
 	}
-	return tx.mergeNodes(tx.g.byAttr[idxKey{t, attr, vk}], func(n *herald.Node) bool {
+	return tx.mergeNodes(tx.g.attrIndex(idxKey{t, attr, vk}), func(n *herald.Node) bool {
 		return n.Type == t && ValueKey(n.Attrs.Get(attr)) == vk
 	})
 }
 
-func (tx *Tx) mergeNodes(base *idIndex, keep func(*herald.Node) bool) []herald.NodeID {
+func (tx *Tx) mergeNodes(base *btree.BTreeG[Pos], keep func(*herald.Node) bool) []herald.NodeID {
 	var out []herald.NodeID
 	if base != nil {
 		out = make([]herald.NodeID, 0, base.Len())
@@ -161,7 +168,7 @@ func (tx *Tx) mergeNodes(base *idIndex, keep func(*herald.Node) bool) []herald.N
 	merged := make([]herald.NodeID, 0, len(out)+len(mine))
 	i := 0
 	for _, id := range out {
-		p := PosOf(tx.g.nodes[id])
+		p := PosOf(tx.g.Node(id))
 		for i < len(mine) && mine[i].Less(p) {
 			merged = append(merged, mine[i].ID)
 			i++
@@ -176,12 +183,12 @@ func (tx *Tx) mergeNodes(base *idIndex, keep func(*herald.Node) bool) []herald.N
 
 // EdgesOfType returns the keys of every edge of type t, sorted.
 func (tx *Tx) EdgesOfType(t string) []herald.EdgeKey {
-	return tx.mergeEdges(tx.g.edgesByType[t], func(e *herald.Edge) bool { return e.Type == t })
+	return tx.mergeEdges(tx.g.edgesOfType(t), func(e *herald.Edge) bool { return e.Type == t })
 }
 
 // Incident returns the keys of the edges touching node id, sorted.
 func (tx *Tx) Incident(id herald.NodeID) []herald.EdgeKey {
-	return tx.mergeEdges(tx.g.adj[id], func(e *herald.Edge) bool {
+	return tx.mergeEdges(tx.g.incident(id), func(e *herald.Edge) bool {
 		for _, x := range e.Endpoints {
 			if x == id {
 				return true
@@ -191,12 +198,13 @@ func (tx *Tx) Incident(id herald.NodeID) []herald.EdgeKey {
 	})
 }
 
-func (tx *Tx) mergeEdges(base set[herald.EdgeKey], keep func(*herald.Edge) bool) []herald.EdgeKey {
+// mergeEdges merges the transaction's edges into base, the committed keys, sorted.
+func (tx *Tx) mergeEdges(base []herald.EdgeKey, keep func(*herald.Edge) bool) []herald.EdgeKey {
 	if len(tx.edges) == 0 {
-		return sortedEdgeKeys(base)
+		return base
 	}
 	out := make([]herald.EdgeKey, 0, len(base))
-	for k := range base {
+	for _, k := range base {
 		if _, touched := tx.edges[k]; !touched {
 			out = append(out, k)
 		}
@@ -213,7 +221,7 @@ func (tx *Tx) mergeEdges(base set[herald.EdgeKey], keep func(*herald.Edge) bool)
 func (tx *Tx) touchNode(id herald.NodeID) {
 	if _, ok := tx.nseen[id]; !ok {
 		var ver uint64
-		if n := tx.g.nodes[id]; n != nil {
+		if n := tx.g.Node(id); n != nil {
 			ver = n.Ver
 		}
 		tx.nseen[id] = ver
@@ -223,7 +231,7 @@ func (tx *Tx) touchNode(id herald.NodeID) {
 
 func (tx *Tx) touchEdge(k herald.EdgeKey) {
 	if _, ok := tx.eseen[k]; !ok {
-		tx.eseen[k] = tx.g.ever[k]
+		tx.eseen[k] = tx.g.edgeVer(k)
 		tx.order = append(tx.order, touch{kind: touchEdge, edge: k})
 	}
 }
@@ -274,7 +282,7 @@ func (tx *Tx) DeleteEdge(k herald.EdgeKey) {
 func (tx *Tx) Validate() string {
 	for id, ver := range tx.nseen {
 		var now uint64
-		if n := tx.g.nodes[id]; n != nil {
+		if n := tx.g.Node(id); n != nil {
 			now = n.Ver
 		}
 		if now != ver {
@@ -282,7 +290,7 @@ func (tx *Tx) Validate() string {
 		}
 	}
 	for k, ver := range tx.eseen {
-		if tx.g.ever[k] != ver {
+		if tx.g.edgeVer(k) != ver {
 			return "edge " + string(tx.edgeName(k))
 		}
 	}
@@ -308,7 +316,7 @@ func (tx *Tx) edgeName(k herald.EdgeKey) string {
 	if e := tx.Edge(k); e != nil {
 		return e.Type
 	}
-	if e := tx.g.edges[k]; e != nil {
+	if e := tx.g.Edge(k); e != nil {
 		return e.Type
 	}
 	return "?"
@@ -328,15 +336,15 @@ func (tx *Tx) Changes() []herald.Change {
 				out = append(out, herald.Change{Kind: herald.TypeChange, TypeBefore: before, TypeAfter: after})
 			}
 		case touchNode:
-			before, after := tx.g.nodes[t.node], tx.nodes[t.node]
+			before, after := tx.g.Node(t.node), tx.nodes[t.node]
 			if before == nil && after == nil {
 				continue
 			}
 			if after == nil {
-				for k := range tx.g.adj[t.node] {
+				for _, k := range tx.g.incident(t.node) {
 					if _, touched := tx.edges[k]; !touched && !deletedEdges[k] {
 						deletedEdges[k] = true
-						out = append(out, herald.Change{Kind: herald.EdgeChange, EdgeBefore: tx.g.edges[k]})
+						out = append(out, herald.Change{Kind: herald.EdgeChange, EdgeBefore: tx.g.Edge(k)})
 					}
 				}
 			}
@@ -345,7 +353,7 @@ func (tx *Tx) Changes() []herald.Change {
 			}
 			out = append(out, herald.Change{Kind: herald.NodeChange, NodeBefore: before, NodeAfter: after})
 		case touchEdge:
-			before, after := tx.g.edges[t.edge], tx.edges[t.edge]
+			before, after := tx.g.Edge(t.edge), tx.edges[t.edge]
 			if before == nil && after == nil {
 				continue
 			}
