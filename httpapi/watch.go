@@ -72,6 +72,7 @@ type wireEvent struct {
 	Uncommitted bool        `json:"uncommitted,omitempty"`
 	DeliveryID  string      `json:"delivery_id,omitempty"`
 	Attempt     int         `json:"attempt,omitempty"`
+	Releases    int         `json:"releases,omitempty"`
 	Seq         uint64      `json:"seq"`
 	Tick        uint64      `json:"tick"`
 	Deadline    *time.Time  `json:"deadline,omitempty"`
@@ -84,6 +85,7 @@ func toWire(ev delivery.Event) wireEvent {
 		Type:        ev.Type,
 		DeliveryID:  ev.DeliveryID,
 		Attempt:     ev.Attempt,
+		Releases:    ev.Releases,
 		Seq:         ev.Seq,
 		Tick:        ev.Tick,
 		Code:        ev.Code,

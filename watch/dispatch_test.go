@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/watch"
 )
 
 // TestDispatchOffCommitPath holds the watch dispatcher (as thousands of streams on a
@@ -49,6 +50,93 @@ func TestDispatchOffCommitPath(t *testing.T) {
 			}
 		case <-time.After(30 * time.Second):
 			t.Fatalf("event %d never arrived", i)
+		}
+	}
+}
+
+// TestDropLargeBuffer overflows a buffer larger than the stream's channel: what was
+// already handed to the channel arrives, then gaps counting exactly what was dropped
+// and the newest events, in order, and nothing beyond the buffer waits.
+func TestDropLargeBuffer(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const buffer, total = 50, 300
+	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none, buffer: 50, on_full: drop] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range total {
+		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.svc.Flush()
+	var got []int64
+	gaps, dropped := 0, 0
+	for len(got)+dropped < total {
+		select {
+		case ev := <-st.Events():
+			switch ev.Type {
+			case herald.EventGap:
+				gaps++
+				dropped += ev.Count
+			case herald.EventAdded:
+				got = append(got, ev.Match.MapGet("t.n").AsInt())
+			default:
+				t.Fatalf("unexpected %+v", ev)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("stuck after %d events and %d dropped", len(got), dropped)
+		}
+	}
+	// Where the gaps fall depends on how far the stream had got into its channel when
+	// the buffer filled (a batch of commits applied at once drops before it flushes), so
+	// there may be more than one; what is promised is that no more than the buffer
+	// arrives, the newest events win, and the gaps count exactly what is missing.
+	if gaps == 0 || len(got) > buffer || got[len(got)-1] != total-1 {
+		t.Fatalf("%d gaps, %d events, last %d", gaps, len(got), got[len(got)-1])
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] <= got[i-1] {
+			t.Fatalf("out of order: %v", got)
+		}
+	}
+}
+
+// TestWakeAfterStreamEnded wakes a stream whose goroutine has already ended, as the
+// dispatcher does when a commit picked the stream just before it closed. The round must
+// not wait for it: later commits still reach the other streams.
+func TestWakeAfterStreamEnded(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gone, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	<-gone.Done()
+	watch.WakeAsDispatcher(gone)
+	if n := h.svc.InRound(); n != 0 {
+		t.Fatalf("the round waits for %d streams after waking one that has ended", n)
+	}
+
+	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range 3 {
+		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-st.Events():
+			if ev.Match.MapGet("t.n").AsInt() != int64(i) {
+				t.Fatalf("event %d = %+v", i, ev)
+			}
+		case <-time.After(30 * time.Second): // a bound on a hang, not a speed assertion
+			t.Fatalf("event %d never arrived: the dispatcher waits for an ended stream", i)
 		}
 	}
 }

@@ -57,6 +57,7 @@ func (w *watcher) loop() {
 	defer close(w.done)
 	defer close(w.events)
 	defer w.dropNode()
+	defer w.exit()
 	defer func() {
 		w.mu.Lock()
 		cancelled := w.cancelled
@@ -90,6 +91,7 @@ func (w *watcher) loop() {
 		if !w.isPaused() && !w.catchUp() {
 			return
 		}
+		w.leaveRound()
 		select {
 		case <-w.stop:
 			return
@@ -144,23 +146,28 @@ func (w *watcher) windowsDue(t herald.Timer) bool {
 	if t == nil {
 		return true
 	}
-	// Apply every commit up to now first, so each window holds all it should.
-	if !w.catchUp() {
-		return false
-	}
-	now := w.svc.clock.Now()
-	if w.winEnd.After(now) {
-		return true
-	}
-	for !w.winEnd.After(now) {
-		if !w.closeWindow(w.winEnd) {
-			return false
+	for {
+		// The clock is read afresh each time: it may have moved while a window was
+		// sent (a reader that got it may step the clock at once, and commit before it
+		// does), and a timer armed from an earlier reading would fire a window late.
+		for !w.winEnd.After(w.svc.clock.Now()) {
+			// Apply every commit durable by now first, so the window holds all it
+			// should: a commit made before it ended may not have reached the stream yet.
+			w.awaitDispatched()
+			if !w.catchUp() {
+				return false
+			}
+			if !w.closeWindow(w.winEnd) {
+				return false
+			}
+			w.winEnd = w.winEnd.Add(w.sp.winSlide)
 		}
-		w.winEnd = w.winEnd.Add(w.sp.winSlide)
+		t.Stop()
+		t.Reset(w.winEnd.Sub(w.svc.clock.Now()))
+		if w.winEnd.After(w.svc.clock.Now()) {
+			return true
+		}
 	}
-	t.Stop()
-	t.Reset(w.winEnd.Sub(now))
-	return true
 }
 
 // heartbeatDue sends a heartbeat when nothing was sent for the heartbeat period.
@@ -531,6 +538,9 @@ func (w *watcher) flush() {
 // drain waits until the queue is all in the channel; false when the stream was closed
 // meanwhile.
 func (w *watcher) drain() bool {
+	if w.queuedEvents() {
+		w.leaveRound() // waiting for the transport holds no one else up
+	}
 	for w.queuedEvents() {
 		select {
 		case w.events <- w.head():
@@ -558,6 +568,7 @@ func (w *watcher) send(ev herald.Event) bool {
 			if !w.drain() {
 				return false
 			}
+			w.leaveRound()
 			select {
 			case w.events <- ev:
 				w.sent(ev)
@@ -566,6 +577,9 @@ func (w *watcher) send(ev herald.Event) bool {
 				return false
 			}
 		case w.sp.onFull == "error":
+			w.mu.Lock()
+			w.overflow = true
+			w.mu.Unlock()
 			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer of %d events is full and on_full is error; the watch is cancelled", w.sp.buffer)
 			return w.end(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
 		default:
@@ -579,28 +593,32 @@ func (w *watcher) send(ev herald.Event) bool {
 	return true
 }
 
-// dropOldest makes room for one event under on_full: drop. What waits in the channel
-// is older than the queue: it is taken back to the queue's front (at most the channel's
-// few events), then the oldest events go until the newest buffer-1 remain, counted in
-// the gap marker that goes out in front of them.
+// dropOldest makes room for one event under on_full: drop. The oldest event of the
+// queue goes and the gap marker in front of the queue counts it: the client sees what
+// already waits in the channel, then the gap, then the newer events, so the gap stands
+// where the events are missing. A buffer no larger than the channel's share is mostly
+// in the channel: what waits there is taken back first (at most chanCap events), so the
+// oldest go.
 func (w *watcher) dropOldest() {
-	var back []herald.Event
-	for more := true; more; {
-		select {
-		case old := <-w.events:
-			if old.Type == herald.EventGap {
-				w.gap += old.Count
-			} else {
-				back = append(back, old)
+	if w.outq.len() == 0 || w.sp.buffer <= chanCap {
+		var back []herald.Event
+		for more := true; more; {
+			select {
+			case old := <-w.events:
+				if old.Type == herald.EventGap {
+					w.gap += old.Count
+				} else {
+					back = append(back, old)
+				}
+			default:
+				more = false
 			}
-		default:
-			more = false
+		}
+		for i := len(back) - 1; i >= 0; i-- {
+			w.outq.pushFront(back[i])
 		}
 	}
-	for i := len(back) - 1; i >= 0; i-- {
-		w.outq.pushFront(back[i])
-	}
-	for w.outq.len() > 0 && w.outq.len()+1 > w.sp.buffer {
+	for w.outq.len() > 0 && w.outq.len()+len(w.events) >= w.sp.buffer {
 		w.outq.popFront()
 		w.gap++
 	}
@@ -608,6 +626,7 @@ func (w *watcher) dropOldest() {
 
 // end delivers what is waiting, then ev (an error), and closes the stream.
 func (w *watcher) end(ev herald.Event) bool {
+	w.leaveRound()
 	if w.drain() {
 		select {
 		case w.events <- ev:
@@ -621,6 +640,7 @@ func (w *watcher) end(ev herald.Event) bool {
 // deliverLast delivers what is waiting and then ev to a stream that was closed by a CANCEL:
 // its transport still reads until its own context ends or the service stops.
 func (w *watcher) deliverLast(ev herald.Event) {
+	w.leaveRound()
 	w.outq.pushBack(ev)
 	for w.queuedEvents() {
 		select {

@@ -83,9 +83,9 @@ func (w *watcher) saveNode(ctx context.Context, status string) {
 // with status "cancelled", until the server restarts.
 func (w *watcher) dropNode() {
 	w.mu.Lock()
-	cancelled := w.cancelled
+	keep := w.cancelled || w.overflow // ended by the server, not by its client: say so
 	w.mu.Unlock()
-	if cancelled {
+	if keep {
 		w.saveNode(context.Background(), "cancelled")
 		return
 	}
@@ -286,7 +286,7 @@ type alterReq struct {
 func (w *watcher) applyAlter(req alterReq) bool {
 	// Everything up to the durable position reaches the queue: apply it, then the
 	// difference is stated at that position.
-	seq, tick := w.svc.waitDispatched()
+	seq, tick := w.awaitDispatched()
 	if !w.catchUp() {
 		req.done <- herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
 		return false

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,15 @@ type Service struct {
 	// every commit up to it has reached the queues of the streams it touches.
 	dispSeq, dispTick uint64
 	dispMoved         chan struct{} // closed and replaced when dispSeq moves (under mu)
+	// A round is what one pass of the dispatcher hands out. inRound counts the streams
+	// it woke that are still working on it; it wakes wakeBatch streams at a time and the
+	// next few wait until none is (a stream that waits for its transport, or is paused,
+	// leaves the round). So under load the commits waiting meanwhile go out together,
+	// each stream wakes, frames and writes once per round instead of once per commit, and
+	// the run queue holds a few streams, not thousands, ahead of the writers.
+	inRound   atomic.Int64
+	roundDone chan struct{}
+	wakeBatch int // streams woken at once in a round
 }
 
 // Stats are a Service's counters.
@@ -127,6 +137,8 @@ func New(cfg Config) *Service {
 		handles:    map[handleKey]*watcher{},
 		ending:     map[*watcher]bool{},
 		inWake:     make(chan struct{}, 1),
+		roundDone:  make(chan struct{}, 1),
+		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
 		dispMoved:  make(chan struct{}),
 		quit:       make(chan struct{}),
 		dispDone:   make(chan struct{}),
@@ -183,8 +195,26 @@ func (s *Service) dispatcher() {
 		sets := s.incoming
 		s.incoming = nil
 		s.inMu.Unlock()
-		if len(sets) > 0 {
-			s.onCommit(sets)
+		if len(sets) == 0 {
+			continue
+		}
+		// Wake the streams the commits reached a few at a time, each few after the last
+		// has taken its share: a thousand streams woken at once would queue a thousand
+		// goroutines ahead of the writers on the CPUs.
+		woken := s.onCommit(sets)
+		for len(woken) > 0 {
+			k := min(len(woken), s.wakeBatch)
+			for _, w := range woken[:k] {
+				w.wakeInRound()
+			}
+			woken = woken[k:]
+			for s.inRound.Load() > 0 {
+				select {
+				case <-s.roundDone:
+				case <-s.quit:
+					return
+				}
+			}
 		}
 	}
 }
@@ -244,8 +274,10 @@ func (s *Service) Stop(ctx context.Context) error {
 }
 
 // onCommit hands durable change sets to the watchers whose types they touch (the
-// dispatch index); other watchers never see them. It runs on the dispatcher.
-func (s *Service) onCommit(sets []*herald.ChangeSet) {
+// dispatch index); other watchers never see them. It runs on the dispatcher and returns
+// the streams to wake, each once.
+func (s *Service) onCommit(sets []*herald.ChangeSet) (woken []*watcher) {
+	seen := map[*watcher]bool{}
 	start := time.Now() // a measurement, not a timer: it reads the real clock
 	s.mu.Lock()
 	defer func() {
@@ -297,11 +329,16 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) {
 		}
 		for w := range touched {
 			w.push(cs)
+			if !seen[w] {
+				seen[w] = true
+				woken = append(woken, w)
+			}
 		}
 		s.dispSeq, s.dispTick = cs.Seq, cs.Tick
 	}
 	close(s.dispMoved)
 	s.dispMoved = make(chan struct{})
+	return woken
 }
 
 // anyNodeType indexes the watches with a node variable of any type (an edge endpoint
@@ -405,6 +442,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	w.saveNode(ctx, "active")
 	if err := w.begin(ctx, after); err != nil {
 		w.Close()
+		w.exit()
 		w.dropNode()
 		close(w.events)
 		close(w.done)
@@ -553,15 +591,18 @@ type watcher struct {
 	events  chan herald.Event
 	ctxDone <-chan struct{} // the Open context's: the transport has gone
 	wake    chan struct{}
+	busy    atomic.Bool // in the dispatcher's current round (see Service.inRound)
+	exited  atomic.Bool // the stream's goroutine has ended, or never started (see exit)
 	sync    chan chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
 
-	mu        sync.Mutex // guards queue, behind, paused, cancelled
+	mu        sync.Mutex // guards queue, behind, paused, cancelled, overflow
 	queue     []*herald.ChangeSet
 	behind    bool // the queue overflowed: read the change log instead
 	paused    bool
 	cancelled bool
+	overflow  bool // ended by on_full: error; its _Watch node stays, cancelled
 
 	// For ALTER WATCH: the statement and what it was compiled with.
 	stmt    *ast.WatchStmt
@@ -608,6 +649,26 @@ func (w *watcher) ID() string                  { return w.id }
 func (w *watcher) Events() <-chan herald.Event { return w.events }
 func (w *watcher) Done() <-chan struct{}       { return w.done }
 
+// leaveRound tells the dispatcher this stream is done with its round: it has applied
+// what it was given, or it is about to wait (for its transport, a pause, the
+// dispatcher itself) and must not hold the next round up.
+func (w *watcher) leaveRound() {
+	if w.busy.CompareAndSwap(true, false) && w.svc.inRound.Add(-1) == 0 {
+		select {
+		case w.svc.roundDone <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// exit marks the stream's goroutine as gone and leaves any round it is counted in. A
+// wake after this leaves the round at once (wakeInRound): the dispatcher may have picked
+// the stream for a commit just before it ended, and must not wait for it.
+func (w *watcher) exit() {
+	w.exited.Store(true)
+	w.leaveRound()
+}
+
 // Close ends the stream.
 func (w *watcher) Close() {
 	w.closeOnce.Do(func() {
@@ -619,6 +680,31 @@ func (w *watcher) Close() {
 	})
 }
 
+// awaitDispatched waits, on the stream's goroutine, until every commit durable now has
+// reached the streams it touches, and returns the dispatched position. It leaves the
+// dispatcher's round first, and again whenever the dispatcher hands it more while it
+// waits, so the dispatcher never waits for it in turn.
+func (w *watcher) awaitDispatched() (seq, tick uint64) {
+	durable, _ := w.svc.eng.Durable()
+	for {
+		w.leaveRound()
+		s := w.svc
+		s.mu.Lock()
+		seq, tick, moved, stopped := s.dispSeq, s.dispTick, s.dispMoved, s.stopped || !s.started
+		s.mu.Unlock()
+		if seq >= durable || stopped {
+			return seq, tick
+		}
+		select {
+		case <-moved:
+		case <-w.wake: // pushed into a new round: leave it (the queue is applied later)
+		case <-w.stop:
+			return seq, tick
+		}
+	}
+}
+
+// push queues cs for the stream; the dispatcher wakes it afterwards (wakeInRound).
 func (w *watcher) push(cs *herald.ChangeSet) {
 	w.mu.Lock()
 	if !w.behind {
@@ -629,6 +715,18 @@ func (w *watcher) push(cs *herald.ChangeSet) {
 		}
 	}
 	w.mu.Unlock()
+}
+
+// wakeInRound wakes the stream for what push queued, counting it in the dispatcher's
+// round until it leaves (leaveRound).
+func (w *watcher) wakeInRound() {
+	if w.busy.CompareAndSwap(false, true) {
+		w.svc.inRound.Add(1)
+	}
+	if w.exited.Load() {
+		w.leaveRound() // nobody is left to take the wake
+		return
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default:
@@ -657,7 +755,7 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 // initial events when the loop starts.
 func (w *watcher) snapshot(send bool) error {
 	var rows map[string]row
-	err := w.svc.eng.View(func(tx *graph.Tx, seq, tick uint64) error {
+	err := w.svc.eng.ViewSnapshot(func(tx *graph.Tx, seq, tick uint64) error {
 		w.cursor, w.tick = seq, tick
 		if !send {
 			return nil // only the position: initial: none, or a window

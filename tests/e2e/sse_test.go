@@ -28,6 +28,7 @@ type event struct {
 	Match      json.RawMessage `json:"match"`
 	DeliveryID string          `json:"delivery_id"`
 	Attempt    int             `json:"attempt"`
+	Releases   int             `json:"releases"`
 	Seq        uint64          `json:"seq"`
 	Tick       uint64          `json:"tick"`
 	Deadline   string          `json:"deadline"`
