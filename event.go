@@ -28,15 +28,18 @@ const (
 // {"type":"consumed","match":{...},"delivery_id":"...","attempt":n,"seq":N,"tick":N}
 // or {"type":"changed","match":{...},"prev":{...},"seq":N,"tick":N}.
 type Event struct {
-	Type       string    `json:"type"`
-	Match      Value     `json:"match,omitzero"`
-	Prev       Value     `json:"prev,omitzero"`
-	DeliveryID string    `json:"delivery_id,omitempty"`
-	Attempt    int       `json:"attempt,omitempty"`
-	Count      int       `json:"count,omitempty"` // gap: how many events were dropped
-	Seq        uint64    `json:"seq"`
-	Tick       uint64    `json:"tick"`
-	Deadline   time.Time `json:"deadline,omitzero"`
+	Type       string `json:"type"`
+	Match      Value  `json:"match,omitzero"`
+	Prev       Value  `json:"prev,omitzero"`
+	DeliveryID string `json:"delivery_id,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
+	// Releases counts earlier deliveries of the message given back because their
+	// consumer left; they are not failed attempts (see Attempt).
+	Releases int       `json:"releases,omitempty"`
+	Count    int       `json:"count,omitempty"` // gap: how many events were dropped
+	Seq      uint64    `json:"seq"`
+	Tick     uint64    `json:"tick"`
+	Deadline time.Time `json:"deadline,omitzero"`
 	// Last marks the last event of its position in watch mode: once it is processed, the
 	// stream may resume after Seq. Several events can share a seq (a snapshot, or one
 	// commit with several matches). On server-sent events it is the event carrying `id:`.

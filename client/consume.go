@@ -28,6 +28,7 @@ type event struct {
 	Count       int
 	DeliveryID  string
 	Attempt     int
+	Releases    int
 	Seq, Tick   uint64
 	Deadline    time.Time
 	Code        herald.Code
@@ -85,7 +86,7 @@ func (c *consumeConn) next() (event, error) {
 		}
 		c.settled(resp.GetSettled())
 		for _, d := range resp.GetDeliveries() {
-			ev := event{Type: eventConsumed, DeliveryID: d.GetDeliveryId(), Attempt: int(d.GetAttempt()), Seq: d.GetSeq(), Tick: d.GetTick()}
+			ev := event{Type: eventConsumed, DeliveryID: d.GetDeliveryId(), Attempt: int(d.GetAttempt()), Releases: int(d.GetReleases()), Seq: d.GetSeq(), Tick: d.GetTick()}
 			if ev.Match, err = convert.FromWire(d.GetMatch()); err != nil {
 				return event{}, fmt.Errorf("client: bad delivery %s: %w", ev.DeliveryID, err)
 			}
@@ -269,7 +270,7 @@ func settlement(id, how string, d time.Duration) *heraldv1.Settlement {
 
 // wireEvent reads a stream event of the wire.
 func wireEvent(we *heraldv1.WatchEvent) (event, error) {
-	ev := event{Type: we.GetType(), Count: int(we.GetCount()), DeliveryID: we.GetDeliveryId(), Attempt: int(we.GetAttempt()),
+	ev := event{Type: we.GetType(), Count: int(we.GetCount()), DeliveryID: we.GetDeliveryId(), Attempt: int(we.GetAttempt()), Releases: int(we.GetReleases()),
 		Seq: we.GetSeq(), Tick: we.GetTick(), Code: herald.Code(we.GetCode()), Message: we.GetMessage(), Last: we.GetLast()}
 	var err error
 	if ev.Match, err = convert.FromWire(we.GetMatch()); err != nil {

@@ -57,6 +57,11 @@
 //     together, work handed to another goroutine): settle each message explicitly, and
 //     Extend its lease while the work goes on.
 //
+// When the handler's work is writing to Herald itself, Client.Transactional makes it
+// exactly once: the handler writes through a Tx, and its writes commit together with
+// the message's ACK, or not at all (the server refuses the commit when the lease is no
+// longer current). Its failures go to the policy like any handler's.
+//
 // # Settlement
 //
 // Delivery is at least once: a message whose lease expires, whose subscriber

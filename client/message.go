@@ -28,8 +28,12 @@ type Message struct {
 	Match map[string]any
 	// DeliveryID identifies this attempt; holding it is what allows settling it.
 	DeliveryID string
-	// Attempt counts deliveries of the subject, starting at 1.
+	// Attempt is 1 for the first delivery; each NACK or expired lease adds one. A
+	// delivery given back because its subscriber left does not count.
 	Attempt int
+	// Releases counts earlier deliveries given back because their subscriber left
+	// (closed, or disconnected) before settling them.
+	Releases int
 	// Seq and Tick are the store position the match was read at.
 	Seq  uint64
 	Tick uint64

@@ -232,7 +232,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 func (h *harness) event(ev delivery.Event) string {
 	switch ev.Type {
 	case delivery.EventConsumed:
-		return fmt.Sprintf("consumed %s attempt=%d match=%s\n", h.name(ev.DeliveryID), ev.Attempt, scrub(ev.Match))
+		rel := ""
+		if ev.Releases > 0 {
+			rel = fmt.Sprintf(" releases=%d", ev.Releases)
+		}
+		return fmt.Sprintf("consumed %s attempt=%d%s match=%s\n", h.name(ev.DeliveryID), ev.Attempt, rel, scrub(ev.Match))
 	case delivery.EventTimeout:
 		return fmt.Sprintf("timeout %s attempt=%d %s\n", h.name(ev.DeliveryID), ev.Attempt, ev.Code)
 	}

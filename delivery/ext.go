@@ -70,8 +70,21 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 		}
 		return 0, false, nil
 	}
-	if env.InTx {
-		return engine.Result{}, errAt(herald.CodeTxState, st.Pos(), "settlement commits on its own; run it outside BEGIN … COMMIT")
+	// ACK and NACK inside BEGIN … COMMIT join the transaction (see inTx); EXTEND and
+	// REDRIVE commit on their own.
+	settle := func(it Settle) (engine.Result, error) {
+		if env.InTx {
+			return engine.Result{}, s.inTx(env, it)
+		}
+		r, err := s.settleOne(ctx, it)
+		observe(env, r.at)
+		return engine.Result{}, err
+	}
+	if _, ok := st.(*ast.WatchStmt); !ok && env.InTx {
+		switch st.(type) {
+		case *ast.ExtendStmt, *ast.RedriveStmt:
+			return engine.Result{}, errAt(herald.CodeTxState, st.Pos(), "EXTEND and REDRIVE commit on their own; run them outside BEGIN … COMMIT")
+		}
 	}
 	switch x := st.(type) {
 	case *ast.AckStmt:
@@ -79,9 +92,7 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 		if err != nil {
 			return engine.Result{}, err
 		}
-		r, err := s.settleOne(ctx, Settle{DeliveryID: d, Action: ActAck})
-		observe(env, r.at)
-		return engine.Result{}, err
+		return settle(Settle{DeliveryID: d, Action: ActAck})
 	case *ast.NackStmt:
 		d, err := id(x.ID)
 		if err != nil {
@@ -102,9 +113,7 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 		if o.NoRetry {
 			act = ActReject
 		}
-		r, err := s.settleOne(ctx, Settle{DeliveryID: d, Action: act, Delay: o.Delay})
-		observe(env, r.at)
-		return engine.Result{}, err
+		return settle(Settle{DeliveryID: d, Action: act, Delay: o.Delay})
 	case *ast.ExtendStmt:
 		d, err := id(x.ID)
 		if err != nil {

@@ -68,7 +68,9 @@ func (s *Service) persistOnStop() {
 // write: the state of released leases and the records to remove.
 func (s *Service) pendingLocked(w *work) {
 	for _, l := range s.released {
-		s.settledLocked(l, w, true)
+		if sub := l.subj; sub.lease == nil && !sub.gone {
+			w.states = append(w.states, stateLocked(sub, nil))
+		}
 	}
 	s.released = nil
 	for id, d := range s.cleanup {
@@ -192,7 +194,7 @@ func (s *Service) sent(w *work, seq, tick uint64, err error) {
 	s.count.deadLettered.Add(uint64(len(w.letters)))
 	for _, l := range w.leases {
 		if s.leases[l.key] == l && l.cons != nil {
-			l.sent = l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: seq, Tick: tick, Deadline: l.deadline})
+			l.sent = l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Releases: l.releases, Seq: seq, Tick: tick, Deadline: l.deadline})
 		}
 	}
 }
@@ -271,15 +273,14 @@ func (s *Service) expireLocked(now time.Time, w *work) {
 			c.send(Event{Type: EventTimeout, DeliveryID: l.id, Attempt: l.attempt, Error: err, Code: err.Code, Message: err.Message})
 		}
 		s.removeLeaseLocked(l)
-		s.settledLocked(l, w, false)
+		s.settledLocked(l, w)
 		s.count.expired.Add(1)
 	}
 }
 
-// settledLocked decides what follows a failed attempt (a timeout, or a release when the
-// consumer left): redeliver — after the watch's backoff for a timeout, at once for a
-// release — or dead-letter past max_redeliveries.
-func (s *Service) settledLocked(l *lease, w *work, released bool) {
+// settledLocked decides what follows a failed attempt (a timeout): redeliver — after the
+// watch's backoff — or dead-letter past max_redeliveries.
+func (s *Service) settledLocked(l *lease, w *work) {
 	sub := l.subj
 	spent := l.spent()
 	sub.attempts = spent
@@ -290,7 +291,7 @@ func (s *Service) settledLocked(l *lease, w *work, released bool) {
 		s.dropSubjectLocked(sub)
 		return
 	}
-	if released || !l.sent {
+	if !l.sent {
 		bo = backoff{}
 	}
 	if d := bo.delay(spent); d > 0 {
@@ -380,6 +381,7 @@ func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, cand candidat
 		deadline: now.Add(g.spec.ackTimeout),
 		sp:       g.spec,
 		attempt:  sub.attempts + 1,
+		releases: sub.releases,
 		index:    -1,
 		match:    match,
 	}

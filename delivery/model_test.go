@@ -29,15 +29,20 @@ import (
 //   - a message has at most one live lease, so no two consumers (in a group or not) hold
 //     it, and it is delivered only while it is ready (not leased, not delayed by NACK
 //     delay or backoff, not before available_at);
-//   - attempts rise by one per delivery, dead letters happen exactly after attempt
-//     1 + max_redeliveries or on no_retry, with the right reason and attempt count;
+//   - attempts rise by one per failed delivery (NACK, timeout), dead letters happen
+//     exactly after attempt 1 + max_redeliveries or on no_retry, with the right reason
+//     and attempt count; a consumer that leaves releases what it holds at once, to the
+//     others, without counting an attempt (its releases are counted instead);
 //   - a consumer holds at most buffer unsettled deliveries, and a consumer with room is
 //     never idle while a message is ready for it;
 //   - within a fairness key, a delivered message has no ready message ahead of it in the
 //     watch's order (priority, then arrival) that was left undelivered;
 //   - a timeout event (E8003) reaches the holder in the step its deadline passes, and
 //     only then;
-//   - the durable delivery records match the model, so a restart finds them.
+//   - the durable delivery records match the model, so a restart finds them;
+//   - an ACK or NACK inside BEGIN … COMMIT settles with the transaction's writes or not
+//     at all: ROLLBACK leaves the lease as it was, and a COMMIT after the lease was
+//     settled elsewhere fails with E8004 and writes nothing (the Out nodes tell).
 //
 // Fairness shares are checked by TestModelFairnessShares. Bugs the model found have
 // regression tests of their own: TestRedeliveryInSameRoundIsDurable,
@@ -60,6 +65,7 @@ type mmsg struct {
 	due       time.Time // available_at; zero: none
 	order     int       // arrival order (publish or redrive)
 	attempts  int       // deliveries that failed so far (durable)
+	releases  int       // deliveries given back by consumers that left (durable)
 	state     msgState
 	notBefore time.Time // NACK delay or backoff
 	lease     *mlease
@@ -94,6 +100,7 @@ type model struct {
 	nextCons int
 	nextSeq  int
 	letters  []letterRow
+	outs     []string // the Out nodes that committed transactions wrote (their "of")
 	log      []string
 }
 
@@ -199,6 +206,13 @@ const (
 func (m *model) fail(l *mlease, now time.Time, kind failKind, noRetry bool, delay time.Duration) bool {
 	m.endLease(l)
 	msg := l.msg
+	if kind == failRelease {
+		// Not a failed attempt: ready again at once, whatever max_redeliveries says.
+		msg.attempts = l.attempt - 1
+		msg.releases++
+		msg.state = stReady
+		return false
+	}
 	msg.attempts = l.attempt
 	reason := ""
 	switch {
@@ -216,7 +230,7 @@ func (m *model) fail(l *mlease, now time.Time, kind failKind, noRetry bool, dela
 	switch {
 	case delay > 0:
 		msg.notBefore = now.Add(delay)
-	case kind != failRelease && l.spec.backoff.delay(l.attempt) > 0:
+	case l.spec.backoff.delay(l.attempt) > 0:
 		msg.notBefore = now.Add(l.spec.backoff.delay(l.attempt))
 	}
 	return false
@@ -312,6 +326,8 @@ func (m *model) step(t *rapid.T) {
 			m.fatalf(t, "%s got %s before it was ready (not before %s, due %s)", c.name, id, msg.notBefore.Sub(modelEpoch), msg.due.Sub(modelEpoch))
 		case ev.Attempt != msg.attempts+1:
 			m.fatalf(t, "%s got %s with attempt %d, want %d", c.name, id, ev.Attempt, msg.attempts+1)
+		case ev.Releases != msg.releases:
+			m.fatalf(t, "%s got %s with releases %d, want %d", c.name, id, ev.Releases, msg.releases)
 		case len(c.held) >= c.spec.buffer:
 			m.fatalf(t, "%s got %s while holding %d (buffer %d)", c.name, id, len(c.held), c.spec.buffer)
 		case !ev.Deadline.Equal(now.Add(c.spec.ackTimeout)):
@@ -369,6 +385,16 @@ func (m *model) checkGraph(t *rapid.T) {
 	if got := w.messageIDs(); !slices.Equal(got, live) {
 		m.fatalf(t, "messages in the graph %v, want %v", got, live)
 	}
+	var outs []string
+	for _, r := range w.rows(`MATCH o: Out RETURN o.of`) {
+		outs = append(outs, r[0].AsString())
+	}
+	want := slices.Clone(m.outs)
+	sort.Strings(outs)
+	sort.Strings(want)
+	if got := outs; !slices.Equal(got, want) {
+		m.fatalf(t, "Out nodes of %v, want %v", got, want)
+	}
 	if got, want := sortedStrings(w.letters()), sortedStrings(m.letters); !slices.Equal(got, want) {
 		m.fatalf(t, "dead letters %v, want %v", got, want)
 	}
@@ -387,13 +413,13 @@ func (m *model) checkGraph(t *rapid.T) {
 			if !ok || !d.leased || d.handle != delivery.HandleOf(l.id) || d.attempts != l.attempt || !d.deadline.Equal(l.deadline) {
 				m.fatalf(t, "durable state of %s: %+v, want lease %s attempt %d deadline %s", id, d, l.id, l.attempt, l.deadline.Sub(modelEpoch))
 			}
-		case msg.attempts == 0:
+		case msg.attempts == 0 && msg.releases == 0:
 			if ok {
 				m.fatalf(t, "durable state of never-delivered %s: %+v", id, d)
 			}
 		default:
-			if !ok || d.leased || d.attempts != msg.attempts || !d.notBefore.Equal(msg.notBefore) {
-				m.fatalf(t, "durable state of %s: %+v, want attempts %d not before %s", id, d, msg.attempts, msg.notBefore.Sub(modelEpoch))
+			if !ok || d.leased || d.attempts != msg.attempts || d.releases != msg.releases || !d.notBefore.Equal(msg.notBefore) {
+				m.fatalf(t, "durable state of %s: %+v, want attempts %d releases %d not before %s", id, d, msg.attempts, msg.releases, msg.notBefore.Sub(modelEpoch))
 			}
 		}
 	}
@@ -684,7 +710,7 @@ func (m *model) redrive(t *rapid.T) {
 	m.letters = slices.Delete(m.letters, i, i+1)
 	msg := m.msgs[subj]
 	m.arrivals++
-	msg.state, msg.attempts, msg.notBefore, msg.order, msg.lease = stReady, 0, time.Time{}, m.arrivals, nil
+	msg.state, msg.attempts, msg.releases, msg.notBefore, msg.order, msg.lease = stReady, 0, 0, time.Time{}, m.arrivals, nil
 }
 
 func TestModel(t *testing.T) {
@@ -706,6 +732,7 @@ func TestModel(t *testing.T) {
 			"close":        m.close,
 			"ack":          m.ack,
 			"nack":         m.nack,
+			"txsettle":     m.txSettle,
 			"extend":       m.extend,
 			"stale":        m.stale,
 			"advance":      m.advance,
@@ -816,11 +843,16 @@ func TestRedeliveryInSameRoundIsDurable(t *testing.T) {
 					}
 				}
 			}
-			if second.Attempt != 2 || second.DeliveryID == first.DeliveryID {
-				t.Fatalf("redelivery: %+v", second)
+			// A timeout is a failed attempt; a release is not, and is counted apart.
+			attempt, releases := 2, 0
+			if how == "release" {
+				attempt, releases = 1, 1
 			}
-			if d := w.deliveries()["m"]; d.handle != delivery.HandleOf(second.DeliveryID) || d.attempts != 2 {
-				t.Errorf("durable state %+v, want delivery %s attempt 2", d, second.DeliveryID)
+			if second.Attempt != attempt || second.Releases != releases || second.DeliveryID == first.DeliveryID {
+				t.Fatalf("redelivery: %+v, want attempt %d releases %d", second, attempt, releases)
+			}
+			if d := w.deliveries()["m"]; d.handle != delivery.HandleOf(second.DeliveryID) || d.attempts != attempt || d.releases != releases {
+				t.Errorf("durable state %+v, want delivery %s attempt %d releases %d", d, second.DeliveryID, attempt, releases)
 			}
 			w.restart(0)
 			w.svc.Flush()
@@ -909,5 +941,62 @@ func TestLaterAvailableAtHoldsReadyMessage(t *testing.T) {
 	w.clk.Advance(time.Minute)
 	if ev := w.recvOne(c); matchID(ev) != "b" {
 		t.Fatalf("got %+v, want b", ev)
+	}
+}
+
+// txSettle settles a lease inside a transaction that also writes an Out node: COMMIT
+// applies both; ROLLBACK neither; and when the lease is acked elsewhere between the
+// statement and COMMIT, the COMMIT fails with E8004 and applies nothing.
+func (m *model) txSettle(t *rapid.T) {
+	l := m.pickLease(t)
+	verb := rapid.SampledFrom([]string{"ACK", "NACK"}).Draw(t, "verb")
+	end := rapid.SampledFrom([]string{"commit", "rollback", "settled_elsewhere"}).Draw(t, "end")
+	ctx := context.Background()
+	eng := m.w.eng
+	sess, err := eng.OpenSession()
+	if err != nil {
+		m.fatalf(t, "open session: %v", err)
+	}
+	defer func() { _ = eng.CloseSession(sess) }()
+	p := map[string]herald.Value{"d": herald.String(l.id), "of": herald.String(l.msg.id)}
+	if _, err := eng.Exec(ctx, sess, "BEGIN; "+verb+" $d; SPAWN o: Out { of = $of }", p); err != nil {
+		m.fatalf(t, "%s of the live lease %s in a transaction: %v", verb, l.id, err)
+	}
+	switch end {
+	case "rollback":
+		_, err = eng.Exec(ctx, sess, "ROLLBACK", nil)
+		m.logf("tx %s %s (%s) rollback: %v", verb, l.msg.id, l.id[:6], err)
+		if err != nil {
+			m.fatalf(t, "ROLLBACK: %v", err)
+		}
+		return // the lease is as it was
+	case "settled_elsewhere":
+		if err := m.w.svc.Ack(ctx, l.id); err != nil {
+			m.fatalf(t, "ACK of %s outside the open transaction: %v", l.id, err)
+		}
+		m.endLease(l)
+		l.msg.state = stGone
+		_, err = eng.Exec(ctx, sess, "COMMIT", nil)
+		m.logf("tx %s %s (%s) after an ACK elsewhere: %v", verb, l.msg.id, l.id[:6], err)
+		if codeOf(err) != herald.CodeInvalidDeliveryID {
+			m.fatalf(t, "COMMIT after the lease was settled elsewhere: %v, want E8004", err)
+		}
+		return
+	}
+	_, err = eng.Exec(ctx, sess, "COMMIT", nil)
+	m.logf("tx %s %s (%s of %s attempt %d) commit: %v", verb, l.msg.id, l.id[:6], consName(l), l.attempt, err)
+	m.outs = append(m.outs, l.msg.id)
+	if verb == "ACK" {
+		if err != nil {
+			m.fatalf(t, "COMMIT with ACK of the live lease %s: %v", l.id, err)
+		}
+		m.endLease(l)
+		l.msg.state = stGone
+		return
+	}
+	spec := l.spec
+	dead := m.fail(l, m.w.now(), failNack, false, 0)
+	if err != nil {
+		m.fatalf(t, "COMMIT with NACK of the live lease %s (dead letter %v to %q): %v", l.id, dead, spec.deadLetter, err)
 	}
 }

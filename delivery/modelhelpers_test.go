@@ -261,6 +261,7 @@ func (w *world) letters() []letterRow {
 type deliveryRow struct {
 	subject   string
 	attempts  int
+	releases  int
 	leased    bool
 	handle    delivery.Handle // the lease's handle (the hash of its delivery id)
 	deadline  time.Time
@@ -275,7 +276,7 @@ func (w *world) deliveries() map[string]deliveryRow {
 	}
 	out := map[string]deliveryRow{}
 	for _, r := range recs {
-		out[string(r.Subject)] = deliveryRow{subject: string(r.Subject), attempts: r.Attempts, leased: r.Leased,
+		out[string(r.Subject)] = deliveryRow{subject: string(r.Subject), attempts: r.Attempts, releases: r.Releases, leased: r.Leased,
 			handle: r.Handle, deadline: r.Deadline, notBefore: r.NotBefore}
 	}
 	return out

@@ -33,8 +33,11 @@ const (
 // stateKey is the auxiliary record of a subject's delivery state.
 func stateKey(subject herald.NodeID) []byte { return append([]byte("d/"), subject...) }
 
-// stateVersion is the first byte of an encoded state.
-const stateVersion = 1
+// stateVersion is the first byte of an encoded state. Version 1 had no releases.
+const (
+	stateVersion1 = 1
+	stateVersion  = 2
+)
 
 // deliveryState is a subject's durable delivery state: a copy taken under Service.mu,
 // so that a transaction can write it after the lock is released while the dispatcher
@@ -42,6 +45,7 @@ const stateVersion = 1
 type deliveryState struct {
 	subject   herald.NodeID
 	attempts  int
+	releases  int
 	notBefore time.Time
 	// Set while the subject is leased:
 	leased   bool
@@ -54,7 +58,7 @@ type deliveryState struct {
 // stateLocked copies sub's delivery state, leased by l (nil: not leased), and counts the
 // record's write.
 func stateLocked(sub *subject, l *lease) deliveryState {
-	st := deliveryState{subject: sub.id, attempts: sub.attempts, notBefore: sub.notBefore}
+	st := deliveryState{subject: sub.id, attempts: sub.attempts, releases: sub.releases, notBefore: sub.notBefore}
 	if l != nil {
 		st.attempts = l.attempt
 		st.leased, st.handle, st.deadline, st.watch = true, l.key, l.deadline, l.watch
@@ -88,6 +92,7 @@ func (d recordDrop) apply(tx *engine.SysTx) { tx.DeleteAux(stateKey(d.subject), 
 func (st deliveryState) encode() []byte {
 	b := []byte{stateVersion}
 	b = binary.AppendUvarint(b, uint64(st.attempts))
+	b = binary.AppendUvarint(b, uint64(st.releases))
 	b = appendTime(b, st.notBefore)
 	if !st.leased {
 		return append(b, 0)
@@ -101,15 +106,22 @@ func (st deliveryState) encode() []byte {
 
 func decodeState(subject herald.NodeID, b []byte) (deliveryState, error) {
 	st := deliveryState{subject: subject}
-	if len(b) == 0 || b[0] != stateVersion {
+	if len(b) == 0 || (b[0] != stateVersion && b[0] != stateVersion1) {
 		return st, herald.ErrCorrupt
 	}
+	version := b[0]
 	b = b[1:]
 	n, m := binary.Uvarint(b)
 	if m <= 0 || n > 1<<31 {
 		return st, herald.ErrCorrupt
 	}
 	st.attempts, b = int(n), b[m:]
+	if version >= stateVersion {
+		if n, m = binary.Uvarint(b); m <= 0 || n > 1<<31 {
+			return st, herald.ErrCorrupt
+		}
+		st.releases, b = int(n), b[m:]
+	}
 	var err error
 	if st.notBefore, b, err = decodeTime(b); err != nil {
 		return st, err
@@ -253,7 +265,7 @@ func (s *Service) recover(tx *graph.Tx, st deliveryState) {
 	}
 	sub := s.subjectLocked(n)
 	sub.stored, sub.writes = true, -1
-	sub.attempts, sub.notBefore = st.attempts, st.notBefore
+	sub.attempts, sub.releases, sub.notBefore = st.attempts, st.releases, st.notBefore
 	if !st.leased {
 		return
 	}
@@ -264,6 +276,7 @@ func (s *Service) recover(tx *graph.Tx, st deliveryState) {
 		sp:       s.recoveredSpec(tx, st.watch),
 		deadline: st.deadline,
 		attempt:  st.attempts,
+		releases: st.releases,
 		index:    -1,
 		sent:     true, // it went out before the restart
 	}
@@ -421,7 +434,8 @@ func newNodeID(prefix string) herald.NodeID { return herald.NewID(prefix) }
 // tests. It holds the lease's handle, never its delivery id.
 type Record struct {
 	Subject   herald.NodeID
-	Attempts  int
+	Attempts  int       // failed deliveries (NACK, timeout); while leased, the lease's attempt
+	Releases  int       // deliveries given back because their consumer left
 	NotBefore time.Time // zero: none
 	Leased    bool
 	Handle    Handle
@@ -442,7 +456,7 @@ func Records(eng *engine.Engine) ([]Record, error) {
 		if err != nil {
 			return err
 		}
-		out = append(out, Record{Subject: st.subject, Attempts: st.attempts, NotBefore: st.notBefore, Leased: st.leased,
+		out = append(out, Record{Subject: st.subject, Attempts: st.attempts, Releases: st.releases, NotBefore: st.notBefore, Leased: st.leased,
 			Handle: st.handle, Deadline: st.deadline, Watch: st.watch, Consumer: st.consumer})
 		return nil
 	})

@@ -97,7 +97,7 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 			continue // expired already (an ack timeout shorter than a sync)
 		}
 		l.sent = true
-		out = append(out, herald.Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Seq: pos.seq, Tick: pos.tick, Deadline: l.deadline})
+		out = append(out, herald.Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Releases: l.releases, Seq: pos.seq, Tick: pos.tick, Deadline: l.deadline})
 	}
 	return out, nil
 }

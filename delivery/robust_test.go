@@ -153,7 +153,49 @@ func TestReleaseSurvivesStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != 1 || evs[0].Match.MapGet("m.id").AsString() != "m" || evs[0].Attempt != 2 {
-		t.Fatalf("after the restart: %+v, want m at attempt 2 at once", evs)
+	if len(evs) != 1 || evs[0].Match.MapGet("m.id").AsString() != "m" || evs[0].Attempt != 1 || evs[0].Releases != 1 {
+		t.Fatalf("after the restart: %+v, want m at once, attempt 1 after 1 release", evs)
+	}
+}
+
+// TestLeavingConsumersDoNotSpendRedeliveries: with max_redeliveries: 0, a message whose
+// holder leaves goes to the group's other member, however many members leave in turn;
+// only a NACK (or a timeout) spends the budget.
+func TestLeavingConsumersDoNotSpendRedeliveries(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, err := h.eng.Exec(ctx, "", `SPAWN #j: LJ {}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	const w = `WATCH j: LJ [mode: consume, group: "g", max_redeliveries: 0] RETURN j.id`
+	for i := range 5 {
+		st, err := h.svc.Consume(ctx, "", w, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.svc.Flush()
+		ev := <-st.Events()
+		if ev.Type != delivery.EventConsumed || ev.Attempt != 1 || ev.Releases != i {
+			t.Fatalf("consumer %d got %+v, want the job at attempt 1 after %d releases", i, ev, i)
+		}
+		st.Close()
+	}
+	st, err := h.svc.Consume(ctx, "", w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h.svc.Flush()
+	ev := <-st.Events()
+	if err := h.svc.Nack(ctx, ev.DeliveryID, delivery.NackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.svc.Flush()
+	res, err := h.eng.Exec(ctx, "", `MATCH d: _DeadLetter RETURN d.delivery_attempts`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := res.Results[0].Rows; len(rows) != 1 || rows[0][0].AsInt() != 1 {
+		t.Fatalf("dead letters after one NACK: %v, want one after 1 attempt", res.Results[0].Rows)
 	}
 }

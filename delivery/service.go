@@ -40,7 +40,8 @@ type subject struct {
 	id        herald.NodeID
 	typ       string
 	created   uint64
-	attempts  int // deliveries so far, durable in its record
+	attempts  int // failed deliveries so far (NACK, timeout), durable in its record
+	releases  int // deliveries given back because their consumer left; not failures
 	lease     *lease
 	notBefore time.Time
 	entries   map[*group]*entry
@@ -62,6 +63,7 @@ type lease struct {
 	sp       *spec  // the options it was leased under (recovered from its _Watch)
 	deadline time.Time
 	attempt  int
+	releases int  // the subject's releases when it was leased (shown on the delivery)
 	settling bool // an ACK, NACK or EXTEND is committing it
 	// sent: its consumed event has gone to the consumer (or it was recovered after a
 	// restart, when it had been). Until then its delivery id is known to nobody: it
@@ -529,17 +531,19 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 	}
 }
 
-// releaseLocked returns a lease whose consumer left: the subject is ready again at once
-// and the attempt counts (if the consumer got it); past max_redeliveries it is
-// dead-lettered by the dispatcher.
+// releaseLocked returns a lease whose consumer left: the subject is ready again at once,
+// for the group's other members. A release is not a failed attempt (the consumer did not
+// NACK it, nor let it time out while connected): the attempt is not counted, the
+// subject's releases are, and the dispatcher persists that (see pendingLocked).
 func (s *Service) releaseLocked(l *lease) {
 	s.count.released.Add(1)
 	s.removeLeaseLocked(l)
-	l.subj.attempts = l.spent()
-	s.released = append(s.released, l)
-	if l.spent() < 1+l.spec().maxRedeliveries {
-		s.requeueLocked(l.subj)
+	l.subj.attempts = l.attempt - 1
+	if l.sent {
+		l.subj.releases++
 	}
+	s.released = append(s.released, l)
+	s.requeueLocked(l.subj)
 }
 
 // dropGroupLocked forgets a group: one of one whose consumer left, or a named one idle

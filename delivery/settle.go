@@ -153,7 +153,7 @@ func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 	if reason != "" {
 		drop = recordDrop{subject: sub.id, once: sub.writes == 1}
 	} else {
-		st = deliveryState{subject: sub.id, attempts: l.attempt, notBefore: notBefore}
+		st = deliveryState{subject: sub.id, attempts: l.attempt, releases: sub.releases, notBefore: notBefore}
 		if sub.writes >= 0 {
 			sub.writes++
 		}
@@ -179,12 +179,16 @@ func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 			}
 			s.finishLocked(l)
 			s.count.nacked.Add(1)
+			if reason != "" {
+				// Counted here: the letter's commit deletes the subject, which the
+				// engine may already have reported (sub.gone) by now.
+				s.count.deadLettered.Add(1)
+			}
 			switch {
 			case sub.gone:
 				s.goneLocked(sub)
 			case reason != "":
 				s.dropSubjectLocked(sub)
-				s.count.deadLettered.Add(1)
 			default:
 				sub.attempts, sub.notBefore, sub.stored = l.attempt, notBefore, true
 				s.requeueLocked(sub)

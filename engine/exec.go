@@ -68,7 +68,7 @@ func (e *Engine) run(ctx context.Context, sessionID string, script *ast.Script, 
 		return nil
 	}
 	for _, st := range script.Stmts {
-		x := &execution{e: e, sess: sess, file: file, params: params, commits: &commits, pos: &pos}
+		x := &execution{ctx: ctx, e: e, sess: sess, file: file, params: params, commits: &commits, pos: &pos}
 		inTx := sess.tx != nil
 		res, err := x.stmt(ctx, st)
 		if sessionID != "" {
@@ -79,7 +79,7 @@ func (e *Engine) run(ctx context.Context, sessionID string, script *ast.Script, 
 				return nil, werr
 			}
 			if sess.tx != nil {
-				sess.tx = nil
+				sess.tx, sess.parts = nil, nil
 				if he, ok := err.(*herald.Error); ok && he.Code != herald.CodeTxState {
 					c := *he
 					c.Message += " (the open transaction was rolled back)"
@@ -203,6 +203,7 @@ func CheckParams(n ast.Node, params map[string]herald.Value) error {
 
 // execution runs the statements of one Exec call.
 type execution struct {
+	ctx    context.Context // the caller's: a statement stops when it is done
 	e      *Engine
 	sess   *Session
 	file   *token.File
@@ -225,8 +226,16 @@ func (x *execution) errAt(code herald.Code, pos token.Pos, format string, args .
 	return eval.ErrorAt(x.file, code, pos, format, args...)
 }
 
+// interrupted reports E4011 once the caller has gone away.
+func (x *execution) interrupted() error {
+	if x.ctx == nil || x.ctx.Err() == nil {
+		return nil
+	}
+	return herald.Errorf(herald.CodeCancelled, "the statement was stopped: its client went away (%v)", x.ctx.Err())
+}
+
 func (x *execution) evalCtx() *eval.Context {
-	ctx := &eval.Context{Params: x.params, Now: x.e.clock.Now().UTC(), Actor: x.sess.actor, Session: x.sess.id}
+	ctx := &eval.Context{Params: x.params, Now: x.e.clock.Now().UTC(), Actor: x.sess.actor, Session: x.sess.id, Interrupt: x.interrupted}
 	if x.tx != nil {
 		ctx.Node = x.tx.Node
 	}
@@ -240,36 +249,24 @@ func (x *execution) stmt(ctx context.Context, st ast.Stmt) (Result, error) {
 		if sess.tx != nil {
 			return Result{}, x.errAt(herald.CodeTxState, s.Pos(), "BEGIN inside an open transaction")
 		}
-		e.mu.RLock()
-		sess.tx = e.g.Begin()
-		e.mu.RUnlock()
+		// The transaction reads a snapshot taken now (snapshot isolation) and holds no
+		// lock between or during its statements; COMMIT checks what it wrote against
+		// the graph as it is then.
+		g, _, _ := e.snapshot()
+		sess.tx, sess.parts = g.Begin(), nil
 		return Result{}, nil
 	case *ast.CommitStmt:
 		if sess.tx == nil {
 			return Result{}, x.errAt(herald.CodeTxState, s.Pos(), "COMMIT without an open transaction")
 		}
-		tx := sess.tx
-		sess.tx = nil
-		e.mu.Lock()
-		// A session watching its own transaction hears of the commit before the commit
-		// can reach anyone as durable.
-		var announce func(uint64)
-		if sess.id != "" && e.hasSessionListeners(sess.id) {
-			announce = func(seq uint64) { e.notifySession(sess.id, TxEvent{Ended: true, Committed: true, Seq: seq}) }
-		}
-		p, err := e.commitLockedAnnounce(tx, nil, 0, sess.actor, announce)
-		x.pos.observe(e.seq, e.tick)
-		e.mu.Unlock()
-		if err != nil {
-			return Result{}, err
-		}
-		x.queued(p)
-		return Result{}, nil
+		tx, parts := sess.tx, sess.parts
+		sess.tx, sess.parts = nil, nil
+		return x.commit(ctx, tx, parts)
 	case *ast.RollbackStmt:
 		if sess.tx == nil {
 			return Result{}, x.errAt(herald.CodeTxState, s.Pos(), "ROLLBACK without an open transaction")
 		}
-		sess.tx = nil
+		sess.tx, sess.parts = nil, nil
 		return Result{}, nil
 	case *ast.BeginSessionStmt:
 		if sess.actor != "" {
@@ -294,7 +291,11 @@ func (x *execution) stmt(ctx context.Context, st ast.Stmt) (Result, error) {
 		if ext == nil {
 			return Result{}, x.errAt(herald.CodeNotImplemented, st.Pos(), "%s parses, but this server does not execute it yet", stmtName(st))
 		}
-		return ext.ExecStmt(ctx, StmtEnv{SessionID: sess.id, Actor: sess.actor, Params: x.params, File: x.file, InTx: sess.tx != nil, Observe: x.pos.observe}, st)
+		env := StmtEnv{SessionID: sess.id, Actor: sess.actor, Params: x.params, File: x.file, InTx: sess.tx != nil, Observe: x.pos.observe}
+		if env.InTx {
+			env.Enlist = func(p TxPart) { sess.parts = append(sess.parts, p) }
+		}
+		return ext.ExecStmt(ctx, env, st)
 	case *ast.BadStmt:
 		return Result{}, x.errAt(herald.CodeSyntax, s.Pos(), "invalid statement")
 	}
@@ -313,13 +314,14 @@ func (x *execution) stmt(ctx context.Context, st ast.Stmt) (Result, error) {
 	return res, nil
 }
 
-// runRead runs st against tx (or a fresh read view) with the graph locked for reading.
+// runRead runs st against tx, the session's open transaction over the snapshot its
+// BEGIN took, or outside a transaction against a fresh snapshot. It holds no lock, so a
+// long read never holds up a commit.
 func (x *execution) runRead(st ast.Stmt, tx *graph.Tx) (Result, error) {
-	x.e.mu.RLock()
-	defer x.e.mu.RUnlock()
-	x.pos.observe(x.e.seq, x.e.tick)
+	g, seq, tick := x.e.snapshot()
+	x.pos.observe(seq, tick)
 	if tx == nil {
-		tx = x.e.g.Begin()
+		tx = g.Begin()
 	}
 	x.tx = tx
 	return x.run(st)
@@ -603,4 +605,47 @@ func ConsumeMode(query string) bool {
 		}
 	}
 	return false
+}
+
+// commit commits an explicit transaction with the parts extensions joined to it: each is
+// prepared first (any failure fails the whole COMMIT, nothing applied), written into the
+// transaction under the writer lock, and told the outcome once it is known. Without
+// parts the answer waits for durability with the request's other commits; with parts
+// COMMIT waits here, since the parts must learn it.
+func (x *execution) commit(ctx context.Context, tx *graph.Tx, parts []TxPart) (Result, error) {
+	e, sess := x.e, x.sess
+	for i, p := range parts {
+		if err := p.Prepare(); err != nil {
+			for _, q := range parts[:i] {
+				q.Done(err)
+			}
+			return Result{}, err
+		}
+	}
+	e.mu.Lock()
+	tx.Rebase(e.g)
+	sys := &SysTx{Tx: tx}
+	for _, p := range parts {
+		p.Apply(sys)
+	}
+	// A session watching its own transaction hears of the commit before the commit
+	// can reach anyone as durable.
+	var announce func(uint64)
+	if sess.id != "" && e.hasSessionListeners(sess.id) {
+		announce = func(seq uint64) { e.notifySession(sess.id, TxEvent{Ended: true, Committed: true, Seq: seq}) }
+	}
+	p, err := e.commitLockedAnnounce(tx, sys.aux, 0, sess.actor, announce)
+	x.pos.observe(e.seq, e.tick)
+	e.mu.Unlock()
+	if err == nil && len(parts) > 0 {
+		err = p.wait(context.WithoutCancel(ctx))
+	}
+	for _, part := range parts {
+		part.Done(err)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	x.queued(p)
+	return Result{}, nil
 }

@@ -71,6 +71,14 @@ func (e *Engine) View(fn func(tx *graph.Tx, seq, tick uint64) error) error {
 	return fn(e.g.Begin(), e.seq, e.tick)
 }
 
+// ViewSnapshot is View on a snapshot of the committed graph, with no lock held while fn
+// runs: for reads that may be long (a watch's initial result over a join), which must
+// not hold up commits. The same promise about later change sets holds.
+func (e *Engine) ViewSnapshot(fn func(tx *graph.Tx, seq, tick uint64) error) error {
+	g, seq, tick := e.snapshot()
+	return fn(g.Begin(), seq, tick)
+}
+
 // System runs fn as one transaction with system privileges (it may write `_` types and
 // auxiliary records), commits it and waits until it is durable. fn returning an error
 // aborts it. It returns the commit's seq and tick, or the current position when fn
@@ -121,6 +129,22 @@ func (e *Engine) Durable() (seq, tick uint64) { return e.pipe.durablePosition() 
 // Clock returns the engine's clock.
 func (e *Engine) Clock() herald.Clock { return e.clock }
 
+// TxPart is an extension's share of an explicit transaction, such as an ACK inside
+// BEGIN … COMMIT. At COMMIT, before the writer lock is taken, every part is prepared
+// (it claims what it needs, or fails the whole commit); under the lock each writes its
+// effect into the transaction; after the commit each learns how it ended.
+type TxPart interface {
+	// Prepare claims what the part needs. An error fails the COMMIT: nothing of the
+	// transaction is applied, and the parts prepared before it are told (Done).
+	Prepare() error
+	// Apply writes the part's effect into the committing transaction. It runs under
+	// the engine's writer lock and must not wait for anything.
+	Apply(tx *SysTx)
+	// Done reports the outcome to a prepared part: nil once the commit is durable,
+	// otherwise why the commit failed (nothing of it was applied, or its sync failed).
+	Done(err error)
+}
+
 // StmtEnv is what a statement handed to an Extension runs with.
 type StmtEnv struct {
 	SessionID string
@@ -128,6 +152,10 @@ type StmtEnv struct {
 	Params    map[string]herald.Value
 	File      *token.File // resolves positions for errors
 	InTx      bool        // an explicit transaction is open in the session
+	// Enlist joins part to the open transaction (set only when InTx): COMMIT prepares
+	// it, writes it with the transaction's own changes in one commit, and reports the
+	// outcome; ROLLBACK, or an error that ends the transaction, drops it unprepared.
+	Enlist func(part TxPart)
 	// Observe reports the position (seq, tick) the statement read or wrote; the answer
 	// carries the newest one observed.
 	Observe func(seq, tick uint64)

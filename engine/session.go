@@ -17,6 +17,7 @@ type Session struct {
 	id       string
 	mu       sync.Mutex // serializes Exec calls on the session
 	tx       *graph.Tx
+	parts    []TxPart // what extensions joined to tx (settlements), applied at COMMIT
 	actor    herald.NodeID
 	vars     map[string]herald.NodeID
 	lastUsed time.Time

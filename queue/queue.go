@@ -479,6 +479,10 @@ func (s *Service) Release(ctx context.Context, queue, lockID string) (int, error
 func (s *Service) clearExpired(ctx context.Context, lk *lock) error {
 	s.lockExpiries.Add(1)
 	s.del.SettleHandles(ctx, lk.deliveries, delivery.Settle{Action: delivery.ActNack}) // E8004 for leases that already expired
+	// Leases that expired on their own may still be on their way back to the ready
+	// queue (their expiry commits asynchronously): let that finish, so the pop that
+	// follows sees every item the lock held.
+	s.del.Flush()
 	return s.deleteLock(ctx, lk.queue)
 }
 

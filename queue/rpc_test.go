@@ -402,8 +402,8 @@ func TestRPCSubscription(t *testing.T) {
 	if _, err := sub.Next(ctx); !errors.Is(err, io.EOF) {
 		t.Fatalf("next after close = %v, want EOF", err)
 	}
-	// Released at once, as an attempt.
-	if d := e.receiveOne("s"); d.ID != id || d.Attempt != 2 {
+	// Released at once; a release is not a failed attempt.
+	if d := e.receiveOne("s"); d.ID != id || d.Attempt != 1 {
 		t.Fatalf("after close: %+v", d)
 	}
 	_, err = e.q.Consume(ctx, "missing")

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -93,6 +94,9 @@ type Service struct {
 	log         *slog.Logger
 	streams     context.Context // done once CloseStreams is called
 	stopStreams context.CancelFunc
+	// sendSlots bounds how many watch-mode streams encode and send a frame at once, so
+	// that a large fan-out takes at most half the CPUs and publishers keep the rest.
+	sendSlots chan struct{}
 }
 
 var _ heraldv1connect.HeraldHandler = (*Service)(nil)
@@ -104,6 +108,7 @@ func New(eng Engine, opts Options) *Service {
 		s.log = slog.Default()
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
+	s.sendSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	return s
 }
 

@@ -54,7 +54,6 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 	}
 	events := st.Events()
 	var raw []byte
-	var n int
 	for {
 		var first herald.Event
 		var ok bool
@@ -72,30 +71,18 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		if !ok {
 			return nil
 		}
-		// The frame's events go in already encoded (as unknown fields, which is how
-		// protobuf carries bytes it does not parse): an event shared by identical
-		// watches is serialised once for all of them.
-		raw, n = raw[:0], 0
-		var end error
-		for ev, more := first, true; more; {
-			if ev.Type == herald.EventError {
-				end = eventError(ev)
-				break
-			}
-			b, err := encodedEvent(ev)
-			if err != nil {
-				return toConnect(err)
-			}
-			raw = appendEncodedEvent(raw, b)
-			if n++; n == maxEventsPerFrame {
-				break
-			}
-			select {
-			case ev, more = <-events:
-			default:
-				more = false
-			}
+		// Encoding takes one of a few slots, so that a large fan-out leaves CPU to the
+		// publishers; the send does not hold it (a client that does not read would
+		// hold it for as long as its flow-control window stays shut).
+		select {
+		case s.sendSlots <- struct{}{}:
+		case <-ctx.Done():
+			return s.ended(ctx)
 		}
+		var n int
+		var end error
+		raw, n, end = encodeFrame(raw[:0], first, events)
+		<-s.sendSlots
 		if n > 0 {
 			frame := &heraldv1.WatchResponse{}
 			frame.ProtoReflect().SetUnknown(raw)
@@ -107,6 +94,34 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 			return end
 		}
 	}
+}
+
+// encodeFrame appends to raw first and the events waiting behind it (up to
+// maxEventsPerFrame), already encoded, as WatchResponse.events fields: protobuf carries
+// them as unknown fields, so an event shared by identical watches is serialised once
+// for all of them. It returns the frame, its event count and the error that ends the
+// stream, if an error event or a failed encoding came.
+func encodeFrame(raw []byte, first herald.Event, events <-chan herald.Event) ([]byte, int, error) {
+	n := 0
+	for ev, more := first, true; more; {
+		if ev.Type == herald.EventError {
+			return raw, n, eventError(ev)
+		}
+		b, err := encodedEvent(ev)
+		if err != nil {
+			return raw, n, toConnect(err)
+		}
+		raw = appendEncodedEvent(raw, b)
+		if n++; n == maxEventsPerFrame {
+			break
+		}
+		select {
+		case ev, more = <-events:
+		default:
+			more = false
+		}
+	}
+	return raw, n, nil
 }
 
 // ended is the error of a stream whose context ended: the server stopping, or the call.
@@ -152,7 +167,7 @@ func toWireEvent(ev herald.Event) *heraldv1.WatchEvent {
 	out := &heraldv1.WatchEvent{
 		Type: ev.Type, Seq: ev.Seq, Tick: ev.Tick, Last: ev.Last, Count: int32(min(ev.Count, 1<<31-1)),
 		Uncommitted: ev.Uncommitted, Code: string(ev.Code), Message: ev.Message,
-		DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt),
+		DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Releases: int32(min(ev.Releases, 1<<31-1)),
 	}
 	if ev.Error != nil {
 		if out.Code == "" {
@@ -342,7 +357,7 @@ func (w *subscribeWriter) run(ctx context.Context) error {
 func (w *subscribeWriter) add(frame *heraldv1.SubscribeResponse, ev herald.Event) error {
 	switch ev.Type {
 	case herald.EventConsumed:
-		d := &heraldv1.Delivery{DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Match: convert.ToWire(ev.Match), Seq: ev.Seq, Tick: ev.Tick}
+		d := &heraldv1.Delivery{DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Releases: int32(min(ev.Releases, 1<<31-1)), Match: convert.ToWire(ev.Match), Seq: ev.Seq, Tick: ev.Tick}
 		if !ev.Deadline.IsZero() {
 			d.Deadline = ev.Deadline.UnixNano()
 		}

@@ -33,6 +33,27 @@ func readSSE(t *testing.T, r *bufio.Reader) (typ, data string) {
 	}
 }
 
+// consumeOne opens a consume watch over SSE and returns the delivery id of its first
+// delivery; the stream stays open (holding the lease) until the test ends.
+func consumeOne(t *testing.T, addr, watch string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/v1/watch?"+
+		url.Values{"query": {watch}}.Encode(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	_, data := readSSE(t, bufio.NewReader(resp.Body))
+	var ev struct {
+		DeliveryID string `json:"delivery_id"`
+	}
+	if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.DeliveryID == "" {
+		t.Fatalf("consumed event %s: %v", data, err)
+	}
+	return ev.DeliveryID
+}
+
 // TestWatchStreamAndAck runs the basic consume workflow through the server: a job is
 // streamed over /v1/watch, acknowledged over /v1/query, and a second ACK answers E8004.
 func TestWatchStreamAndAck(t *testing.T) {
@@ -149,21 +170,8 @@ func TestSettleOverHTTP(t *testing.T) {
 	start(t, s)
 	addr := s.Addr()
 	post(t, addr, `SPAWN j: Job {}`)
-	q := url.Values{"query": {`WATCH j: Job [mode: consume] RETURN j`}}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/v1/watch?"+q.Encode(), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	_, data := readSSE(t, bufio.NewReader(resp.Body))
-	var ev struct {
-		DeliveryID string `json:"delivery_id"`
-	}
-	if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.DeliveryID == "" {
-		t.Fatalf("event %s: %v", data, err)
-	}
-	body := `{"settlements": [{"delivery_id": "` + ev.DeliveryID + `", "action": "ack"}, {"delivery_id": "` + ev.DeliveryID + `", "action": "ack"}]}`
+	did := consumeOne(t, addr, `WATCH j: Job [mode: consume] RETURN j`)
+	body := `{"settlements": [{"delivery_id": "` + did + `", "action": "ack"}, {"delivery_id": "` + did + `", "action": "ack"}]}`
 	sr, err := http.Post("http://"+addr+"/v1/settle", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

@@ -1213,7 +1213,9 @@ type Delivery struct {
 	Seq   uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
 	Tick  uint64 `protobuf:"varint,5,opt,name=tick,proto3" json:"tick,omitempty"`
 	// When the lease expires unless settled or extended, in Unix nanoseconds.
-	Deadline      int64 `protobuf:"fixed64,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline int64 `protobuf:"fixed64,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// Earlier deliveries given back because their consumer left; not failed attempts.
+	Releases      int32 `protobuf:"varint,7,opt,name=releases,proto3" json:"releases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1286,6 +1288,13 @@ func (x *Delivery) GetTick() uint64 {
 func (x *Delivery) GetDeadline() int64 {
 	if x != nil {
 		return x.Deadline
+	}
+	return 0
+}
+
+func (x *Delivery) GetReleases() int32 {
+	if x != nil {
+		return x.Releases
 	}
 	return 0
 }
@@ -1422,8 +1431,10 @@ type WatchEvent struct {
 	Code        string `protobuf:"bytes,9,opt,name=code,proto3" json:"code,omitempty"`
 	Message     string `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
 	// A timeout's delivery.
-	DeliveryId    string `protobuf:"bytes,11,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
-	Attempt       int32  `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	DeliveryId string `protobuf:"bytes,11,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
+	Attempt    int32  `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Consume mode: earlier deliveries given back because their consumer left.
+	Releases      int32 `protobuf:"varint,13,opt,name=releases,proto3" json:"releases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1538,6 +1549,13 @@ func (x *WatchEvent) GetDeliveryId() string {
 func (x *WatchEvent) GetAttempt() int32 {
 	if x != nil {
 		return x.Attempt
+	}
+	return 0
+}
+
+func (x *WatchEvent) GetReleases() int32 {
+	if x != nil {
+		return x.Releases
 	}
 	return 0
 }
@@ -3891,7 +3909,7 @@ const file_herald_proto_rawDesc = "" +
 	"deliveries\x18\x01 \x03(\v2\x13.herald.v1.DeliveryR\n" +
 	"deliveries\x121\n" +
 	"\asettled\x18\x02 \x03(\v2\x17.herald.v1.SettleResultR\asettled\x12-\n" +
-	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xaf\x01\n" +
+	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xcb\x01\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x18\n" +
@@ -3899,7 +3917,8 @@ const file_herald_proto_rawDesc = "" +
 	"\x05match\x18\x03 \x01(\v2\x10.herald.v1.ValueR\x05match\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04tick\x18\x05 \x01(\x04R\x04tick\x12\x1a\n" +
-	"\bdeadline\x18\x06 \x01(\x10R\bdeadline\"\xde\x01\n" +
+	"\bdeadline\x18\x06 \x01(\x10R\bdeadline\x12\x1a\n" +
+	"\breleases\x18\a \x01(\x05R\breleases\"\xde\x01\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12;\n" +
 	"\x06params\x18\x02 \x03(\v2#.herald.v1.WatchRequest.ParamsEntryR\x06params\x12\x18\n" +
@@ -3909,7 +3928,7 @@ const file_herald_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
 	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\">\n" +
 	"\rWatchResponse\x12-\n" +
-	"\x06events\x18\x01 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xc9\x02\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xe5\x02\n" +
 	"\n" +
 	"WatchEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12&\n" +
@@ -3925,7 +3944,8 @@ const file_herald_proto_rawDesc = "" +
 	" \x01(\tR\amessage\x12\x1f\n" +
 	"\vdelivery_id\x18\v \x01(\tR\n" +
 	"deliveryId\x12\x18\n" +
-	"\aattempt\x18\f \x01(\x05R\aattempt\"\xce\x01\n" +
+	"\aattempt\x18\f \x01(\x05R\aattempt\x12\x1a\n" +
+	"\breleases\x18\r \x01(\x05R\breleases\"\xce\x01\n" +
 	"\fQueryRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12;\n" +
 	"\x06params\x18\x02 \x03(\v2#.herald.v1.QueryRequest.ParamsEntryR\x06params\x12\x18\n" +

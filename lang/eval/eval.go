@@ -31,6 +31,9 @@ type Context struct {
 	Aggs []herald.Value
 	// Node looks up a node by id for `#id.attr`; nil means no graph is at hand.
 	Node func(herald.NodeID) *herald.Node
+	// Interrupt, when set, is asked every few thousand bindings a pattern scans whether
+	// the statement must stop (its client went away); the error it returns ends it.
+	Interrupt func() error
 }
 
 // Func is a compiled expression.

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -159,6 +161,30 @@ func TestSeedBasicConsumeWorkflow(t *testing.T) {
 	if n := len(deadLetters(t, u)); n != 2 {
 		t.Fatalf("%d dead letters, want 2", n)
 	}
+	if got := metric(t, u, "herald_consume_dead_lettered_total"); got != "2" {
+		t.Fatalf("herald_consume_dead_lettered_total = %q after two dead letters, want 2", got)
+	}
+}
+
+// metric reads one unlabelled sample of /metrics.
+func metric(t *testing.T, base, name string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return ""
 }
 
 // Errors of the seed's error handling pattern.
@@ -436,8 +462,8 @@ func TestSeedCompetingConsumers(t *testing.T) {
 		}
 		for _, job := range held {
 			ev, ok := re[job]
-			if !ok || ev.Attempt != 2 || ev.DeliveryID == first[job].DeliveryID {
-				t.Fatalf("after A closed: %s redelivered %+v (found %v), want attempt 2 with a new id", job, ev, ok)
+			if !ok || ev.Attempt != 1 || ev.Releases != 1 || ev.DeliveryID == first[job].DeliveryID {
+				t.Fatalf("after A closed: %s redelivered %+v (found %v), want attempt 1 after 1 release, with a new id", job, ev, ok)
 			}
 			wantInvalidDelivery(t, u, "ACK", first[job].DeliveryID, "")
 			mustSettle(t, u, "ACK", ev.DeliveryID, "")

@@ -63,6 +63,8 @@ type crashLedger struct {
 	problems    []string // answers no run may give
 
 	publishes, ackCount atomic.Int64 // totals, for the kill schedule
+	wirePublishes       atomic.Int64 // of publishes, those acknowledged on the binary wire
+	wireAcks            atomic.Int64 // of ACKs, those acknowledged on the binary wire
 	nacks, stale        atomic.Int64 // NACKs answered 200; settlements answered E8004
 	lostAnswers         atomic.Int64 // requests whose answer never came (the server died)
 	refused             atomic.Int64 // settlements that found no server listening
@@ -172,14 +174,19 @@ func publisher(c *crashCluster, l *crashLedger, next *atomic.Int64, stop <-chan 
 			l.problem("publish k=%d: id %s: %v", k, r.Results[0].Rows[0][0], err)
 			continue
 		}
-		l.mu.Lock()
-		if prev, dup := l.published[id]; dup {
-			l.problems = append(l.problems, fmt.Sprintf("publishes k=%d and k=%d both answered id %s", prev, k, id))
-		}
-		l.published[id] = k
-		l.mu.Unlock()
-		l.publishes.Add(1)
+		l.recordPublish(id, k)
 	}
+}
+
+// recordPublish records the acknowledged publish of message k as node id.
+func (l *crashLedger) recordPublish(id string, k int64) {
+	l.mu.Lock()
+	if prev, dup := l.published[id]; dup {
+		l.problems = append(l.problems, fmt.Sprintf("publishes k=%d and k=%d both answered id %s", prev, k, id))
+	}
+	l.published[id] = k
+	l.mu.Unlock()
+	l.publishes.Add(1)
 }
 
 // consumer reads the crash watch, reconnecting to whichever server runs, and settles
@@ -214,7 +221,8 @@ func consumer(ctx context.Context, c *crashCluster, l *crashLedger, verdict func
 				l.problem("delivery %s: match %s (%v)", ev.DeliveryID, ev.Match, err)
 				continue
 			}
-			stmt := fmt.Sprintf(verdict(m.K, ev.Attempt), ev.DeliveryID)
+			how := verdict(m.K, ev.Attempt)
+			stmt := fmt.Sprintf(how, ev.DeliveryID)
 			// Half of the settlements go as statements, half through POST /v1/settle.
 			var r *response
 			if m.K%2 == 0 {
@@ -227,24 +235,9 @@ func consumer(ctx context.Context, c *crashCluster, l *crashLedger, verdict func
 				// The server was already gone: the settlement never reached it.
 				l.refused.Add(1)
 			case err != nil:
-				l.lostAnswers.Add(1)
-				if strings.HasPrefix(stmt, "ACK") {
-					l.mu.Lock()
-					l.unknownAcks[m.ID] = append(l.unknownAcks[m.ID], ev.DeliveryID)
-					l.mu.Unlock()
-				}
+				l.recordLost(how, m.ID, ev.DeliveryID)
 			case r.Status == 200:
-				l.mu.Lock()
-				switch {
-				case strings.HasPrefix(stmt, "ACK"):
-					l.acks[m.ID] = append(l.acks[m.ID], ev.DeliveryID)
-					l.ackCount.Add(1)
-				case strings.HasSuffix(stmt, "[no_retry]"):
-					l.rejects[m.ID] = append(l.rejects[m.ID], ev.DeliveryID)
-				default:
-					l.nacks.Add(1)
-				}
-				l.mu.Unlock()
+				l.recordSettled(how, m.ID, ev.DeliveryID)
 			case r.Status == 404 && r.Error != nil && r.Error.Code == "E8004":
 				l.stale.Add(1) // the lease ran out first: allowed, changes nothing
 			default:
@@ -252,6 +245,32 @@ func consumer(ctx context.Context, c *crashCluster, l *crashLedger, verdict func
 			}
 		}
 		st.Close()
+	}
+}
+
+// recordSettled records the settlement how (a crashVerdict) of delivery did of message
+// id, answered as done.
+func (l *crashLedger) recordSettled(how, id, did string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch how {
+	case `ACK %q`:
+		l.acks[id] = append(l.acks[id], did)
+		l.ackCount.Add(1)
+	case `NACK %q`:
+		l.nacks.Add(1)
+	default:
+		l.rejects[id] = append(l.rejects[id], did)
+	}
+}
+
+// recordLost records a settlement whose answer never came: it may have committed.
+func (l *crashLedger) recordLost(how, id, did string) {
+	l.lostAnswers.Add(1)
+	if how == `ACK %q` {
+		l.mu.Lock()
+		l.unknownAcks[id] = append(l.unknownAcks[id], did)
+		l.mu.Unlock()
 	}
 }
 
@@ -340,11 +359,20 @@ func TestConsumeKillNine(t *testing.T) {
 	)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for range crashPublishers {
-		pubWG.Go(func() { publisher(c, l, &next, stop) })
+	// Half of the load goes over HTTP and SSE, half over the Go client's binary wire.
+	for i := range crashPublishers {
+		if i%2 == 0 {
+			pubWG.Go(func() { publisher(c, l, &next, stop) })
+		} else {
+			pubWG.Go(func() { wirePublisher(c, l, &next, stop) })
+		}
 	}
-	for range crashConsumers {
-		conWG.Go(func() { consumer(ctx, c, l, crashVerdict) })
+	for i := range crashConsumers {
+		if i%2 == 0 {
+			conWG.Go(func() { consumer(ctx, c, l, crashVerdict) })
+		} else {
+			conWG.Go(func() { wireConsumer(ctx, c, l, crashVerdict) })
+		}
 	}
 	stopLoad := func() {
 		close(stop)
@@ -385,6 +413,10 @@ func TestConsumeKillNine(t *testing.T) {
 	// without its lock until the drain below starts a consumer again.
 	t.Logf("acknowledged: %d publishes, %d ACKs, %d NACKs, %d rejects; %d deliveries, %d stale settlements (E8004), %d answers lost to kills, %d settlements refused while the server was down",
 		len(l.published), l.ackCount.Load(), l.nacks.Load(), len(l.rejects), l.deliveries.Load(), l.stale.Load(), l.lostAnswers.Load(), l.refused.Load())
+	t.Logf("over the binary wire: %d publishes, %d ACKs", l.wirePublishes.Load(), l.wireAcks.Load())
+	if l.wirePublishes.Load() == 0 || l.wireAcks.Load() == 0 {
+		t.Errorf("the binary wire carried %d acknowledged publishes and %d ACKs: half the load should go over it", l.wirePublishes.Load(), l.wireAcks.Load())
+	}
 	if len(l.problems) > 0 {
 		t.Errorf("%d unexpected answers; the first: %s", len(l.problems), strings.Join(l.problems[:min(len(l.problems), 10)], "\n"))
 	}
