@@ -41,6 +41,7 @@ const (
 	CodeTxState    Code = "E3001"
 	CodeTxConflict Code = "E3002"
 	CodeSession    Code = "E3003"
+	CodeNoSession  Code = "E3004"
 
 	CodeMalformedRequest Code = "E4001"
 	CodeEmptyQuery       Code = "E4002"
@@ -101,7 +102,8 @@ var codeTable = []CodeInfo{
 
 	{CodeTxState, "TRANSACTION_STATE", 409, "failed_precondition", "BEGIN inside a transaction, COMMIT or ROLLBACK outside one, and similar"},
 	{CodeTxConflict, "TRANSACTION_CONFLICT", 409, "aborted", "a concurrent transaction changed what this one wrote; retry"},
-	{CodeSession, "SESSION_ERROR", 400, "failed_precondition", "session misuse: nested sessions, END SESSION without one, unknown session"},
+	{CodeSession, "SESSION_ERROR", 400, "failed_precondition", "session misuse: nested sessions, END SESSION without one"},
+	{CodeNoSession, "SESSION_NOT_FOUND", 404, "not_found", "the session id is unknown, closed or expired"},
 
 	{CodeMalformedRequest, "MALFORMED_REQUEST", 400, "invalid_argument", "the request body is not the expected JSON"},
 	{CodeEmptyQuery, "EMPTY_QUERY", 400, "invalid_argument", "the request holds no statement"},

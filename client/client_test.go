@@ -196,7 +196,7 @@ func TestSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := &Session{c: c, id: "nope"}
-	if err := bad.Close(ctx); herald.CodeOf(err) != herald.CodeSession {
+	if err := bad.Close(ctx); herald.CodeOf(err) != herald.CodeNoSession {
 		t.Fatalf("closing an unknown session: %v", err)
 	}
 }

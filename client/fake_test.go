@@ -163,7 +163,7 @@ func (f *fakeServer) OpenSession(context.Context, *connect.Request[heraldv1.Open
 
 func (f *fakeServer) CloseSession(_ context.Context, req *connect.Request[heraldv1.CloseSessionRequest]) (*connect.Response[heraldv1.CloseSessionResponse], error) {
 	if req.Msg.GetSession() != "s1" {
-		return nil, fakeError(herald.Errorf(herald.CodeSession, "unknown session"))
+		return nil, fakeError(herald.Errorf(herald.CodeNoSession, "unknown session"))
 	}
 	return connect.NewResponse(&heraldv1.CloseSessionResponse{}), nil
 }

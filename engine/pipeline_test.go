@@ -196,14 +196,14 @@ func TestSessionExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(2 * time.Minute)
-	if _, err := e.Exec(context.Background(), sid, `COMMIT`, nil); herald.CodeOf(err) != herald.CodeSession {
-		t.Fatalf("err = %v, want SESSION_ERROR", err)
+	if _, err := e.Exec(context.Background(), sid, `COMMIT`, nil); herald.CodeOf(err) != herald.CodeNoSession {
+		t.Fatalf("err = %v, want SESSION_NOT_FOUND", err)
 	}
 	r := exec(t, e, `MATCH n: N RETURN COUNT(n)`)
 	if r.Results[0].Rows[0][0].AsInt() != 0 {
 		t.Fatal("the expired session's transaction was committed")
 	}
-	if err := e.CloseSession(sid); herald.CodeOf(err) != herald.CodeSession {
+	if err := e.CloseSession(sid); herald.CodeOf(err) != herald.CodeNoSession {
 		t.Fatalf("closing an expired session: %v", err)
 	}
 }

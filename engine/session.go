@@ -50,7 +50,7 @@ func (e *Engine) CloseSession(id string) error {
 	delete(e.sessions, id)
 	e.sessMu.Unlock()
 	if !ok {
-		return herald.Errorf(herald.CodeSession, "unknown session %q", id)
+		return herald.Errorf(herald.CodeNoSession, "unknown or closed session %q", id)
 	}
 	s.mu.Lock()
 	open := s.tx != nil
@@ -69,7 +69,7 @@ func (e *Engine) session(id string) (*Session, error) {
 	e.sweepSessionsLocked()
 	s, ok := e.sessions[id]
 	if !ok {
-		return nil, herald.Errorf(herald.CodeSession, "unknown or expired session %q", id)
+		return nil, herald.Errorf(herald.CodeNoSession, "unknown, closed or expired session %q", id)
 	}
 	s.lastUsed = e.clock.Now()
 	return s, nil

@@ -59,7 +59,7 @@ func (f *fakeEngine) CloseSession(id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.sessions[id] {
-		return herald.Errorf(herald.CodeSession, "unknown session %q", id)
+		return herald.Errorf(herald.CodeNoSession, "unknown session %q", id)
 	}
 	delete(f.sessions, id)
 	return nil
@@ -177,7 +177,7 @@ func TestErrors(t *testing.T) {
 			engErr: errors.New("disk on fire"), status: 500, code: herald.CodeInternal},
 		{name: "not implemented", method: "POST", path: "/v1/query", body: `{"query":"WATCH x: Job"}`,
 			engErr: herald.Errorf(herald.CodeNotImplemented, "WATCH"), status: 501, code: herald.CodeNotImplemented},
-		{name: "close unknown session", method: "DELETE", path: "/v1/sessions/nope", status: 400, code: herald.CodeSession},
+		{name: "close unknown session", method: "DELETE", path: "/v1/sessions/nope", status: 404, code: herald.CodeNoSession},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -252,7 +252,7 @@ func TestSessions(t *testing.T) {
 	if w := do(t, h, "DELETE", "/v1/sessions/s1", ""); w.Code != 204 {
 		t.Fatalf("close: %d %s", w.Code, w.Body)
 	}
-	if w := do(t, h, "DELETE", "/v1/sessions/s1", ""); w.Code != 400 {
+	if w := do(t, h, "DELETE", "/v1/sessions/s1", ""); w.Code != 404 {
 		t.Fatalf("second close: %d", w.Code)
 	}
 }

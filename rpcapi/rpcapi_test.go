@@ -77,7 +77,7 @@ func (f *fakeEngine) CloseSession(id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if id != "s1" {
-		return herald.Errorf(herald.CodeSession, "unknown session %q", id)
+		return herald.Errorf(herald.CodeNoSession, "unknown session %q", id)
 	}
 	f.closed = append(f.closed, id)
 	return nil
@@ -307,7 +307,7 @@ func TestSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.CloseSession(context.Background(), connect.NewRequest(&heraldv1.CloseSessionRequest{Session: "nope"}))
-	if he := heraldError(t, err); he.Code != herald.CodeSession || connect.CodeOf(err) != connect.CodeFailedPrecondition {
+	if he := heraldError(t, err); he.Code != herald.CodeNoSession || connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("close unknown: %v", err)
 	}
 }

@@ -140,3 +140,31 @@ func TestCustomBackend(t *testing.T) {
 		t.Fatalf("Err = %v", s.Err())
 	}
 }
+
+// Closing a session twice: the second DELETE finds nothing to close, 404 E3004.
+func TestCloseSessionTwice(t *testing.T) {
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger()})
+	start(t, s)
+	resp, err := http.Post("http://"+s.Addr()+"/v1/sessions", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var open struct{ Session string }
+	err = json.NewDecoder(resp.Body).Decode(&open)
+	resp.Body.Close()
+	if err != nil || open.Session == "" {
+		t.Fatalf("open: %v %+v", err, open)
+	}
+	for i, want := range []int{http.StatusNoContent, http.StatusNotFound} {
+		req, _ := http.NewRequest(http.MethodDelete, "http://"+s.Addr()+"/v1/sessions/"+open.Session, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (i == 1 && !strings.Contains(string(body), `"E3004"`)) {
+			t.Fatalf("DELETE #%d: %d %s, want %d", i+1, resp.StatusCode, body, want)
+		}
+	}
+}

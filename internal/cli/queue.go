@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/herald-mq/herald"
 	queues "github.com/herald-mq/herald/queue"
 )
 
@@ -312,8 +313,8 @@ func newQueueStatsCmd(f *queueFlags, stdout io.Writer) *cobra.Command {
   priorities  items per priority, as priority:count
 
 "ready" is an upper bound on what a pop can take: an item leased by some other
-consume-mode WATCH on QueueItem is counted as ready. A queue exists while it has
-items, so an empty queue is listed only when named.`,
+consume-mode WATCH on QueueItem is counted as ready. A queue exists while it holds
+items or a lock: naming one that holds neither exits with status 1 (E4007).`,
 		Example: `  herald queue stats
   herald queue stats emails
   herald queue stats --json | jq '.queues[] | select(.locked > 0)'`,
@@ -335,7 +336,9 @@ items, so an empty queue is listed only when named.`,
 				return &ExitError{Code: 1, Err: err}
 			}
 			if len(args) == 1 && len(all) == 0 {
-				all = []*queueStats{{Queue: args[0], Priorities: map[string]int64{}}}
+				// A queue exists while it holds items or a lock: there is nothing to count.
+				return c.fail(stdout, &queueRefusal{Status: http.StatusNotFound, ErrorCode: string(herald.CodeNotFound),
+					Message: fmt.Sprintf("no queue %q: it holds no items and no lock", args[0])})
 			}
 			if f.json {
 				if all == nil {

@@ -54,7 +54,8 @@ type Options struct {
 	// FS is the filesystem the store lives on; nil means the operating system's.
 	// Tests pass vfs.NewMem() or the crashable vfs.NewStrictMem().
 	FS vfs.FS
-	// Logger receives pebble's messages; nil means slog.Default().
+	// Logger receives pebble's messages as they are: the caller labels them (the
+	// server adds component=pebble). Nil means slog.Default() with component=pebble.
 	Logger *slog.Logger
 }
 
@@ -95,7 +96,7 @@ const (
 func Open(dir string, opts Options) (*Store, error) {
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.Default()
+		logger = slog.Default().With("component", "pebble")
 	}
 	po := &pebble.Options{
 		FS:                 opts.FS,
@@ -803,16 +804,16 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// pebbleLogger adapts slog to pebble's Logger.
+// pebbleLogger adapts slog to pebble's Logger. It adds no attributes of its own.
 type pebbleLogger struct{ l *slog.Logger }
 
 func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Info(fmt.Sprintf(format, args...), "component", "pebble")
+	p.l.Info(fmt.Sprintf(format, args...))
 }
 
 // Fatalf logs and panics: pebble calls it only for unrecoverable states.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble")
+	p.l.Error(msg)
 	panic("pebblestore: " + msg)
 }
