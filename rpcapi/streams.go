@@ -31,7 +31,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		return toConnect(herald.Errorf(herald.CodeEmptyQuery, "the query is empty; expected a WATCH statement"))
 	}
 	if engine.ConsumeMode(m.GetQuery()) {
-		return toConnect(herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is consumed with Subscribe; Watch serves watch mode"))
+		return toConnect(herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream; the Watch stream serves watch mode"))
 	}
 	if s.wat == nil {
 		return toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))

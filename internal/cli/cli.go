@@ -1,4 +1,4 @@
-// Package cli implements the herald command line: serve, query, watch, queue and version.
+// Package cli implements the herald command line: serve, query, watch, consume, queue and version.
 // Each command runs through Run with explicit arguments and streams, so tests drive it without a process.
 package cli
 
@@ -76,7 +76,7 @@ through a query language. Run a broker with "herald serve" and talk to it with
 	root.SetErr(stderr)
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
-	root.AddCommand(newServeCmd(), newQueryCmd(stdin, stdout, stderr), newVersionCmd(stdout), newWatchCmd(stdout, stderr))
+	root.AddCommand(newServeCmd(), newQueryCmd(stdin, stdout, stderr), newVersionCmd(stdout), newWatchCmd(stdout, stderr), newConsumeCmd(stdout, stderr))
 	root.AddCommand(newQueueCmd(stdout))
 	return root
 }

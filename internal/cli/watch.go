@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
+	"github.com/herald-mq/herald/engine"
 )
 
 type watchFlags struct {
@@ -47,7 +48,8 @@ printed. When interrupted it reports that position on standard error; pass it to
 sends a reset event and a new snapshot when they are older than its change log keeps).
 
 An error event from the server ends the command with exit status 1. Consume-mode
-statements ([mode: consume]) deliver messages to be acknowledged and are not served here.`,
+statements ([mode: consume]) lease messages that must be settled: run them with
+"herald consume".`,
 		Example: `  herald watch 'WATCH t: Task WHERE t.status = "done" RETURN t'
   herald watch --json 'WATCH t: Task [delivery: reliable] RETURN t.title, t.status' | jq .
   herald watch --after 42 'WATCH t: Task [delivery: reliable] RETURN t'
@@ -63,11 +65,7 @@ statements ([mode: consume]) deliver messages to be acknowledged and are not ser
 		},
 	}
 	fl := cmd.Flags()
-	defAddr := os.Getenv("HERALD_ADDR")
-	if defAddr == "" {
-		defAddr = "http://127.0.0.1:7420"
-	}
-	fl.StringVar(&f.addr, "addr", defAddr, "broker URL (default from $HERALD_ADDR when set)")
+	fl.StringVar(&f.addr, "addr", defaultAddr(), "broker URL (default from $HERALD_ADDR when set)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per event")
 	fl.Uint64Var(&f.after, "after", 0, "resume after this position (the seq of the last event seen)")
 	fl.StringVar(&f.session, "session", "", "open the stream in this session")
@@ -77,22 +75,19 @@ statements ([mode: consume]) deliver messages to be acknowledged and are not ser
 }
 
 func runWatch(ctx context.Context, f watchFlags, statement string, stdout, stderr io.Writer) error {
-	var params map[string]any
-	if strings.TrimSpace(f.params) != "" {
-		dec := json.NewDecoder(strings.NewReader(f.params))
-		dec.UseNumber()
-		if err := dec.Decode(&params); err != nil {
-			return usageError(fmt.Errorf("--params: want a JSON object: %v", err))
-		}
+	params, err := parseParams(f.params)
+	if err != nil {
+		return err
 	}
 	if f.reconnect < 0 {
 		return usageError(fmt.Errorf("--reconnect %d: want at least 0", f.reconnect))
 	}
-	addr := strings.TrimRight(f.addr, "/")
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	if engine.ConsumeMode(statement) {
+		if _, perr := consumeStatement(statement, ""); perr == nil {
+			return usageError(errors.New("this WATCH is in consume mode: its messages are leased and must be settled; run it with herald consume"))
+		}
 	}
-	c, err := client.Dial(ctx, addr, client.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := client.Dial(ctx, normalizeAddr(f.addr), client.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
 	}
@@ -179,4 +174,21 @@ func compactJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return strings.TrimRight(buf.String(), "\n")
+}
+
+// defaultAddr is the broker URL flags default to: $HERALD_ADDR, or the local default.
+func defaultAddr() string {
+	if a := os.Getenv("HERALD_ADDR"); a != "" {
+		return a
+	}
+	return "http://127.0.0.1:7420"
+}
+
+// normalizeAddr accepts host:port as well as a URL.
+func normalizeAddr(addr string) string {
+	addr = strings.TrimRight(addr, "/")
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return addr
 }

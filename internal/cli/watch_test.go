@@ -38,7 +38,7 @@ type watchReq struct {
 
 func (s *scriptWatcher) Open(ctx context.Context, session, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
 	if engine.ConsumeMode(query) {
-		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is consumed with Subscribe")
+		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream")
 	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, watchReq{session, query, params, after})
@@ -162,8 +162,9 @@ func TestWatchCommandUsage(t *testing.T) {
 	if err != nil || !strings.Contains(out, "herald watch --json") || !strings.Contains(out, "--after") {
 		t.Fatalf("help: %v\n%s", err, out)
 	}
-	url := serveScript(t, &scriptWatcher{})
-	if _, errOut, err := run(t, "", "watch", "--addr", url, "WATCH j: Job [mode: consume] RETURN j"); ExitCode(err) != 1 || !strings.Contains(errOut, "Subscribe") {
+	// A consume-mode statement is refused before it reaches the server, with the
+	// command that serves it.
+	if _, errOut, err := run(t, "", "watch", "--addr", "http://127.0.0.1:1", "WATCH j: Job [mode: consume] RETURN j"); ExitCode(err) != 2 || !strings.Contains(errOut, "herald consume") {
 		t.Fatalf("consume statement: exit %d, %q", ExitCode(err), errOut)
 	}
 }
