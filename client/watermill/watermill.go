@@ -2,11 +2,13 @@
 // message.Subscriber whose messages are WatermillMessage nodes, consumed through
 // consume-mode watches, with Ack and Nack mapped to Herald's ACK and NACK.
 //
-// Each published message becomes one WatermillMessage node per consumer group of its
-// topic: the topic's default group (subscribers without a consumer group) and every
-// named group registered for the topic (a WatermillGroup node, created by the group's
-// first Subscribe). A named group receives the messages published after its
-// registration.
+// Each consumer group of a topic, the default one (subscribers without a consumer
+// group) included, is registered as a WatermillGroup node by its first Subscribe or
+// SubscribeInitialize, and receives the messages published after that. Publish writes
+// one WatermillMessage node per registered group of the topic. While a topic has no
+// registered group at all, Publish writes one node for the default group, so that
+// messages published before the first subscriber are not lost: the first subscribers
+// without a consumer group receive them (a named group does not).
 package watermill
 
 import (
@@ -22,6 +24,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 )
 
@@ -35,6 +38,10 @@ const (
 const Schema = `node WatermillMessage { topic: String, grp: String, uuid: String, payload: String, metadata: String }
 node WatermillGroup { topic: String, grp: String }`
 
+// DefaultMaxRedeliveries is the MaxRedeliveries of a Config that leaves it 0: a message
+// that keeps failing is delivered 17 times, then dead-lettered.
+const DefaultMaxRedeliveries = 16
+
 // ErrClosed is returned by Publish and Subscribe after Close.
 var ErrClosed = errors.New("watermill: closed")
 
@@ -47,8 +54,12 @@ type Config struct {
 	// AckTimeout is the consume watch's ack_timeout (default 30s): an unsettled message
 	// is redelivered after it.
 	AckTimeout time.Duration
-	// MaxRedeliveries is the watch's max_redeliveries (default 1000000): after that many
-	// redeliveries a message is dead-lettered.
+	// MaxRedeliveries is the watch's max_redeliveries (default DefaultMaxRedeliveries):
+	// how many times a message is delivered again after a Nack or an expired AckTimeout.
+	// When its last delivery fails as well, the message is dead-lettered: Herald deletes
+	// its node and records it as a _DeadLetter node (MATCH d: _DeadLetter RETURN d),
+	// which REDRIVE can put back. A message given back because its subscriber closed
+	// does not count as a failed delivery.
 	MaxRedeliveries int
 	// CloseTimeout bounds how long Close waits for a subscription to stop (default 5s).
 	CloseTimeout time.Duration
@@ -59,7 +70,7 @@ func (c Config) withDefaults() Config {
 		c.AckTimeout = 30 * time.Second
 	}
 	if c.MaxRedeliveries <= 0 {
-		c.MaxRedeliveries = 1000000
+		c.MaxRedeliveries = DefaultMaxRedeliveries
 	}
 	if c.CloseTimeout <= 0 {
 		c.CloseTimeout = 5 * time.Second
@@ -67,20 +78,25 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// EnsureSchema declares the adapter's node types unless they exist already.
+// schemaAttempts bounds how often EnsureSchema declares the schema when concurrent
+// declarations conflict with its own.
+const schemaAttempts = 5
+
+// EnsureSchema declares the adapter's node types. Declaring a type exactly as it is
+// already declared changes nothing, so it is safe to call any number of times and from
+// concurrent callers; it fails if a type of the same name is declared differently.
 func EnsureSchema(ctx context.Context, c *client.Client) error {
-	resp, err := c.Exec(ctx, `MATCH m: WatermillMessage RETURN m.id LIMIT 1`, nil)
-	if err == nil && resp != nil {
-		return nil
-	}
-	if _, err := c.Exec(ctx, Schema, nil); err != nil {
-		// A concurrent declaration may have won.
-		if _, err2 := c.Exec(ctx, `MATCH m: WatermillMessage RETURN m.id LIMIT 1`, nil); err2 == nil {
+	for attempt := 1; ; attempt++ {
+		_, err := c.Exec(ctx, Schema, nil)
+		if err == nil {
 			return nil
 		}
-		return fmt.Errorf("watermill: declaring the schema: %w", err)
+		// A concurrent declaration of the same type conflicts with this one; declaring
+		// again finds the type declared and changes nothing.
+		if herald.CodeOf(err) != herald.CodeTxConflict || attempt == schemaAttempts {
+			return fmt.Errorf("watermill: declaring the schema: %w", err)
+		}
 	}
-	return nil
 }
 
 // Publisher publishes Watermill messages as Herald nodes.
@@ -99,8 +115,8 @@ func NewPublisher(ctx context.Context, c *client.Client) (*Publisher, error) {
 	return &Publisher{c: c}, nil
 }
 
-// Publish creates the messages' nodes, one per consumer group of topic, each synced
-// before Publish returns.
+// Publish creates the messages' nodes, one per registered consumer group of topic (one
+// for the default group while none is registered), each synced before Publish returns.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -133,19 +149,23 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	return nil
 }
 
-// groups lists the consumer groups of topic: "" (the default) and the registered ones.
+// groups lists the consumer groups of topic that Publish writes a copy for: the
+// registered ones, or the default group "" while none is.
 func (p *Publisher) groups(ctx context.Context, topic string) ([]string, error) {
-	resp, err := p.c.Exec(ctx, `MATCH g: WatermillGroup WHERE g.topic = $t RETURN g.grp`, map[string]any{"t": topic})
+	resp, err := p.c.Exec(ctx, `MATCH g: WatermillGroup WHERE g.topic = $t RETURN DISTINCT g.grp`, map[string]any{"t": topic})
 	if err != nil {
 		return nil, fmt.Errorf("watermill: listing consumer groups: %w", err)
 	}
-	out := []string{""}
+	var out []string
 	for _, row := range resp.Last().Rows {
 		if len(row) == 1 {
-			if g, ok := row[0].(string); ok && g != "" {
+			if g, ok := row[0].(string); ok {
 				out = append(out, g)
 			}
 		}
+	}
+	if len(out) == 0 {
+		out = []string{""}
 	}
 	return out, nil
 }
@@ -178,17 +198,18 @@ func NewSubscriber(ctx context.Context, c *client.Client, cfg Config) (*Subscrib
 	return &Subscriber{c: c, cfg: cfg.withDefaults(), closing: make(chan struct{})}, nil
 }
 
-// SubscribeInitialize registers the subscriber's consumer group for topic, so that
-// messages published from now on are kept for it.
+// SubscribeInitialize registers the subscriber's consumer group (the default group
+// when Config.ConsumerGroup is empty) for topic, so that messages published from now on
+// are kept for it.
 func (s *Subscriber) SubscribeInitialize(topic string) error {
 	return s.register(context.Background(), topic)
 }
 
+// register creates the WatermillGroup node of the subscriber's consumer group for
+// topic unless it exists. Its id is derived from topic and group, so concurrent
+// registrations create one node.
 func (s *Subscriber) register(ctx context.Context, topic string) error {
 	g := s.cfg.ConsumerGroup
-	if g == "" {
-		return nil
-	}
 	sum := sha256.Sum256([]byte(topic + "\x00" + g))
 	id := "wmg_" + hex.EncodeToString(sum[:16])
 	resp, err := s.c.Exec(ctx, `MATCH g: WatermillGroup WHERE g.topic = $t AND g.grp = $g RETURN g.id`,
