@@ -294,13 +294,19 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		}
 		select {
 		case <-msg.Acked():
+		case <-msg.Nacked():
+		case <-stop:
+		case <-hctx.Done():
+		}
+		// The message may have been settled just as the subscription ended, with both
+		// ready at once: the settlement still counts.
+		select {
+		case <-msg.Acked():
 			return m.Ack(context.WithoutCancel(hctx))
 		case <-msg.Nacked():
 			return m.Nack(context.WithoutCancel(hctx))
-		case <-stop:
-			return nil
-		case <-hctx.Done():
-			return nil
+		default:
+			return nil // left unsettled: Herald releases it when the subscription closes
 		}
 	}
 	sub, err := s.c.Subscribe(ctx, s.watch(topic), handler,
