@@ -19,6 +19,7 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store/pebblestore"
+	"github.com/herald-mq/herald/watch"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -31,6 +32,7 @@ type harness struct {
 	fs        vfs.FS
 	clk       *clock.Manual
 	eng       *engine.Engine
+	wat       *watch.Service
 	svc       *delivery.Service
 	consumers map[string]delivery.Stream
 	ids       map[string]string // d1 → real id
@@ -49,7 +51,8 @@ func (h *harness) open() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.eng, err = engine.Open(context.Background(), engine.Config{Backend: st, Clock: h.clk, Logger: quiet})
+	// The _Watch counters are flushed where a script says so (flush-layer0).
+	h.eng, err = engine.Open(context.Background(), engine.Config{Backend: st, Clock: h.clk, Logger: quiet, Layer0Interval: 1000 * time.Hour})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -57,11 +60,18 @@ func (h *harness) open() {
 	if err := h.svc.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
+	// Watch management (PAUSE, RESUME, CANCEL, ALTER WATCH) runs through the watch
+	// service, which hands consume watches to the delivery service.
+	h.wat = watch.New(watch.Config{Engine: h.eng, Logger: quiet, Consume: h.svc})
+	if err := h.wat.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
 	h.consumers = map[string]delivery.Stream{}
 }
 
 func (h *harness) close() {
 	if h.svc != nil {
+		_ = h.wat.Stop(context.Background())
 		_ = h.svc.Stop(context.Background())
 		_ = h.eng.Close(context.Background())
 		h.svc = nil
@@ -190,6 +200,12 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		h.svc.Flush()
 		return b.String()
+	case "flush-layer0":
+		if err := h.eng.FlushLayer0(ctx); err != nil {
+			return "error: " + err.Error() + "\n"
+		}
+		h.svc.Flush()
+		return "ok\n"
 	case "restart":
 		h.close()
 		h.open()

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/eval"
 )
@@ -31,6 +32,9 @@ type group struct {
 	matches   map[herald.NodeID]*entry
 	failing   map[herald.NodeID]bool // nodes whose evaluation failed, logged once
 	idleSince time.Time              // named groups: without members since (zero: has some)
+	paused    bool                   // PAUSE WATCH: nothing new is leased until RESUME
+	cancelled bool                   // CANCEL WATCH: its _Watch node stays, cancelled
+	stats     *engine.WatchStats     // deliveries, for its _Watch node
 }
 
 func newGroup(key string, sp *spec, watch herald.NodeID) *group {

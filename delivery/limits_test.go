@@ -13,15 +13,23 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store/pebblestore"
+	"github.com/herald-mq/herald/watch"
 )
 
 func openService(t *testing.T, cfg delivery.Config) (*engine.Engine, *delivery.Service) {
+	t.Helper()
+	return openServicePerSession(t, cfg, 0)
+}
+
+// openServicePerSession is openService with the engine's cap on a session's watches
+// set to perSession (0: the default).
+func openServicePerSession(t *testing.T, cfg delivery.Config, perSession int) (*engine.Engine, *delivery.Service) {
 	t.Helper()
 	st, err := pebblestore.Open("db", pebblestore.Options{FS: vfs.NewMem(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet})
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet, MaxWatchesPerSession: perSession})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +48,7 @@ func openService(t *testing.T, cfg delivery.Config) (*engine.Engine, *delivery.S
 // TestConsumerLimits: beyond the per-session and server-wide caps, Consume answers E8006;
 // a closed consumer frees its place.
 func TestConsumerLimits(t *testing.T) {
-	eng, svc := openService(t, delivery.Config{MaxConsumers: 3, MaxConsumersPerSession: 2})
+	eng, svc := openServicePerSession(t, delivery.Config{MaxConsumers: 3}, 2)
 	ctx := context.Background()
 	sid, err := eng.OpenSession()
 	if err != nil {
@@ -66,6 +74,45 @@ func TestConsumerLimits(t *testing.T) {
 	a.Close()
 	if _, err := svc.Consume(ctx, sid, w, nil); err != nil {
 		t.Fatalf("after a close there is room again: %v", err)
+	}
+}
+
+// TestSessionLimitCountsBothModes: a session's cap on watches counts watch-mode streams
+// and consume streams together (E8006), and a closed one of either mode frees a place.
+func TestSessionLimitCountsBothModes(t *testing.T) {
+	eng, svc := openServicePerSession(t, delivery.Config{}, 2)
+	wat := watch.New(watch.Config{Engine: eng, Logger: quiet, Consume: svc})
+	if err := wat.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wat.Stop(context.Background()) })
+	ctx := context.Background()
+	sid, err := eng.OpenSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := svc.Consume(ctx, sid, `WATCH j: Job [mode: consume] RETURN j`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wat.Open(ctx, sid, `WATCH j: Job RETURN j`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wat.Open(ctx, sid, `WATCH j: Job RETURN j`, nil, 0); herald.CodeOf(err) != herald.CodeWatchLimitExceeded {
+		t.Fatalf("a third watch (watch mode): err = %v, want E8006", err)
+	}
+	if _, err := svc.Consume(ctx, sid, `WATCH j: Job [mode: consume] RETURN j`, nil); herald.CodeOf(err) != herald.CodeWatchLimitExceeded {
+		t.Fatalf("a third watch (consume mode): err = %v, want E8006", err)
+	}
+	c.Close()
+	if _, err := wat.Open(ctx, sid, `WATCH j: Job RETURN j`, nil, 0); err != nil {
+		t.Fatalf("after closing the consume stream: %v", err)
+	}
+	w.Close()
+	wat.Flush()
+	if _, err := svc.Consume(ctx, sid, `WATCH j: Job [mode: consume] RETURN j`, nil); err != nil {
+		t.Fatalf("after closing the watch-mode stream: %v", err)
 	}
 }
 

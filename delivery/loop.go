@@ -319,6 +319,9 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 		if len(g.recheck) > 0 {
 			s.recheckLocked(tx, g)
 		}
+		if g.paused {
+			continue // PAUSE WATCH: held leases stay, nothing new goes out
+		}
 		// Pick first, then read the bodies of every pick in one pass (they usually lie
 		// together in the store), then lease them in the order picked.
 		scanned := 0
@@ -387,6 +390,9 @@ func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, cand candidat
 	}
 	sub.lease = l
 	sub.notBefore = time.Time{}
+	l.stats = g.stats
+	l.stats.Delivered(1, now)
+	l.stats.AddPending(1)
 	s.leases[l.key] = l
 	if c != nil {
 		c.leases[l.key] = l

@@ -181,11 +181,12 @@ func decodeTime(b []byte) (time.Time, []byte, error) {
 func (st deliveryState) put(tx *engine.SysTx) { tx.PutAux(stateKey(st.subject), st.encode()) }
 
 // saveWatch records the group's _Watch node (kept across restarts for named groups).
-func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) error {
+// A stream's session slot, when given, is linked to it in the same commit.
+func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec, slot *engine.WatchSlot) error {
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		old := tx.Node(id)
 		attrs := map[string]herald.Value{
-			"pattern":          herald.String(sp.text),
+			"pattern":          herald.String(sp.effective()),
 			"mode":             herald.String("consume"),
 			"status":           herald.String("active"),
 			"ordering":         herald.String(sp.ordering),
@@ -204,13 +205,20 @@ func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec) err
 		}
 		if old != nil {
 			attrs["created_at"] = old.Attrs.Get("created_at")
+			for _, k := range []string{"events_delivered", "events_pending", "last_event_at"} {
+				if v := old.Attrs.Get(k); !v.IsNull() {
+					attrs[k] = v // the counters are the flusher's (engine.WatchStats)
+				}
+			}
 			if old.Attrs.Equal(herald.AttrsOf(attrs)) {
+				slot.LinkIn(tx, id)
 				return nil
 			}
 		} else {
 			attrs["created_at"] = herald.Timestamp(s.clock.Now())
 		}
 		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: herald.AttrsOf(attrs)})
+		slot.LinkIn(tx, id)
 		return nil
 	})
 	return err

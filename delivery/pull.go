@@ -33,7 +33,7 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 		sum := sha256.Sum256([]byte(sp.text))
 		key = "p:" + hex.EncodeToString(sum[:12])
 	}
-	g, err := s.group(ctx, key, sp)
+	g, err := s.group(ctx, key, sp, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -25,8 +25,9 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxConsumers caps consumers server-wide (0: 10,000); beyond it Consume answers E8006.
 	MaxConsumers int
-	// MaxConsumersPerSession caps the consumers of one session (0: 100).
-	MaxConsumersPerSession int
+	// Handles, when set, reports whether a watch-mode stream of the session is bound
+	// to a handle, so that one name denotes one watch in a session.
+	Handles func(session, name string) bool
 	// Policy refuses patterns with E8001 (consume mode never takes a system type).
 	Policy herald.WatchPolicy
 	// GroupIdle is how long a named group (and a pull statement's group) is kept without
@@ -71,6 +72,7 @@ type lease struct {
 	sent  bool
 	index int // in the deadline heap
 	match herald.Value
+	stats *engine.WatchStats // its group's counters, while the lease is out
 }
 
 // spent is the number of deliveries of the subject that count once l ends: l's attempt,
@@ -95,7 +97,9 @@ type consumer struct {
 	maxCredit int
 	closed    bool
 	done      chan struct{}
-	unctx     func() bool // stops closing the consumer when its context ends
+	unctx     func() bool       // stops closing the consumer when its context ends
+	slot      *engine.WatchSlot // its place in its session's watches
+	handle    string            // `h = WATCH …`, "" when unbound
 }
 
 // Service is the consume-mode engine. Surfaces (HTTP, RPC, the query language) call
@@ -106,18 +110,18 @@ type Service struct {
 	clock herald.Clock
 	log   *slog.Logger
 
-	mu         sync.Mutex
-	subjects   map[herald.NodeID]*subject
-	leases     map[Handle]*lease
-	deadlines  leaseHeap
-	groups     map[string]*group
-	consumers  map[string]*consumer
-	perSession map[string]int
-	byType     map[string][]*group // groups by subject type
-	cleanup    map[herald.NodeID]recordDrop
-	specs      map[herald.NodeID]*spec // recovered watches' options, by _Watch id
-	released   []*lease                // leases whose consumer left: requeued, not yet persisted
-	retired    []herald.NodeID         // _Watch nodes of ended groups of one
+	mu        sync.Mutex
+	subjects  map[herald.NodeID]*subject
+	leases    map[Handle]*lease
+	deadlines leaseHeap
+	groups    map[string]*group
+	consumers map[string]*consumer
+	handles   map[handleKey]*consumer // streams bound with `h = WATCH …` (manage.go)
+	byType    map[string][]*group     // groups by subject type
+	cleanup   map[herald.NodeID]recordDrop
+	specs     map[herald.NodeID]*spec // recovered watches' options, by _Watch id
+	released  []*lease                // leases whose consumer left: requeued, not yet persisted
+	retired   []herald.NodeID         // _Watch nodes of ended groups of one
 
 	pendMu  sync.Mutex
 	pending []*herald.ChangeSet
@@ -152,33 +156,30 @@ func New(cfg Config) *Service {
 	if cfg.MaxConsumers <= 0 {
 		cfg.MaxConsumers = 10000
 	}
-	if cfg.MaxConsumersPerSession <= 0 {
-		cfg.MaxConsumersPerSession = 100
-	}
 	if cfg.GroupIdle <= 0 {
 		cfg.GroupIdle = 10 * time.Minute
 	}
 	return &Service{
-		cfg:        cfg,
-		eng:        cfg.Engine,
-		clock:      cfg.Engine.Clock(),
-		log:        cfg.Logger,
-		subjects:   map[herald.NodeID]*subject{},
-		leases:     map[Handle]*lease{},
-		groups:     map[string]*group{},
-		consumers:  map[string]*consumer{},
-		perSession: map[string]int{},
-		byType:     map[string][]*group{},
-		cleanup:    map[herald.NodeID]recordDrop{},
-		specs:      map[herald.NodeID]*spec{},
-		wake:       make(chan struct{}, 1),
-		setWake:    make(chan struct{}, 1),
-		setDone:    make(chan struct{}),
-		jobs:       make(chan job, 1024),
-		compDone:   make(chan struct{}),
-		flush:      make(chan chan struct{}),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		cfg:       cfg,
+		eng:       cfg.Engine,
+		clock:     cfg.Engine.Clock(),
+		log:       cfg.Logger,
+		subjects:  map[herald.NodeID]*subject{},
+		leases:    map[Handle]*lease{},
+		groups:    map[string]*group{},
+		consumers: map[string]*consumer{},
+		handles:   map[handleKey]*consumer{},
+		byType:    map[string][]*group{},
+		cleanup:   map[herald.NodeID]recordDrop{},
+		specs:     map[herald.NodeID]*spec{},
+		wake:      make(chan struct{}, 1),
+		setWake:   make(chan struct{}, 1),
+		setDone:   make(chan struct{}),
+		jobs:      make(chan job, 1024),
+		compDone:  make(chan struct{}),
+		flush:     make(chan chan struct{}),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 }
 
@@ -287,12 +288,18 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 	if sp.group != "" {
 		key = "g:" + sp.group
 	}
-	g, err := s.group(ctx, key, sp)
+	// The session's limit counts watches of both modes (E8006).
+	slot, err := s.eng.AttachWatch(sessionID)
 	if err != nil {
 		return nil, err
 	}
+	g, err := s.group(ctx, key, sp, slot)
+	if err != nil {
+		slot.Release()
+		return nil, err
+	}
 	c := &consumer{
-		id: cid, svc: s, grp: g, session: sessionID,
+		id: cid, svc: s, grp: g, session: sessionID, slot: slot, handle: sp.handle,
 		events:    make(chan Event, 2*maxCredit+2),
 		leases:    map[Handle]*lease{},
 		capacity:  credit,
@@ -300,26 +307,31 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 		done:      make(chan struct{}),
 	}
 	s.mu.Lock()
+	hkey := handleKey{sessionID, sp.handle}
 	switch {
 	case s.stopped:
 		s.mu.Unlock()
+		slot.Release()
 		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
 	case len(s.consumers) >= s.cfg.MaxConsumers:
 		s.mu.Unlock()
+		slot.Release()
 		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d consumers", len(s.consumers))
-	case sessionID != "" && s.perSession[sessionID] >= s.cfg.MaxConsumersPerSession:
+	case sp.handle != "" && (s.handles[hkey] != nil || (s.cfg.Handles != nil && s.cfg.Handles(sessionID, sp.handle))):
 		s.mu.Unlock()
-		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already has %d consumers", s.perSession[sessionID])
+		slot.Release()
+		return nil, herald.Errorf(herald.CodeInvalidQuery, "the handle %s is already bound to a watch in this session; CANCEL it first", sp.handle)
 	case s.groups[key] != g:
 		// The group was dropped while this consumer was being set up.
 		s.mu.Unlock()
+		slot.Release()
 		return s.Subscribe(ctx, sessionID, query, params, credit, maxCredit)
 	}
 	g.members = append(g.members, c)
 	g.idleSince = time.Time{}
 	s.consumers[c.id] = c
-	if sessionID != "" {
-		s.perSession[sessionID]++
+	if sp.handle != "" {
+		s.handles[hkey] = c
 	}
 	s.mu.Unlock()
 	s.kick()
@@ -362,7 +374,8 @@ func (s *Service) compile(sessionID, query string, params map[string]herald.Valu
 
 // group returns the group key, creating it (with its _Watch node) when it does not exist.
 // Members of a named group must all use the same statement (E1004 otherwise).
-func (s *Service) group(ctx context.Context, key string, sp *spec) (*group, error) {
+// The stream's session (slot) is linked to the group's _Watch node.
+func (s *Service) group(ctx context.Context, key string, sp *spec, slot *engine.WatchSlot) (*group, error) {
 	s.mu.Lock()
 	if !s.started || s.stopped {
 		s.mu.Unlock()
@@ -374,6 +387,7 @@ func (s *Service) group(ctx context.Context, key string, sp *spec) (*group, erro
 		if g.spec.text != sp.text {
 			return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
 		}
+		slot.Link(g.watch)
 		return g, nil
 	}
 	watchID := newNodeID("w")
@@ -381,7 +395,7 @@ func (s *Service) group(ctx context.Context, key string, sp *spec) (*group, erro
 		sum := sha256.Sum256([]byte(key[2:]))
 		watchID = herald.NodeID("w" + key[:1] + hex.EncodeToString(sum[:10]))
 	}
-	if err := s.saveWatch(ctx, watchID, sp); err != nil {
+	if err := s.saveWatch(ctx, watchID, sp, slot); err != nil {
 		return nil, err
 	}
 	g, err := s.addGroup(key, sp, watchID)
@@ -403,6 +417,7 @@ func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID) (*group,
 		return g, nil
 	}
 	g := newGroup(key, sp, watchID)
+	g.stats = s.eng.TrackWatch(watchID, nil)
 	err := s.eng.View(func(tx *graph.Tx, seq, _ uint64) error {
 		if g.lazy {
 			if sp.initialNone {
@@ -503,11 +518,10 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 	close(c.events)
 	close(c.done)
 	delete(s.consumers, c.id)
-	if c.session != "" {
-		if s.perSession[c.session]--; s.perSession[c.session] <= 0 {
-			delete(s.perSession, c.session)
-		}
+	if k := (handleKey{c.session, c.handle}); c.handle != "" && s.handles[k] == c {
+		delete(s.handles, k)
 	}
+	c.slot.Release()
 	g := c.grp
 	for i, m := range g.members {
 		if m == c {
@@ -550,9 +564,10 @@ func (s *Service) releaseLocked(l *lease) {
 // for too long.
 func (s *Service) dropGroupLocked(g *group) {
 	delete(s.groups, g.key)
-	if g.spec.group == "" && g.key[:2] == "c:" {
+	if g.spec.group == "" && g.key[:2] == "c:" && !g.cancelled {
 		s.retired = append(s.retired, g.watch)
 	}
+	s.eng.UntrackWatch(g.stats)
 	list := s.byType[g.spec.subjectTyp]
 	for i, x := range list {
 		if x == g {
@@ -573,6 +588,8 @@ func (s *Service) dropGroupLocked(g *group) {
 // removeLeaseLocked forgets l everywhere (not its subject's attempt count).
 func (s *Service) removeLeaseLocked(l *lease) {
 	delete(s.leases, l.key)
+	l.stats.AddPending(-1)
+	l.stats = nil
 	if l.index >= 0 && l.index < len(s.deadlines) && s.deadlines[l.index] == l {
 		heap.Remove(&s.deadlines, l.index)
 	}

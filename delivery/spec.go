@@ -55,7 +55,14 @@ type orderKey struct {
 // spec is a compiled consume watch: what matches, how it is ordered, and its settlement
 // options. Members of one group share one spec.
 type spec struct {
-	text       string       // canonical statement text; members of a group must agree on it
+	text   string // canonical statement text (without a handle); members of a group must agree on it
+	handle string // `h = WATCH …`: the stream's handle, "" when unbound
+	shown  string // the statement as ALTER WATCH left it ("": text)
+
+	// What it was compiled with, for ALTER WATCH.
+	params     map[string]herald.Value
+	actor      herald.NodeID
+	session    string
 	selfRef    *ast.NodeRef // the first #self in the statement, if any
 	group      string       // "" for a group of one
 	subjectVar string
@@ -79,6 +86,14 @@ type spec struct {
 	fairness        eval.Func
 	weight          eval.Func
 	availableAt     eval.Func
+}
+
+// effective is the statement the group runs: its text as altered by ALTER WATCH.
+func (s *spec) effective() string {
+	if s.shown != "" {
+		return s.shown
+	}
+	return s.text
 }
 
 // compileSpec parses and compiles a consume-mode WATCH statement.
@@ -106,8 +121,11 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 	errAt := func(code herald.Code, pos token.Pos, format string, args ...any) error {
 		return eval.ErrorAt(file, code, pos, format, args...)
 	}
+	// The handle names the stream, not the watch: members of a group bind their own.
+	bare := *w
+	bare.Handle = nil
 	s := &spec{
-		text:            printer.String(w),
+		text:            printer.String(&bare),
 		selfRef:         firstSelf(w),
 		ordering:        "arrival",
 		ackTimeout:      DefaultAckTimeout,
@@ -115,11 +133,12 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 		buffer:          DefaultBuffer,
 		types:           map[string]bool{},
 	}
+	s.params, s.actor, s.session = params, actor, sessionID
 	s.ctx = func() *eval.Context {
 		return &eval.Context{Params: params, Now: clk.Now().UTC(), Actor: actor, Session: sessionID}
 	}
 	if w.Handle != nil {
-		return nil, errAt(herald.CodeNotImplemented, w.Pos(), "watch handles (h = WATCH …) arrive with watch mode")
+		s.handle = w.Handle.Name
 	}
 	if w.OnMatch != nil {
 		return nil, errAt(herald.CodeNotImplemented, w.OnMatch.Pos(), "ON MATCH DO triggers arrive with watch mode")

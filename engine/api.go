@@ -67,6 +67,12 @@ type Config struct {
 	SessionIdle time.Duration
 	// MaxGroup caps how many transactions one group commit may hold. 0 means 1024.
 	MaxGroup int
+	// MaxWatchesPerSession caps the watches one session holds, watch and consume mode
+	// together (E8006 past it). 0 means DefaultMaxWatchesPerSession.
+	MaxWatchesPerSession int
+	// Layer0Interval is how often services write their _Watch counters (events
+	// delivered, pending, last event). 0 means DefaultLayer0Interval.
+	Layer0Interval time.Duration
 	// BodyCache is how many bytes of newly written node bodies stay in memory (see
 	// herald.Body). 0 means DefaultBodyCache; a negative value keeps none once durable.
 	BodyCache int

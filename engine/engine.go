@@ -50,6 +50,7 @@ type Engine struct {
 
 	extMu sync.Mutex
 	exts  []Extension
+	l0    *layer0
 
 	sessListeners sessionListeners
 
@@ -82,6 +83,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxGroup <= 0 {
 		cfg.MaxGroup = 1024
+	}
+	if cfg.MaxWatchesPerSession <= 0 {
+		cfg.MaxWatchesPerSession = DefaultMaxWatchesPerSession
+	}
+	if cfg.Layer0Interval <= 0 {
+		cfg.Layer0Interval = DefaultLayer0Interval
 	}
 	if cfg.TickMode == TickInterval && cfg.TickInterval <= 0 {
 		return nil, errors.New("engine: tick mode interval needs a positive TickInterval")
@@ -132,6 +139,12 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.pipe = newPipeline(cfg.Backend, cfg.MaxGroup, cfg.Retention, meta, e.log)
 	e.pipe.afterSync = e.bodies.trim
 	e.pipe.start()
+	e.l0 = newLayer0(e, cfg.Layer0Interval)
+	go e.l0.loop()
+	if err := e.cleanSessions(ctx); err != nil {
+		_ = e.Close(context.Background())
+		return nil, fmt.Errorf("engine: remove the sessions of the last run: %w", err)
+	}
 	if cfg.TickMode == TickInterval {
 		e.stopTick = make(chan struct{})
 		e.tickDone = make(chan struct{})
@@ -147,6 +160,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	var err error
 	e.stopOnce.Do(func() {
 		e.closing.Store(true)
+		if e.l0 != nil {
+			e.l0.close()
+		}
 		if e.stopTick != nil {
 			close(e.stopTick)
 			<-e.tickDone

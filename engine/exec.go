@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/herald-mq/herald"
@@ -605,6 +606,62 @@ func ConsumeMode(query string) bool {
 		}
 	}
 	return false
+}
+
+// ConsumeStatement checks that src is one WATCH statement that is not in watch mode and
+// returns it in canonical form with mode: consume and, when group is set, that group
+// (the command line's "herald consume" runs what it returns).
+func ConsumeStatement(src, group string) (string, error) {
+	script, _, err := parser.ParseScript(src)
+	if err != nil {
+		return "", err
+	}
+	if len(script.Stmts) != 1 {
+		return "", fmt.Errorf("want one WATCH statement, got %d statements", len(script.Stmts))
+	}
+	w, ok := script.Stmts[0].(*ast.WatchStmt)
+	if !ok {
+		return "", errors.New("want a WATCH statement")
+	}
+	if w.Handle != nil {
+		return "", errors.New("a handle (h = WATCH …) belongs to a session's script; give the WATCH alone")
+	}
+	set := func(name string, value ast.Expr) *ast.WatchOption {
+		for _, ol := range w.Options {
+			for _, o := range ol.Options {
+				if strings.EqualFold(o.Name.Name, name) {
+					if value != nil {
+						o.Value = value
+					}
+					return o
+				}
+			}
+		}
+		if value == nil {
+			return nil
+		}
+		if len(w.Options) == 0 {
+			w.Options = []*ast.OptionList{{}}
+		}
+		o := &ast.WatchOption{Name: &ast.Ident{Name: name}, Value: value}
+		w.Options[0].Options = append(w.Options[0].Options, o)
+		return o
+	}
+	if o := set("mode", nil); o != nil {
+		if id, ok := o.Value.(*ast.Ident); !ok || !strings.EqualFold(id.Name, "consume") {
+			return "", errors.New("this WATCH is not in consume mode: print its events with herald watch")
+		}
+	} else {
+		set("mode", &ast.Ident{Name: "consume"})
+	}
+	if group != "" {
+		set("group", &ast.BasicLit{Kind: token.STRING, Value: strconv.Quote(group)})
+	}
+	var b strings.Builder
+	if err := printer.Fprint(&b, w); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
 // commit commits an explicit transaction with the parts extensions joined to it: each is

@@ -21,10 +21,16 @@ type Session struct {
 	actor    herald.NodeID
 	vars     map[string]herald.NodeID
 	lastUsed time.Time
+
+	// Guarded by Engine.sessMu (layer0.go): the watches opened in the session.
+	slots   int                   // watch slots taken, both modes
+	watches map[herald.NodeID]int // slots per _Watch node linked
+	node    bool                  // its _Session node was written
+	created time.Time
 }
 
 func newSession(id string) *Session {
-	return &Session{id: id, vars: map[string]herald.NodeID{}}
+	return &Session{id: id, vars: map[string]herald.NodeID{}, watches: map[herald.NodeID]int{}}
 }
 
 // OpenSession creates a server-side session that keeps an open transaction, bound
@@ -39,6 +45,7 @@ func (e *Engine) OpenSession() (string, error) {
 	e.sessMu.Lock()
 	e.sweepSessionsLocked()
 	e.sessions[id] = s
+	s.created = s.lastUsed
 	e.sessMu.Unlock()
 	return id, nil
 }
@@ -51,6 +58,12 @@ func (e *Engine) CloseSession(id string) error {
 	e.sessMu.Unlock()
 	if !ok {
 		return herald.Errorf(herald.CodeNoSession, "unknown or closed session %q", id)
+	}
+	e.sessMu.Lock()
+	written := s.node
+	e.sessMu.Unlock()
+	if written {
+		e.dropSessionNode(id)
 	}
 	s.mu.Lock()
 	open := s.tx != nil
@@ -76,12 +89,15 @@ func (e *Engine) session(id string) (*Session, error) {
 }
 
 // sweepSessionsLocked drops sessions idle for longer than Config.SessionIdle; their open
-// transactions are discarded with them.
+// transactions are discarded with them. A session that holds watches is in use.
 func (e *Engine) sweepSessionsLocked() {
 	now := e.clock.Now()
 	for id, s := range e.sessions {
-		if now.Sub(s.lastUsed) > e.cfg.SessionIdle {
+		if s.slots == 0 && now.Sub(s.lastUsed) > e.cfg.SessionIdle {
 			delete(e.sessions, id)
+			if s.node {
+				e.dropSessionNode(id)
+			}
 		}
 	}
 }

@@ -52,10 +52,11 @@ type Config struct {
 	// Backend, when set, is used instead of opening a Pebble store in DataDir. The
 	// server closes it on Stop.
 	Backend store.Backend
-	// MaxConsumers and MaxConsumersPerSession cap consume streams server-wide and per
-	// session; 0 means the delivery package's defaults.
-	MaxConsumers           int
-	MaxConsumersPerSession int
+	// MaxConsumers caps consume streams server-wide; 0 means the delivery package's
+	// default. MaxWatchesPerSession caps the watches of one session, consume and watch
+	// mode together; 0 means engine.DefaultMaxWatchesPerSession.
+	MaxConsumers         int
+	MaxWatchesPerSession int
 	// PingInterval is the period of the keep-alive comment on /v1/watch streams; 0 means
 	// httpapi.DefaultPingInterval.
 	PingInterval time.Duration
@@ -140,12 +141,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	cleanup = append(cleanup, func() { _ = backend.Close() })
 
 	eng, err := engine.Open(ctx, engine.Config{
-		Backend:      backend,
-		Clock:        s.cfg.Clock,
-		Logger:       s.log.With("component", "engine"),
-		TickMode:     s.cfg.TickMode,
-		TickInterval: s.cfg.TickInterval,
-		Retention:    s.cfg.Retention,
+		Backend:              backend,
+		Clock:                s.cfg.Clock,
+		Logger:               s.log.With("component", "engine"),
+		TickMode:             s.cfg.TickMode,
+		TickInterval:         s.cfg.TickInterval,
+		Retention:            s.cfg.Retention,
+		MaxWatchesPerSession: s.cfg.MaxWatchesPerSession,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open engine: %w", err)
@@ -154,19 +156,22 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 	// The consume engine installs itself as the engine's statement extension (ACK, NACK,
 	// EXTEND over /v1/query), so it starts before anything is served.
+	// One handle names one watch in a session, whichever its mode: each service asks
+	// the other before binding one.
+	var wat *watch.Service
 	del := delivery.New(delivery.Config{
-		Engine:                 eng,
-		Logger:                 s.log.With("component", "delivery"),
-		MaxConsumers:           s.cfg.MaxConsumers,
-		MaxConsumersPerSession: s.cfg.MaxConsumersPerSession,
-		Policy:                 s.cfg.WatchPolicy,
+		Engine:       eng,
+		Logger:       s.log.With("component", "delivery"),
+		MaxConsumers: s.cfg.MaxConsumers,
+		Policy:       s.cfg.WatchPolicy,
+		Handles:      func(session, name string) bool { return wat != nil && wat.HasHandle(session, name) },
 	})
 	if err := del.Start(ctx); err != nil {
 		return fmt.Errorf("server: start delivery: %w", err)
 	}
 	cleanup = append(cleanup, func() { _ = del.Stop(context.Background()) })
 
-	wat := watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy})
+	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del})
 	if err := wat.Start(ctx); err != nil {
 		return fmt.Errorf("server: start watch: %w", err)
 	}

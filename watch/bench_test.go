@@ -19,7 +19,7 @@ func openBench(b *testing.B, n int, stmt func(i int) string) (*engine.Engine, *w
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc := watch.New(watch.Config{Engine: eng, Logger: quiet, MaxWatches: n + 10, MaxWatchesPerSession: n + 10})
+	svc := watch.New(watch.Config{Engine: eng, Logger: quiet, MaxWatches: n + 10})
 	if err := svc.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}

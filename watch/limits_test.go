@@ -18,11 +18,18 @@ import (
 // Pebble with a manual clock; both stop at cleanup.
 func openWatchService(t *testing.T, cfg watch.Config) (*engine.Engine, *watch.Service) {
 	t.Helper()
+	return openWatchServicePerSession(t, cfg, 0)
+}
+
+// openWatchServicePerSession is openWatchService with the engine's cap on a session's
+// watches set to perSession (0: the default).
+func openWatchServicePerSession(t *testing.T, cfg watch.Config, perSession int) (*engine.Engine, *watch.Service) {
+	t.Helper()
 	st, err := pebblestore.Open("db", pebblestore.Options{FS: vfs.NewMem(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet})
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet, MaxWatchesPerSession: perSession})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +48,7 @@ func openWatchService(t *testing.T, cfg watch.Config) (*engine.Engine, *watch.Se
 // TestWatchLimits: beyond the per-session and server-wide caps, Open answers E8006; a
 // closed watch frees its place. Handles are per session.
 func TestWatchLimits(t *testing.T) {
-	eng, svc := openWatchService(t, watch.Config{MaxWatches: 3, MaxWatchesPerSession: 2})
+	eng, svc := openWatchServicePerSession(t, watch.Config{MaxWatches: 3}, 2)
 	ctx := context.Background()
 	sid, _ := eng.OpenSession()
 	a, err := svc.Open(ctx, sid, `h = WATCH t: Task RETURN t`, nil, 0)

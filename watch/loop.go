@@ -657,6 +657,7 @@ func (w *watcher) deliverLast(ev herald.Event) {
 // sent records a delivered event in the stream's counters.
 func (w *watcher) sent(ev herald.Event) {
 	w.last = w.svc.clock.Now()
+	w.stats.Delivered(1, w.last)
 	w.statMu.Lock()
 	w.delivered++
 	w.lastAt = w.last

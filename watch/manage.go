@@ -72,6 +72,7 @@ func (w *watcher) saveNode(ctx context.Context, status string) {
 			attrs["created_at"] = herald.Timestamp(now)
 		}
 		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: herald.AttrsOf(attrs)})
+		w.link.Do(func() { w.slot.LinkIn(tx, id) })
 		return nil
 	})
 	if err != nil {
@@ -126,39 +127,51 @@ func (s *Service) cleanStale(ctx context.Context) error {
 	return err
 }
 
-// find resolves a handle written in PAUSE / RESUME / CANCEL / ALTER WATCH: a name bound
-// with `h = WATCH …` in this session (or without a session), or a _Watch node id.
-func (s *Service) find(session string, h ast.Expr, env engine.StmtEnv) (*watcher, error) {
-	var name string
+// handleName resolves what PAUSE / RESUME / CANCEL / ALTER WATCH name: a handle bound
+// with `h = WATCH …`, or a _Watch node id (as #id, a string or a parameter).
+func handleName(h ast.Expr, env engine.StmtEnv) (string, error) {
 	switch x := h.(type) {
 	case *ast.Ident:
-		name = x.Name
+		return x.Name, nil
 	case *ast.NodeRef:
-		name = x.Name
+		return x.Name, nil
 	case *ast.BasicLit:
 		c := &eval.Compiler{Scope: eval.NewScope(), File: env.File}
 		f, err := c.Compile(x)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		v, _ := f(&eval.Context{}, nil)
-		name = v.AsString()
+		return v.AsString(), nil
 	case *ast.ParamRef:
-		name = env.Params[x.Name].AsString()
+		return env.Params[x.Name].AsString(), nil
 	}
+	return "", nil
+}
+
+// find returns the watch-mode stream name denotes: a handle bound in this session (or
+// without a session), or a _Watch node id; nil when there is none.
+func (s *Service) find(session, name string) *watcher {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, key := range []handleKey{{session, name}, {"", name}} {
 		if w := s.handles[key]; w != nil {
-			return w, nil
+			return w
 		}
 	}
 	for _, w := range s.watchers {
 		if string(w.nodeID()) == name {
-			return w, nil
+			return w
 		}
 	}
-	return nil, eval.ErrorAt(env.File, herald.CodeWatchNotFound, h.Pos(), "no watch %q: the handle is unknown, or its watch was cancelled or has ended", name)
+	return nil
+}
+
+// HasHandle reports whether a watch-mode stream of session is bound to handle name.
+func (s *Service) HasHandle(session, name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.handles[handleKey{session, name}] != nil
 }
 
 // Handles reports the statements ExecStmt runs (engine.Extension).
@@ -170,33 +183,52 @@ func (s *Service) Handles(st ast.Stmt) bool {
 	return false
 }
 
-// ExecStmt runs PAUSE / RESUME / CANCEL / ALTER WATCH (an engine extension's share).
+// ExecStmt runs PAUSE / RESUME / CANCEL / ALTER WATCH (an engine extension's share) on
+// a watch-mode stream, or hands it to the consume side when the name is one of its.
 func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt) (engine.Result, error) {
+	var (
+		h    ast.Expr
+		op   token.Token
+		opts []*ast.OptionList
+	)
 	switch x := st.(type) {
 	case *ast.WatchControlStmt:
-		w, err := s.find(env.SessionID, x.Handle, env)
-		if err != nil {
-			return engine.Result{}, err
-		}
-		switch x.Op {
-		case token.PAUSE:
-			w.setPaused(true)
-			w.saveNode(ctx, "paused")
-		case token.RESUME:
-			w.setPaused(false)
-			w.saveNode(ctx, "active")
-		case token.CANCEL:
-			w.cancel()
-		}
-		return engine.Result{}, nil
+		h, op = x.Handle, x.Op
 	case *ast.AlterWatchStmt:
-		w, err := s.find(env.SessionID, x.Handle, env)
-		if err != nil {
-			return engine.Result{}, err
+		h, op, opts = x.Handle, token.ALTER, x.Options
+		if opts == nil {
+			opts = []*ast.OptionList{}
 		}
-		return engine.Result{}, w.alter(ctx, x.Options)
+	default:
+		return engine.Result{}, herald.Errorf(herald.CodeNotImplemented, "not a watch management statement")
 	}
-	return engine.Result{}, herald.Errorf(herald.CodeNotImplemented, "not a watch management statement")
+	name, err := handleName(h, env)
+	if err != nil {
+		return engine.Result{}, err
+	}
+	w := s.find(env.SessionID, name)
+	if w == nil {
+		if s.cfg.Consume != nil {
+			found, err := s.cfg.Consume.ControlWatch(ctx, env.SessionID, name, op, opts)
+			if found || err != nil {
+				return engine.Result{}, err
+			}
+		}
+		return engine.Result{}, eval.ErrorAt(env.File, herald.CodeWatchNotFound, h.Pos(), "no watch %q: the handle is unknown, or its watch was cancelled or has ended", name)
+	}
+	switch op {
+	case token.PAUSE:
+		w.setPaused(true)
+		w.saveNode(ctx, "paused")
+	case token.RESUME:
+		w.setPaused(false)
+		w.saveNode(ctx, "active")
+	case token.CANCEL:
+		w.cancel()
+	case token.ALTER:
+		return engine.Result{}, w.alter(ctx, opts)
+	}
+	return engine.Result{}, nil
 }
 
 // setPaused stops or restarts the stream's delivery. A paused watch keeps its position;

@@ -17,6 +17,7 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/token"
 )
 
 // queueCap is how many change sets a watcher keeps in memory before it falls back to
@@ -29,10 +30,22 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxWatches caps watch-mode streams server-wide (0: 10,000); beyond it Open answers E8006.
 	MaxWatches int
-	// MaxWatchesPerSession caps the streams of one session (0: 100).
-	MaxWatchesPerSession int
 	// Policy refuses patterns with E8001.
 	Policy herald.WatchPolicy
+	// Consume, when set, lets PAUSE, RESUME, CANCEL and ALTER WATCH reach consume-mode
+	// watches too. The limit on a session's watches is the engine's
+	// (engine.Config.MaxWatchesPerSession), shared by both modes.
+	Consume ConsumeWatches
+}
+
+// ConsumeWatches is the consume-mode side of watch management (delivery.Service).
+type ConsumeWatches interface {
+	// HasHandle reports whether a consume stream of session is bound to handle name.
+	HasHandle(session, name string) bool
+	// ControlWatch applies op (PAUSE, RESUME or CANCEL; ALTER when opts is not nil) to
+	// the consume watch that name denotes in session: a handle bound there (or without
+	// a session) or a _Watch node id. found is false when there is none.
+	ControlWatch(ctx context.Context, session, name string, op token.Token, opts []*ast.OptionList) (found bool, err error)
 }
 
 // Service runs watch-mode streams.
@@ -42,20 +55,19 @@ type Service struct {
 	clock herald.Clock
 	log   *slog.Logger
 
-	mu         sync.Mutex
-	watchers   map[string]*watcher
-	byType     map[string]map[*watcher]bool
-	byValue    map[eqKey]map[*watcher]bool
-	byNode     map[herald.NodeID]map[*watcher]bool
-	perTick    map[*watcher]bool
-	cache      evalCache // results shared by identical watches
-	perSession map[string]int
-	handles    map[handleKey]*watcher
-	ending     map[*watcher]bool // closed, their goroutine still finishing
-	unlisten   func()
-	started    bool
-	stopped    bool
-	wg         sync.WaitGroup
+	mu       sync.Mutex
+	watchers map[string]*watcher
+	byType   map[string]map[*watcher]bool
+	byValue  map[eqKey]map[*watcher]bool
+	byNode   map[herald.NodeID]map[*watcher]bool
+	perTick  map[*watcher]bool
+	cache    evalCache // results shared by identical watches
+	handles  map[handleKey]*watcher
+	ending   map[*watcher]bool // closed, their goroutine still finishing
+	unlisten func()
+	started  bool
+	stopped  bool
+	wg       sync.WaitGroup
 
 	dispatchCommits atomic.Uint64 // commits handed to the dispatch index
 	dispatchNanos   atomic.Uint64 // time spent deciding which streams they wake
@@ -120,28 +132,24 @@ func New(cfg Config) *Service {
 	if cfg.MaxWatches <= 0 {
 		cfg.MaxWatches = 10000
 	}
-	if cfg.MaxWatchesPerSession <= 0 {
-		cfg.MaxWatchesPerSession = 100
-	}
 	return &Service{
-		cfg:        cfg,
-		eng:        cfg.Engine,
-		clock:      cfg.Engine.Clock(),
-		log:        cfg.Logger,
-		watchers:   map[string]*watcher{},
-		byType:     map[string]map[*watcher]bool{},
-		byValue:    map[eqKey]map[*watcher]bool{},
-		byNode:     map[herald.NodeID]map[*watcher]bool{},
-		perTick:    map[*watcher]bool{},
-		perSession: map[string]int{},
-		handles:    map[handleKey]*watcher{},
-		ending:     map[*watcher]bool{},
-		inWake:     make(chan struct{}, 1),
-		roundDone:  make(chan struct{}, 1),
-		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
-		dispMoved:  make(chan struct{}),
-		quit:       make(chan struct{}),
-		dispDone:   make(chan struct{}),
+		cfg:       cfg,
+		eng:       cfg.Engine,
+		clock:     cfg.Engine.Clock(),
+		log:       cfg.Logger,
+		watchers:  map[string]*watcher{},
+		byType:    map[string]map[*watcher]bool{},
+		byValue:   map[eqKey]map[*watcher]bool{},
+		byNode:    map[herald.NodeID]map[*watcher]bool{},
+		perTick:   map[*watcher]bool{},
+		handles:   map[handleKey]*watcher{},
+		ending:    map[*watcher]bool{},
+		inWake:    make(chan struct{}, 1),
+		roundDone: make(chan struct{}, 1),
+		wakeBatch: max(1, runtime.GOMAXPROCS(0)/2),
+		dispMoved: make(chan struct{}),
+		quit:      make(chan struct{}),
+		dispDone:  make(chan struct{}),
 	}
 }
 
@@ -405,32 +413,33 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	// The session's limit counts watches of both modes (E8006).
+	if w.slot, err = s.eng.AttachWatch(sessionID); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	switch {
 	case !s.started || s.stopped:
 		s.mu.Unlock()
+		w.slot.Release()
 		return nil, herald.Errorf(herald.CodeShuttingDown, "the watch service is not running")
 	case len(s.watchers) >= s.cfg.MaxWatches:
 		s.mu.Unlock()
+		w.slot.Release()
 		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d watches", len(s.watchers))
-	case sessionID != "" && s.perSession[sessionID] >= s.cfg.MaxWatchesPerSession:
-		s.mu.Unlock()
-		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already has %d watches", s.perSession[sessionID])
 	}
 	if stmt.Handle != nil {
 		w.handle = stmt.Handle.Name
 		key := handleKey{sessionID, w.handle}
-		if s.handles[key] != nil {
+		if s.handles[key] != nil || (s.cfg.Consume != nil && s.cfg.Consume.HasHandle(sessionID, w.handle)) {
 			s.mu.Unlock()
+			w.slot.Release()
 			return nil, herald.Errorf(herald.CodeInvalidQuery, "the handle %s is already bound to a watch in this session; CANCEL it first", w.handle)
 		}
 		s.handles[key] = w
 	}
 	// Register before taking the snapshot, so no commit after it can be missed.
 	s.watchers[w.id] = w
-	if sessionID != "" {
-		s.perSession[sessionID]++
-	}
 	s.index(w, true)
 	s.wg.Add(1)
 	s.mu.Unlock()
@@ -439,6 +448,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		w.shown = map[herald.NodeID]*row{}
 		w.untx = s.eng.ListenSession(sessionID, w.onTx)
 	}
+	w.stats = s.eng.TrackWatch(w.nodeID(), func() int64 { return int64(len(w.events)) + w.queued.Load() })
 	w.saveNode(ctx, "active")
 	if err := w.begin(ctx, after); err != nil {
 		w.Close()
@@ -503,11 +513,8 @@ func (s *Service) remove(w *watcher) {
 	if w.handle != "" && s.handles[handleKey{w.session, w.handle}] == w {
 		delete(s.handles, handleKey{w.session, w.handle})
 	}
-	if w.session != "" {
-		if s.perSession[w.session]--; s.perSession[w.session] <= 0 {
-			delete(s.perSession, w.session)
-		}
-	}
+	w.slot.Release()
+	s.eng.UntrackWatch(w.stats)
 	s.index(w, false)
 }
 
@@ -612,6 +619,10 @@ type watcher struct {
 	handle  string
 	alters  chan alterReq
 	alterMu sync.Mutex
+
+	slot  *engine.WatchSlot  // its place in its session (nil without one)
+	stats *engine.WatchStats // the counters its _Watch node shows, flushed periodically
+	link  sync.Once          // the first _Watch write links the session to it
 
 	statMu    sync.Mutex // guards the counters below
 	delivered int

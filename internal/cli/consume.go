@@ -14,10 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herald-mq/herald/client"
-	"github.com/herald-mq/herald/lang/ast"
-	"github.com/herald-mq/herald/lang/parser"
-	"github.com/herald-mq/herald/lang/printer"
-	"github.com/herald-mq/herald/lang/token"
+	"github.com/herald-mq/herald/engine"
 )
 
 type consumeFlags struct {
@@ -76,61 +73,6 @@ settled when it stops are released at once, without counting an attempt.`,
 	return cmd
 }
 
-// consumeStatement checks that src is one WATCH statement that is not in watch mode and
-// returns it in canonical form with mode: consume and, when group is set, that group.
-func consumeStatement(src, group string) (string, error) {
-	script, _, err := parser.ParseScript(src)
-	if err != nil {
-		return "", err
-	}
-	if len(script.Stmts) != 1 {
-		return "", fmt.Errorf("want one WATCH statement, got %d statements", len(script.Stmts))
-	}
-	w, ok := script.Stmts[0].(*ast.WatchStmt)
-	if !ok {
-		return "", errors.New("want a WATCH statement")
-	}
-	if w.Handle != nil {
-		return "", errors.New("a handle (h = WATCH …) belongs to a session's script; give the WATCH alone")
-	}
-	set := func(name string, value ast.Expr) *ast.WatchOption {
-		for _, ol := range w.Options {
-			for _, o := range ol.Options {
-				if strings.EqualFold(o.Name.Name, name) {
-					if value != nil {
-						o.Value = value
-					}
-					return o
-				}
-			}
-		}
-		if value == nil {
-			return nil
-		}
-		if len(w.Options) == 0 {
-			w.Options = []*ast.OptionList{{}}
-		}
-		o := &ast.WatchOption{Name: &ast.Ident{Name: name}, Value: value}
-		w.Options[0].Options = append(w.Options[0].Options, o)
-		return o
-	}
-	if o := set("mode", nil); o != nil {
-		if id, ok := o.Value.(*ast.Ident); !ok || !strings.EqualFold(id.Name, "consume") {
-			return "", errors.New("this WATCH is not in consume mode: print its events with herald watch")
-		}
-	} else {
-		set("mode", &ast.Ident{Name: "consume"})
-	}
-	if group != "" {
-		set("group", &ast.BasicLit{Kind: token.STRING, Value: strconv.Quote(group)})
-	}
-	var b strings.Builder
-	if err := printer.Fprint(&b, w); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
 func runConsume(ctx context.Context, f consumeFlags, statement string, stdout, stderr io.Writer) error {
 	settle, ok := map[string]func(*client.Message, context.Context) error{
 		"ack":    (*client.Message).Ack,
@@ -147,7 +89,7 @@ func runConsume(ctx context.Context, f consumeFlags, statement string, stdout, s
 	if err != nil {
 		return err
 	}
-	stmt, err := consumeStatement(statement, f.group)
+	stmt, err := engine.ConsumeStatement(statement, f.group)
 	if err != nil {
 		return usageError(err)
 	}

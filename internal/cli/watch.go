@@ -83,7 +83,7 @@ func runWatch(ctx context.Context, f watchFlags, statement string, stdout, stder
 		return usageError(fmt.Errorf("--reconnect %d: want at least 0", f.reconnect))
 	}
 	if engine.ConsumeMode(statement) {
-		if _, perr := consumeStatement(statement, ""); perr == nil {
+		if _, perr := engine.ConsumeStatement(statement, ""); perr == nil {
 			return usageError(errors.New("this WATCH is in consume mode: its messages are leased and must be settled; run it with herald consume"))
 		}
 	}
