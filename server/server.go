@@ -57,6 +57,9 @@ type Config struct {
 	// mode together; 0 means engine.DefaultMaxWatchesPerSession.
 	MaxConsumers         int
 	MaxWatchesPerSession int
+	// StatsInterval is how often _Watch nodes get their counters; 0 means
+	// engine.DefaultLayer0Interval.
+	StatsInterval time.Duration
 	// PingInterval is the period of the keep-alive comment on /v1/watch streams; 0 means
 	// httpapi.DefaultPingInterval.
 	PingInterval time.Duration
@@ -148,6 +151,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		TickInterval:         s.cfg.TickInterval,
 		Retention:            s.cfg.Retention,
 		MaxWatchesPerSession: s.cfg.MaxWatchesPerSession,
+		Layer0Interval:       s.cfg.StatsInterval,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open engine: %w", err)

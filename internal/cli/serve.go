@@ -22,6 +22,8 @@ type serveFlags struct {
 	logLevel, logFormat string
 	shutdownTimeout     time.Duration
 	denyWatch           []string
+	sessionWatches      int
+	statsInterval       time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -55,6 +57,8 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
+	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
+	fl.DurationVar(&f.statsInterval, "stats-interval", engine.DefaultLayer0Interval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
 	return cmd
 }
@@ -71,6 +75,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.maxBody <= 0 {
 		return usageError(fmt.Errorf("--max-body must be positive, got %d", f.maxBody))
 	}
+	if f.sessionWatches < 1 || f.statsInterval <= 0 {
+		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
+	}
 	s := server.New(server.Config{
 		DataDir:      f.data,
 		Listen:       f.listen,
@@ -80,6 +87,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		MaxBodyBytes: f.maxBody,
 		Logger:       logger,
 		WatchPolicy:  herald.WatchPolicy{DenyTypes: f.denyWatch},
+
+		MaxWatchesPerSession: f.sessionWatches,
+		StatsInterval:        f.statsInterval,
 	})
 	if err := s.Start(ctx); err != nil {
 		return err

@@ -48,9 +48,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func startServer(t *testing.T, dataDir string) *testutil.Server {
+func startServer(t *testing.T, dataDir string, flags ...string) *testutil.Server {
 	t.Helper()
-	s, err := testutil.StartServer(binary, dataDir, startTimeout)
+	s, err := testutil.StartServer(binary, dataDir, startTimeout, flags...)
 	if err != nil {
 		t.Fatal(err)
 	}
