@@ -7,6 +7,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +139,42 @@ func TestSessionWatchLimitAcrossModes(t *testing.T) {
 		return err == nil
 	})
 	w.close()
+}
+
+// TestOverflowKeepsTheWatchCancelled: a watch-mode stream whose client stops reading
+// and whose buffer fills, with on_full: error, ends with E8005; its _Watch node stays,
+// with status cancelled, instead of vanishing.
+func TestOverflowKeepsTheWatchCancelled(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	u := s.URL()
+	mustQuery(t, u, `node Big { body: String }`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, watchURL(u, "", `WATCH b: Big [buffer: 2, on_full: error] RETURN b.body`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := streamClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("open: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	// The test does not read the stream: enough data fills the socket buffers between
+	// the server and the test, and then the stream's own buffer behind them.
+	body := strings.Repeat("x", 60<<10)
+	var q strings.Builder
+	for range 8 {
+		q.WriteString(`SPAWN b: Big { body = $body } `)
+	}
+	eventually(t, "the overflow", func() bool {
+		if _, err := query(u, q.String(), map[string]any{"body": body}); err != nil {
+			t.Fatal(err)
+		}
+		return watchRow(t, u, `MATCH w: _Watch WHERE w.mode = "watch" RETURN w.status`) == `[["cancelled"]]`
+	})
+	// Reading now, the stream ends with the E8005 error event.
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(rest), `"code":"E8005"`) {
+		t.Fatalf("the stream's end holds no E8005 event: ...%s", rest[max(0, len(rest)-300):])
+	}
 }
