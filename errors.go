@@ -60,7 +60,8 @@ const (
 	CodeShuttingDown Code = "E5003"
 	CodeReadFailed   Code = "E5004"
 
-	CodeCompacted Code = "E6001"
+	CodeCompacted     Code = "E6001"
+	CodePositionAhead Code = "E6002"
 )
 
 // CodeInfo is one row of the error table: a code's name, HTTP status and RPC code.
@@ -123,6 +124,7 @@ var codeTable = []CodeInfo{
 	{CodeReadFailed, "READ_FAILED", 500, "internal", "a value kept in the store (a node's body) could not be read back"},
 
 	{CodeCompacted, "CHANGES_COMPACTED", 410, "out_of_range", "the requested change-log position is older than the retention horizon"},
+	{CodePositionAhead, "POSITION_AHEAD", 409, "out_of_range", "the requested position is ahead of the server's: its data is older than what the client saw"},
 }
 
 var codeIndex = func() map[Code]CodeInfo {

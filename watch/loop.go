@@ -22,7 +22,7 @@ func (w *watcher) beginSince(ctx context.Context) error {
 		sets, err := w.svc.eng.Changes(ctx, after, logPage)
 		if herald.CodeOf(err) == herald.CodeCompacted || errors.Is(err, store.ErrCompacted) {
 			// Older ticks are gone: say so, then start from a fresh snapshot.
-			w.resetPending = true
+			w.reset = herald.Errorf(herald.CodeCompacted, "the requested position is older than the change log keeps; a new snapshot follows")
 			return w.snapshot(true)
 		}
 		if err != nil {
@@ -67,9 +67,8 @@ func (w *watcher) loop() {
 			w.deliverLast(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
 		}
 	}()
-	if w.resetPending {
-		if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick,
-			Code: herald.CodeCompacted, Message: "the requested position is older than the change log keeps; a new snapshot follows"}) {
+	if w.reset != nil {
+		if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: w.reset.Code, Message: w.reset.Message}) {
 			return
 		}
 	}

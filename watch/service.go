@@ -647,8 +647,9 @@ type watcher struct {
 	txq       []engine.TxEvent       // queued by the session listener (under mu)
 	untx      func()
 	dropped   int
-	// resetPending: the requested position was compacted; a reset event goes first.
-	resetPending bool
+	// reset, when set, goes first as a reset event: the requested position was
+	// compacted away, or is ahead of this server's.
+	reset *herald.Error
 	win          []winEntry // a windowed watch's recent matches
 	winEnd       time.Time  // when the current window closes
 	winTimer     herald.Timer
@@ -747,6 +748,12 @@ func (w *watcher) wakeInRound() {
 // begin sends the initial snapshot (or prepares a resume) before the loop starts.
 func (w *watcher) begin(ctx context.Context, after uint64) error {
 	sp := w.sp
+	if seq, _ := w.svc.eng.Durable(); after > seq {
+		// The client saw a position this server never reached: its data is older than
+		// the client's (a restore, or another server). Say so and start afresh.
+		w.reset = herald.Errorf(herald.CodePositionAhead, "the requested position %d is ahead of this server's (%d): its data is older than what the client saw; a new snapshot follows", after, seq)
+		return w.snapshot(true)
+	}
 	if after > 0 {
 		w.cursor = after
 		w.setBehind() // replay from the log first

@@ -178,3 +178,35 @@ func TestOverflowKeepsTheWatchCancelled(t *testing.T) {
 		t.Fatalf("the stream's end holds no E8005 event: ...%s", rest[max(0, len(rest)-300):])
 	}
 }
+
+// TestResumeAheadOfTheServer: resuming after a position the server never reached is
+// answered with a reset (E6002) and a fresh snapshot, and later commits arrive.
+func TestResumeAheadOfTheServer(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	u := s.URL()
+	mustQuery(t, u, `SPAWN #a1: AJob { n = 1 }`)
+	st := openWatchMode(t, u, `WATCH k: AJob RETURN k.n`, "99999999")
+	read := func() wevent {
+		t.Helper()
+		select {
+		case ev, ok := <-st.events:
+			if !ok {
+				t.Fatalf("the stream ended: %v", st.err)
+			}
+			return ev
+		case <-time.After(eventWait):
+			t.Fatalf("no event within %v", eventWait)
+		}
+		panic("unreachable")
+	}
+	if ev := read(); ev.Type != "reset" || ev.Code != "E6002" {
+		t.Fatalf("first event %s, want a reset with E6002", ev)
+	}
+	if ev := read(); ev.Type != "initial" {
+		t.Fatalf("after the reset: %s, want the snapshot", ev)
+	}
+	mustQuery(t, u, `SPAWN #a2: AJob { n = 2 }`)
+	if ev := read(); ev.Type != "added" {
+		t.Fatalf("after a new commit: %s, want added", ev)
+	}
+}
