@@ -89,16 +89,16 @@ func (qh *queueHandler) fail(w http.ResponseWriter, err error) {
 	case queue.Locked:
 		writeJSON(w, http.StatusLocked, lockedAnswer{Message: qe.Message, LockExpiresAt: unixSeconds(qe.LockExpiresAt)})
 	case queue.NotFound:
-		writeJSON(w, http.StatusNotFound, queueStatus{Message: qe.Message})
+		writeJSON(w, http.StatusNotFound, queueStatus{Message: qe.Message, ErrorCode: string(herald.CodeNotFound)})
 	case queue.Expired:
 		writeJSON(w, http.StatusGone, queueStatus{Message: qe.Message, ErrorCode: "LOCK_EXPIRED"})
 	default:
-		writeJSON(w, http.StatusBadRequest, queueStatus{Message: qe.Message})
+		writeJSON(w, http.StatusBadRequest, queueStatus{Message: qe.Message, ErrorCode: string(herald.CodeMalformedRequest)})
 	}
 }
 
 func badRequest(w http.ResponseWriter, format string, args ...any) {
-	writeJSON(w, http.StatusBadRequest, queueStatus{Message: fmt.Sprintf(format, args...)})
+	writeJSON(w, http.StatusBadRequest, queueStatus{Message: fmt.Sprintf(format, args...), ErrorCode: string(herald.CodeMalformedRequest)})
 }
 
 // readObject reads the body as one JSON object of raw fields (unknown fields are
@@ -138,7 +138,8 @@ func (qh *queueHandler) push(w http.ResponseWriter, r *http.Request) {
 	var priority int64
 	if raw, ok := obj["priority"]; ok && string(raw) != "null" {
 		var n json.Number
-		if err := json.Unmarshal(raw, &n); err != nil {
+		// json.Number takes a quoted number too; a priority is a JSON number.
+		if err := json.Unmarshal(raw, &n); err != nil || raw[0] == '"' {
 			badRequest(w, "priority must be a whole number, 0 or more")
 			return
 		}

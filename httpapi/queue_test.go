@@ -148,7 +148,7 @@ func TestQueueAcknowledgeRoute(t *testing.T) {
 		if w.Code != want || m["success"] != false || m["message"] != "no" {
 			t.Fatalf("kind %d: %d %v", kind, w.Code, m)
 		}
-		if code, ok := m["error_code"]; (kind == queue.Expired) != ok || (ok && code != "LOCK_EXPIRED") {
+		if code := m["error_code"]; code != map[queue.Kind]string{queue.Invalid: "E4001", queue.NotFound: "E4007", queue.Expired: "LOCK_EXPIRED"}[kind] {
 			t.Fatalf("kind %d: error_code %v", kind, m)
 		}
 	}

@@ -454,6 +454,7 @@ func TestQueueBadRequests(t *testing.T) {
 		{"/queue/q/push", `{"item": 1, "priority": -1}`},
 		{"/queue/q/push", `{"item": 1, "priority": 1.5}`},
 		{"/queue/q/push", `{"item": 1, "priority": "high"}`},
+		{"/queue/q/push", `{"item": 1, "priority": "0"}`},
 		{"/queue/q/push", `[1]`},
 		{"/queue/q/push", `{"item": `},
 		{"/queue/q/push", ``},
@@ -463,7 +464,7 @@ func TestQueueBadRequests(t *testing.T) {
 		{"/queue/q/pop?count=all", ``},
 	} {
 		code, body := e.call(c.path, c.body)
-		if code != 400 || body["success"] != false || body["message"] == "" {
+		if code != 400 || body["success"] != false || body["message"] == "" || body["error_code"] != "E4001" {
 			t.Fatalf("%s %s: %d %v", c.path, c.body, code, body)
 		}
 	}

@@ -122,7 +122,7 @@ func TestQueueAckAndLock(t *testing.T) {
 
 	// A wrong lock id: 400, the lock stays.
 	_, errOut, code = queueRun(t, srv, "ack", "jobs", "AAAAAAAAAAAAAAAAAAAAAA")
-	if code != 1 || !strings.Contains(errOut, "400 Bad Request: lock_id does not match") {
+	if code != 1 || !strings.Contains(errOut, "400 Bad Request E4001: lock_id does not match") {
 		t.Fatalf("wrong lock id: exit %d, %q", code, errOut)
 	}
 	out = mustQueue(t, srv, "ack", "jobs", lockID)
@@ -130,7 +130,7 @@ func TestQueueAckAndLock(t *testing.T) {
 		t.Fatalf("ack: %q", out)
 	}
 	out, errOut, code = queueRun(t, srv, "ack", "jobs", lockID, "--json")
-	if code != 1 || !strings.Contains(errOut, "404 Not Found: ") || !strings.HasPrefix(out, `{"success":false,"message":`) {
+	if code != 1 || !strings.Contains(errOut, "404 Not Found E4007: ") || !strings.HasPrefix(out, `{"success":false,"message":`) {
 		t.Fatalf("second ack: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if _, errOut, code = queueRun(t, srv, "stats", "jobs"); code != 1 || !strings.Contains(errOut, `no queue "jobs"`) {
@@ -170,7 +170,7 @@ func TestQueueNack(t *testing.T) {
 	lockID := lockIDLine.FindStringSubmatch(out)[1]
 
 	_, errOut, code := queueRun(t, srv, "nack", "work", "AAAAAAAAAAAAAAAAAAAAAA")
-	if code != 1 || !strings.Contains(errOut, "400 Bad Request: lock_id does not match") {
+	if code != 1 || !strings.Contains(errOut, "400 Bad Request E4001: lock_id does not match") {
 		t.Fatalf("nack with a wrong lock id: exit %d, %q", code, errOut)
 	}
 	out = mustQueue(t, srv, "nack", "work", lockID)
@@ -182,7 +182,7 @@ func TestQueueNack(t *testing.T) {
 		t.Fatalf("pop after nack: %q", out)
 	}
 	out, errOut, code = queueRun(t, srv, "nack", "work", lockID, "--json")
-	if code != 1 || !strings.Contains(errOut, "404 Not Found: ") || !strings.Contains(out, `"message":"queue \"work\" has no active lock"`) {
+	if code != 1 || !strings.Contains(errOut, "404 Not Found E4007: ") || !strings.Contains(out, `"message":"queue \"work\" has no active lock"`) {
 		t.Fatalf("nack without a lock: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
