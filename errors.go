@@ -54,6 +54,7 @@ const (
 	CodeStreamRequired   Code = "E4009"
 	CodeUnknownStatement Code = "E4010"
 	CodeCancelled        Code = "E4011"
+	CodeStatementLimit   Code = "E4012"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -117,6 +118,7 @@ var codeTable = []CodeInfo{
 	{CodeStreamRequired, "STREAM_REQUIRED", 400, "invalid_argument", "WATCH needs a streaming endpoint (GET /v1/watch or the Consume RPC), not POST /v1/query"},
 	{CodeUnknownStatement, "UNKNOWN_STATEMENT", 404, "not_found", "no prepared statement has that name (never prepared, dropped, or the server restarted): prepare it again"},
 	{CodeCancelled, "STATEMENT_CANCELLED", 499, "canceled", "the client went away while the statement ran, and it was stopped"},
+	{CodeStatementLimit, "STATEMENT_LIMIT", 422, "resource_exhausted", "the statement ran past the server's time limit or scanned past its row limit, and was stopped"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

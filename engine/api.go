@@ -53,6 +53,14 @@ const (
 	TickInterval                 // a timer advances tick every Config.TickInterval
 )
 
+// Statement limits' defaults (Config.StatementTimeout, Config.MaxRowsScanned): far
+// above what a query of a broker's working set takes, low enough that one runaway
+// statement cannot hold a core for minutes.
+const (
+	DefaultStatementTimeout = 30 * time.Second
+	DefaultMaxRowsScanned   = 100_000_000
+)
+
 // Config configures an Engine.
 type Config struct {
 	Backend      store.Backend // required
@@ -67,6 +75,12 @@ type Config struct {
 	SessionIdle time.Duration
 	// MaxGroup caps how many transactions one group commit may hold. 0 means 1024.
 	MaxGroup int
+	// StatementTimeout stops a statement that runs longer (E4012); 0 means
+	// DefaultStatementTimeout, a negative value none.
+	StatementTimeout time.Duration
+	// MaxRowsScanned stops a statement that examines more bindings (E4012); 0 means
+	// DefaultMaxRowsScanned, a negative value none.
+	MaxRowsScanned int
 	// MaxWatchesPerSession caps the watches one session holds, watch and consume mode
 	// together (E8006 past it). 0 means DefaultMaxWatchesPerSession.
 	MaxWatchesPerSession int

@@ -84,6 +84,18 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.MaxGroup <= 0 {
 		cfg.MaxGroup = 1024
 	}
+	switch {
+	case cfg.StatementTimeout == 0:
+		cfg.StatementTimeout = DefaultStatementTimeout
+	case cfg.StatementTimeout < 0:
+		cfg.StatementTimeout = 0
+	}
+	switch {
+	case cfg.MaxRowsScanned == 0:
+		cfg.MaxRowsScanned = DefaultMaxRowsScanned
+	case cfg.MaxRowsScanned < 0:
+		cfg.MaxRowsScanned = 0
+	}
 	if cfg.MaxWatchesPerSession <= 0 {
 		cfg.MaxWatchesPerSession = DefaultMaxWatchesPerSession
 	}

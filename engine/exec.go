@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/graph"
@@ -70,6 +71,7 @@ func (e *Engine) run(ctx context.Context, sessionID string, script *ast.Script, 
 	}
 	for _, st := range script.Stmts {
 		x := &execution{ctx: ctx, e: e, sess: sess, file: file, params: params, commits: &commits, pos: &pos}
+		x.limit(st)
 		inTx := sess.tx != nil
 		res, err := x.stmt(ctx, st)
 		if sessionID != "" {
@@ -215,6 +217,21 @@ type execution struct {
 	commits *[]*pending
 	// pos is the newest position the call read or wrote.
 	pos *position
+	// The statement's limits (see limit): checked every few thousand bindings scanned.
+	deadline time.Time
+	scanMax  int
+	scanned  int
+	limitPos token.Pos
+}
+
+// limit starts the limits of statement st: Config.StatementTimeout from now, and
+// Config.MaxRowsScanned bindings.
+func (x *execution) limit(st ast.Stmt) {
+	x.limitPos = st.Pos()
+	if d := x.e.cfg.StatementTimeout; d > 0 {
+		x.deadline = x.e.clock.Now().Add(d)
+	}
+	x.scanMax = x.e.cfg.MaxRowsScanned
 }
 
 func (x *execution) queued(p *pending) {
@@ -227,12 +244,21 @@ func (x *execution) errAt(code herald.Code, pos token.Pos, format string, args .
 	return eval.ErrorAt(x.file, code, pos, format, args...)
 }
 
-// interrupted reports E4011 once the caller has gone away.
+// interrupted is asked every graph.InterruptEvery bindings a statement scans: E4011 once
+// the caller has gone away, E4012 once the statement has run past its time or scanned
+// past its limit.
 func (x *execution) interrupted() error {
-	if x.ctx == nil || x.ctx.Err() == nil {
-		return nil
+	if x.ctx != nil && x.ctx.Err() != nil {
+		return herald.Errorf(herald.CodeCancelled, "the statement was stopped: its client went away (%v)", x.ctx.Err())
 	}
-	return herald.Errorf(herald.CodeCancelled, "the statement was stopped: its client went away (%v)", x.ctx.Err())
+	x.scanned += graph.InterruptEvery
+	if x.scanMax > 0 && x.scanned > x.scanMax {
+		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after scanning more than %d bindings (the server's limit, herald serve --max-rows-scanned); narrow the pattern or use an index", x.scanMax)
+	}
+	if !x.deadline.IsZero() && !x.e.clock.Now().Before(x.deadline) {
+		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after running for %s (the server's limit, herald serve --statement-timeout)", x.e.cfg.StatementTimeout)
+	}
+	return nil
 }
 
 func (x *execution) evalCtx() *eval.Context {

@@ -440,13 +440,13 @@ func (r *runner) filtersPass(st *step) (bool, error) {
 	return true, nil
 }
 
-// interruptEvery is how many bindings a scan makes between asks of Context.Interrupt.
-const interruptEvery = 4096
+// InterruptEvery is how many bindings a scan makes between asks of Context.Interrupt.
+const InterruptEvery = 4096
 
-// count counts one binding scanned and, every interruptEvery, asks whether to stop.
+// count counts one binding scanned and, every InterruptEvery, asks whether to stop.
 func (r *runner) count() error {
 	r.scanned++
-	if r.scanned%interruptEvery == 0 && r.ctx.Interrupt != nil {
+	if r.scanned%InterruptEvery == 0 && r.ctx.Interrupt != nil {
 		return r.ctx.Interrupt()
 	}
 	return nil
@@ -538,7 +538,9 @@ func (r *runner) edgeStep(i int, st *step) error {
 	}
 	for _, k := range keys {
 		e := r.tx.Edge(k)
-		r.scanned++
+		if err := r.count(); err != nil {
+			return err
+		}
 		if e == nil || e.Type != st.typ || len(e.Endpoints) != len(st.args) {
 			continue
 		}

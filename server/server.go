@@ -57,6 +57,10 @@ type Config struct {
 	// mode together; 0 means engine.DefaultMaxWatchesPerSession.
 	MaxConsumers         int
 	MaxWatchesPerSession int
+	// StatementTimeout and MaxRowsScanned limit each statement (E4012); 0 means the
+	// engine's defaults, a negative value no limit.
+	StatementTimeout time.Duration
+	MaxRowsScanned   int
 	// StatsInterval is how often _Watch nodes get their counters; 0 means
 	// engine.DefaultLayer0Interval.
 	StatsInterval time.Duration
@@ -152,6 +156,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Retention:            s.cfg.Retention,
 		MaxWatchesPerSession: s.cfg.MaxWatchesPerSession,
 		Layer0Interval:       s.cfg.StatsInterval,
+		StatementTimeout:     s.cfg.StatementTimeout,
+		MaxRowsScanned:       s.cfg.MaxRowsScanned,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open engine: %w", err)

@@ -649,12 +649,12 @@ type watcher struct {
 	dropped   int
 	// reset, when set, goes first as a reset event: the requested position was
 	// compacted away, or is ahead of this server's.
-	reset *herald.Error
-	win          []winEntry // a windowed watch's recent matches
-	winEnd       time.Time  // when the current window closes
-	winTimer     herald.Timer
-	heartTimer   herald.Timer
-	last         time.Time // when the last event was sent
+	reset      *herald.Error
+	win        []winEntry // a windowed watch's recent matches
+	winEnd     time.Time  // when the current window closes
+	winTimer   herald.Timer
+	heartTimer herald.Timer
+	last       time.Time // when the last event was sent
 }
 
 func (w *watcher) ID() string                  { return w.id }

@@ -24,6 +24,8 @@ type serveFlags struct {
 	denyWatch           []string
 	sessionWatches      int
 	statsInterval       time.Duration
+	stmtTimeout         time.Duration
+	maxScanned          int
 }
 
 func newServeCmd() *cobra.Command {
@@ -57,6 +59,8 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
+	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
+	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
 	fl.DurationVar(&f.statsInterval, "stats-interval", engine.DefaultLayer0Interval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
@@ -75,6 +79,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.maxBody <= 0 {
 		return usageError(fmt.Errorf("--max-body must be positive, got %d", f.maxBody))
 	}
+	if f.stmtTimeout < 0 || f.maxScanned < 0 {
+		return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned must not be negative (got %s and %d)", f.stmtTimeout, f.maxScanned))
+	}
 	if f.sessionWatches < 1 || f.statsInterval <= 0 {
 		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
 	}
@@ -89,6 +96,8 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		WatchPolicy:  herald.WatchPolicy{DenyTypes: f.denyWatch},
 
 		MaxWatchesPerSession: f.sessionWatches,
+		StatementTimeout:     noLimit(f.stmtTimeout),
+		MaxRowsScanned:       noLimit(f.maxScanned),
 		StatsInterval:        f.statsInterval,
 	})
 	if err := s.Start(ctx); err != nil {
@@ -139,4 +148,13 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// noLimit turns a flag's 0 ("no limit") into the engine's negative value for it, since
+// the engine reads 0 as "the default".
+func noLimit[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
