@@ -57,6 +57,9 @@ type Config struct {
 	// mode together; 0 means engine.DefaultMaxWatchesPerSession.
 	MaxConsumers         int
 	MaxWatchesPerSession int
+	// AcceptDataLoss opens a store whose write-ahead log lost synced commits (it is
+	// behind its position mark) instead of refusing to start.
+	AcceptDataLoss bool
 	// StatementTimeout and MaxRowsScanned limit each statement (E4012); 0 means the
 	// engine's defaults, a negative value no limit.
 	StatementTimeout time.Duration
@@ -139,7 +142,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 			return fmt.Errorf("server: data dir: %w", err)
 		}
-		ps, err := pebblestore.Open(s.cfg.DataDir, pebblestore.Options{Logger: s.log.With("component", "pebble")})
+		ps, err := pebblestore.Open(s.cfg.DataDir, pebblestore.Options{Logger: s.log.With("component", "pebble"), AcceptLoss: s.cfg.AcceptDataLoss})
 		if err != nil {
 			return fmt.Errorf("server: %w", err)
 		}

@@ -26,6 +26,7 @@ type serveFlags struct {
 	statsInterval       time.Duration
 	stmtTimeout         time.Duration
 	maxScanned          int
+	acceptLoss          bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -63,6 +64,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
 	fl.DurationVar(&f.statsInterval, "stats-interval", engine.DefaultLayer0Interval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
+	fl.BoolVar(&f.acceptLoss, "accept-data-loss", false, "open a store whose write-ahead log lost synced commits, at the position it reaches (without it such a store is refused)")
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
 	return cmd
 }
@@ -96,6 +98,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		WatchPolicy:  herald.WatchPolicy{DenyTypes: f.denyWatch},
 
 		MaxWatchesPerSession: f.sessionWatches,
+		AcceptDataLoss:       f.acceptLoss,
 		StatementTimeout:     noLimit(f.stmtTimeout),
 		MaxRowsScanned:       noLimit(f.maxScanned),
 		StatsInterval:        f.statsInterval,

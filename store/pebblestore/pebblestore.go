@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble"
 	"github.com/cockroachdb/pebble/bloom"
@@ -57,6 +58,14 @@ type Options struct {
 	// Logger receives pebble's messages as they are: the caller labels them (the
 	// server adds component=pebble). Nil means slog.Default() with component=pebble.
 	Logger *slog.Logger
+	// AcceptLoss opens a store whose write-ahead log ends before its position mark
+	// (mark.go), at the position the log reaches, instead of refusing with ErrLostTail.
+	AcceptLoss bool
+	// MarkInterval is how often at most the position mark is rewritten; 0 means
+	// DefaultMarkInterval.
+	MarkInterval time.Duration
+	// Now reads the time for MarkInterval; nil means time.Now.
+	Now func() time.Time
 }
 
 // Stats counts the work a Store has done since Open.
@@ -84,6 +93,8 @@ type Store struct {
 	meta   store.Meta
 
 	calls, batches, syncs atomic.Uint64
+
+	mark *marker // the position mark (mark.go)
 }
 
 // memTableSize bounds one memtable; blockCacheSize is the block cache's.
@@ -132,7 +143,40 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
+	if err := s.checkMark(po.FS, dir, opts, logger); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkMark compares the recovered position with the position mark (mark.go) and
+// starts the marker.
+func (s *Store) checkMark(fs vfs.FS, dir string, opts Options, logger *slog.Logger) error {
+	s.mark = &marker{fs: fs, dir: dir, now: opts.Now, interval: opts.MarkInterval}
+	if s.mark.now == nil {
+		s.mark.now = time.Now
+	}
+	if s.mark.interval <= 0 {
+		s.mark.interval = DefaultMarkInterval
+	}
+	marked, ok, err := readMark(fs, dir)
+	if err != nil {
+		return fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	if ok && marked > s.meta.Seq {
+		if !opts.AcceptLoss {
+			return fmt.Errorf("%w: %s reaches seq %d, but seq %d had been made durable; the store is not opened (a damaged disk or an incomplete restore?). To open it at seq %d, losing the commits after it, start with --accept-data-loss",
+				ErrLostTail, dir, s.meta.Seq, marked, s.meta.Seq)
+		}
+		logger.Error("opening a store that lost synced commits, as told", "recovered_seq", s.meta.Seq, "marked_seq", marked, "lost", marked-s.meta.Seq)
+	}
+	if !ok || marked != s.meta.Seq {
+		if err := s.mark.write(s.meta.Seq); err != nil {
+			return fmt.Errorf("pebblestore: open %s: writing the position mark: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 // createDir creates dir if it does not exist and syncs its parent, so that a new store
@@ -389,7 +433,9 @@ func (s *Store) CommitAsync(ctx context.Context, batches []*store.Batch) ([]erro
 		if meta.Seq > s.meta.Seq {
 			s.meta.Seq, s.meta.Tick = meta.Seq, meta.Tick
 		}
+		durable := s.meta.Seq
 		s.metaMu.Unlock()
+		s.mark.maybe(durable)
 		return nil
 	}, nil
 }
@@ -798,8 +844,15 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.metaMu.Lock()
+	durable := s.meta.Seq
+	s.metaMu.Unlock()
+	markErr := s.mark.write(durable)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
+	}
+	if markErr != nil {
+		return fmt.Errorf("pebblestore: close: writing the position mark: %w", markErr)
 	}
 	return nil
 }
