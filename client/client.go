@@ -2,10 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -23,8 +26,43 @@ type Option func(*options)
 
 type options struct {
 	hc      *http.Client
+	tls     *tls.Config
 	timeout time.Duration
 	log     *slog.Logger
+}
+
+// WithTLSConfig sets the TLS configuration of the default HTTP client for an https://
+// server: the CA that signed its certificate (RootCAs) and, for a server that requires
+// client certificates, this client's (Certificates). LoadTLSConfig builds one from
+// files. It does not apply with WithHTTPClient.
+func WithTLSConfig(c *tls.Config) Option { return func(o *options) { o.tls = c } }
+
+// LoadTLSConfig builds a TLS configuration from PEM files: caFile (empty: the system's
+// roots) verifies the server; certFile and keyFile (both or neither) are the client's
+// certificate for a server that requires one.
+func LoadTLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: CA: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client: CA %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("client: a client certificate needs both its certificate and its key file")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: certificate: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // WithHTTPClient sets the HTTP client used for every call. It must speak HTTP/2 (for an
@@ -72,7 +110,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: url %q: want http:// or https://", url)
 	}
 	if o.hc == nil {
-		o.hc = newHTTPClient(base)
+		o.hc = newHTTPClient(base, o.tls)
 	}
 	c := &Client{
 		tr:      newTransport(base, o.hc),

@@ -31,7 +31,7 @@ type transport struct {
 
 // newHTTPClient returns the HTTP client of a new Client: HTTP/2 only, without TLS for
 // http:// servers, since the streams need it.
-func newHTTPClient(base string) *http.Client {
+func newHTTPClient(base string, tc *tls.Config) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	var p http.Protocols
 	if strings.HasPrefix(base, "https://") {
@@ -43,7 +43,10 @@ func newHTTPClient(base string) *http.Client {
 	tr.Protocols = &p
 	tr.MaxIdleConnsPerHost = 16
 	tr.DialContext = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
-	if tr.TLSClientConfig == nil {
+	switch {
+	case tc != nil:
+		tr.TLSClientConfig = tc.Clone()
+	case tr.TLSClientConfig == nil:
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	return &http.Client{Transport: tr}

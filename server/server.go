@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,13 @@ type Config struct {
 	// mode together; 0 means engine.DefaultMaxWatchesPerSession.
 	MaxConsumers         int
 	MaxWatchesPerSession int
+	// TLSCertFile and TLSKeyFile make the listener speak TLS (HTTP/1.1 and HTTP/2);
+	// TLSClientCAFile, in addition, requires every client to present a certificate
+	// signed by that CA. ReloadTLS reads the files again.
+	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// Insecure lets a server bound beyond loopback start without client certificates
+	// (see checkExposure); it logs a warning at every start.
+	Insecure bool
 	// AcceptDataLoss opens a store whose write-ahead log lost synced commits (it is
 	// behind its position mark) instead of refusing to start.
 	AcceptDataLoss bool
@@ -95,6 +103,7 @@ type Server struct {
 	del     *delivery.Service
 	wat     *watch.Service
 	ln      net.Listener
+	tls     *tlsFiles // nil without TLS
 	http    *http.Server
 	served  chan struct{} // closed when the HTTP server stops serving
 	serve   error         // why it stopped, when it failed on its own
@@ -136,6 +145,20 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			}
 		}
 	}()
+
+	if err := s.checkExposure(); err != nil {
+		return err
+	}
+	if s.cfg.TLSCertFile != "" || s.cfg.TLSKeyFile != "" || s.cfg.TLSClientCAFile != "" {
+		if s.cfg.TLSCertFile == "" || s.cfg.TLSKeyFile == "" {
+			return errors.New("server: TLS needs both a certificate and its key (--tls-cert, --tls-key)")
+		}
+		f := &tlsFiles{certFile: s.cfg.TLSCertFile, keyFile: s.cfg.TLSKeyFile, caFile: s.cfg.TLSClientCAFile}
+		if err := f.load(); err != nil {
+			return err
+		}
+		s.tls = f
+	}
 
 	backend := s.cfg.Backend
 	if backend == nil {
@@ -226,7 +249,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	mux.Handle("/", api)
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	if s.tls != nil {
+		protocols.SetHTTP2(true)
+		ln = tls.NewListener(ln, s.tls.config())
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	s.http = &http.Server{
 		Handler:   mux,
 		Protocols: &protocols,
@@ -245,7 +273,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	go s.run(s.http, ln)
 
 	seq, tick := eng.Position()
-	s.log.Info("listening", "addr", ln.Addr().String(), "data", s.dataLabel(), "seq", seq, "tick", tick)
+	s.log.Info("listening", "addr", ln.Addr().String(), "tls", s.tls != nil, "client_certs", s.tls != nil && s.cfg.TLSClientCAFile != "", "data", s.dataLabel(), "seq", seq, "tick", tick)
 	return nil
 }
 

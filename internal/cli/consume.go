@@ -18,6 +18,7 @@ import (
 )
 
 type consumeFlags struct {
+	tls      tlsFlags
 	addr     string
 	json     bool
 	params   string
@@ -64,6 +65,7 @@ settled when it stops are released at once, without counting an attempt.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", defaultAddr(), "broker URL (default from $HERALD_ADDR when set)")
+	addTLSFlags(fl, &f.tls)
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per message")
 	fl.StringVar(&f.params, "params", "", "the statement's $parameters as a JSON object")
 	fl.StringVar(&f.group, "group", "", "consume as a member of this group (sets the statement's group option)")
@@ -93,7 +95,11 @@ func runConsume(ctx context.Context, f consumeFlags, statement string, stdout, s
 	if err != nil {
 		return usageError(err)
 	}
-	c, err := client.Dial(ctx, normalizeAddr(f.addr), client.WithLogger(slog.New(slog.DiscardHandler)))
+	dialOpts, err := f.tls.dialOptions()
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(ctx, normalizeAddr(f.addr), append(dialOpts, client.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 
 type queryFlags struct {
 	addr    string
+	tls     tlsFlags
 	execute string
 	json    bool
 	history string
@@ -57,6 +58,7 @@ and the command stops at the first error.`,
 		defAddr = "http://127.0.0.1:7420"
 	}
 	fl.StringVar(&f.addr, "addr", defAddr, "broker URL (default from $HERALD_ADDR when set)")
+	addTLSFlags(fl, &f.tls)
 	fl.StringVarP(&f.execute, "execute", "e", "", "run these statements and exit")
 	fl.BoolVar(&f.json, "json", false, "print the raw JSON response instead of tables")
 	fl.StringVar(&f.history, "history", defaultHistory(), "history file of the interactive shell; empty disables it")
@@ -80,12 +82,12 @@ type apiClient struct {
 	session string
 }
 
-func newAPIClient(addr string, timeout time.Duration) *apiClient {
-	addr = strings.TrimRight(addr, "/")
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+func newAPIClient(addr string, t tlsFlags, timeout time.Duration) (*apiClient, error) {
+	hc, err := t.httpClient()
+	if err != nil {
+		return nil, err
 	}
-	return &apiClient{base: addr, hc: &http.Client{}, timeout: timeout}
+	return &apiClient{base: normalizeAddr(addr), hc: hc, timeout: timeout}, nil
 }
 
 func (c *apiClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
@@ -213,7 +215,10 @@ func errorJSON(e *apiError) string {
 }
 
 func runQuery(ctx context.Context, f queryFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := newAPIClient(f.addr, f.timeout)
+	c, err := newAPIClient(f.addr, f.tls, f.timeout)
+	if err != nil {
+		return err
+	}
 	sh := &shell{c: c, json: f.json, stdout: stdout, stderr: stderr}
 	if f.execute != "" {
 		if err := sh.run(ctx, f.execute); err != nil {

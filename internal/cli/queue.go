@@ -24,6 +24,7 @@ import (
 
 type queueFlags struct {
 	addr    string
+	tls     tlsFlags
 	json    bool
 	timeout time.Duration
 }
@@ -62,6 +63,7 @@ code and message are printed on standard error), 2 for a usage error.`,
 		defAddr = "http://127.0.0.1:7420"
 	}
 	pf.StringVar(&f.addr, "addr", defAddr, "broker URL (default from $HERALD_ADDR when set)")
+	addTLSFlags(pf, &f.tls)
 	pf.BoolVar(&f.json, "json", false, "print JSON instead of tables")
 	pf.DurationVar(&f.timeout, "timeout", time.Minute, "time limit of one request")
 	cmd.AddCommand(
@@ -108,7 +110,10 @@ and the default. Prints the new item's node id.`,
 			if priority < 0 {
 				return usageError(fmt.Errorf("--priority %d: want 0 (the highest) or more", priority))
 			}
-			c := newQueueClient(f)
+			c, err := newQueueClient(f)
+			if err != nil {
+				return err
+			}
 			var ans struct {
 				ID       string `json:"id"`
 				Priority int64  `json:"priority"`
@@ -174,7 +179,10 @@ to their place. While a lock is active every pop of the queue is refused (exit 1
 				q.Set("require_ack", "true")
 				q.Set("ttl_seconds", strconv.Itoa(ttl))
 			}
-			c := newQueueClient(f)
+			c, err := newQueueClient(f)
+			if err != nil {
+				return err
+			}
 			var ans popResult
 			data, err := c.rest(cmd.Context(), "/queue/"+url.PathEscape(args[0])+"/pop", q, nil, &ans)
 			if err != nil {
@@ -227,7 +235,10 @@ exit status 1 and the server's status and message.`,
   herald queue ack emails "$(herald queue pop emails --ack --json | jq -r .lock_id)"`,
 		Args: exactArgs(2, 2, "ack QUEUE LOCK_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newQueueClient(f)
+			c, err := newQueueClient(f)
+			if err != nil {
+				return err
+			}
 			var ans struct {
 				Acknowledged int `json:"items_acknowledged"`
 				Returned     int `json:"items_returned"`
@@ -267,11 +278,14 @@ as "herald queue ack" refuses them.`,
 }
 
 func runQueueNack(ctx context.Context, f *queueFlags, queue, lockID string, stdout io.Writer) error {
-	c := newQueueClient(f)
+	c, err := newQueueClient(f)
+	if err != nil {
+		return err
+	}
 	var ans struct {
 		Released int `json:"items_released"`
 	}
-	_, err := c.rest(ctx, "/queue/"+url.PathEscape(queue)+"/release", nil, map[string]string{"lock_id": lockID}, &ans)
+	_, err = c.rest(ctx, "/queue/"+url.PathEscape(queue)+"/release", nil, map[string]string{"lock_id": lockID}, &ans)
 	var qr *queueRefusal
 	expired := errors.As(err, &qr) && qr.Status == http.StatusGone
 	if err != nil && !expired {
@@ -320,7 +334,10 @@ items or a lock: naming one that holds neither exits with status 1 (E4007).`,
   herald queue stats --json | jq '.queues[] | select(.locked > 0)'`,
 		Args: exactArgs(0, 1, "stats [QUEUE]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newQueueClient(f)
+			c, err := newQueueClient(f)
+			if err != nil {
+				return err
+			}
 			where, lockWhere, params := "", "", map[string]any{}
 			if len(args) == 1 {
 				where, lockWhere, params["queue"] = " WHERE i.queue = $queue", " AND l.queue = $queue", args[0]
@@ -467,7 +484,10 @@ max_redeliveries, or NACKed with [no_retry]. Redrive a letter with REDRIVE "<id>
   herald queue dlq emails --json | jq '.dead_letters[].item'`,
 		Args: exactArgs(1, 1, "dlq QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := newQueueClient(f)
+			c, err := newQueueClient(f)
+			if err != nil {
+				return err
+			}
 			resp, err := c.query(cmd.Context(),
 				`MATCH d: _DeadLetter WHERE d.subject_type = "QueueItem" RETURN d.id, d.original_match, d.failure_reason, d.delivery_attempts, d.created_at, d.subject_id ORDER BY d.created_at`, nil)
 			if err != nil {
@@ -573,8 +593,12 @@ type queueClient struct {
 	json bool
 }
 
-func newQueueClient(f *queueFlags) *queueClient {
-	return &queueClient{apiClient: newAPIClient(f.addr, f.timeout), json: f.json}
+func newQueueClient(f *queueFlags) (*queueClient, error) {
+	c, err := newAPIClient(f.addr, f.tls, f.timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &queueClient{apiClient: c, json: f.json}, nil
 }
 
 // queueRefusal is a refusal of the queue contract: a status with a message (and, for

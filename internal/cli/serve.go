@@ -27,6 +27,9 @@ type serveFlags struct {
 	stmtTimeout         time.Duration
 	maxScanned          int
 	acceptLoss          bool
+	tlsCert, tlsKey     string
+	tlsCA               string
+	insecure            bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -64,6 +67,10 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
 	fl.DurationVar(&f.statsInterval, "stats-interval", engine.DefaultLayer0Interval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key the listener speaks TLS only. Reloaded on SIGHUP")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key file (PEM) of --tls-cert")
+	fl.StringVar(&f.tlsCA, "tls-client-ca", "", "CA file (PEM): every client must present a certificate it signed (mutual TLS)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without client certificates: anyone who reaches the port can do anything")
 	fl.BoolVar(&f.acceptLoss, "accept-data-loss", false, "open a store whose write-ahead log lost synced commits, at the position it reaches (without it such a store is refused)")
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
 	return cmd
@@ -99,12 +106,20 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 
 		MaxWatchesPerSession: f.sessionWatches,
 		AcceptDataLoss:       f.acceptLoss,
+		TLSCertFile:          f.tlsCert,
+		TLSKeyFile:           f.tlsKey,
+		TLSClientCAFile:      f.tlsCA,
+		Insecure:             f.insecure,
 		StatementTimeout:     noLimit(f.stmtTimeout),
 		MaxRowsScanned:       noLimit(f.maxScanned),
 		StatsInterval:        f.statsInterval,
 	})
 	if err := s.Start(ctx); err != nil {
 		return err
+	}
+	if f.tlsCert != "" {
+		stop := reloadOnHangup(s, logger)
+		defer stop()
 	}
 	select {
 	case <-ctx.Done():

@@ -20,6 +20,7 @@ import (
 )
 
 type watchFlags struct {
+	tls       tlsFlags
 	addr      string
 	json      bool
 	after     uint64
@@ -66,6 +67,7 @@ statements ([mode: consume]) lease messages that must be settled: run them with
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.addr, "addr", defaultAddr(), "broker URL (default from $HERALD_ADDR when set)")
+	addTLSFlags(fl, &f.tls)
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per event")
 	fl.Uint64Var(&f.after, "after", 0, "resume after this position (the seq of the last event seen)")
 	fl.StringVar(&f.session, "session", "", "open the stream in this session")
@@ -87,7 +89,11 @@ func runWatch(ctx context.Context, f watchFlags, statement string, stdout, stder
 			return usageError(errors.New("this WATCH is in consume mode: its messages are leased and must be settled; run it with herald consume"))
 		}
 	}
-	c, err := client.Dial(ctx, normalizeAddr(f.addr), client.WithLogger(slog.New(slog.DiscardHandler)))
+	dialOpts, err := f.tls.dialOptions()
+	if err != nil {
+		return err
+	}
+	c, err := client.Dial(ctx, normalizeAddr(f.addr), append(dialOpts, client.WithLogger(slog.New(slog.DiscardHandler)))...)
 	if err != nil {
 		return err
 	}

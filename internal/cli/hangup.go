@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/herald-mq/herald/server"
+)
+
+// reloadOnHangup reads the server's TLS files again on every SIGHUP until stop is
+// called; stop waits for the goroutine to end.
+func reloadOnHangup(s *server.Server, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done, quit := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-hup:
+				if err := s.ReloadTLS(); err != nil {
+					log.Error("SIGHUP: the TLS files were not reloaded; the previous ones stay in use", "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(quit)
+		<-done
+	}
+}

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/herald-mq/herald/client"
+	"github.com/herald-mq/herald/internal/testutil"
+	"github.com/herald-mq/herald/store/memstore"
+)
+
+// TestMutualTLS: with a certificate and a client CA the server speaks TLS only and
+// lets in only clients with a certificate the CA signed; the Go client brings one.
+func TestMutualTLS(t *testing.T) {
+	certs, err := testutil.NewCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger(),
+		TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSClientCAFile: certs.CA})
+	start(t, s)
+	url := "https://" + s.Addr()
+	ctx := context.Background()
+
+	tc, err := client.LoadTLSConfig(certs.CA, certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, url, client.WithTLSConfig(tc))
+	if err != nil {
+		t.Fatalf("a client with a certificate: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Exec(ctx, `SPAWN t: Thing { n = 1 }`, nil); err != nil {
+		t.Fatalf("a statement over mutual TLS: %v", err)
+	}
+
+	noCert, err := client.LoadTLSConfig(certs.CA, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2, err := client.Dial(ctx, url, client.WithTLSConfig(noCert)); err == nil {
+		c2.Close()
+		t.Fatal("a client without a certificate got in")
+	}
+	if resp, err := http.Get("http://" + s.Addr() + "/healthz"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatalf("plain HTTP was answered: %s", body)
+		}
+	}
+}
+
+// TestReloadTLS: ReloadTLS swaps the certificate for new connections; a bad file
+// leaves the previous one in use.
+func TestReloadTLS(t *testing.T) {
+	dir := t.TempDir()
+	certs, err := testutil.NewCerts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger(),
+		TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey})
+	start(t, s)
+	serial := func() string {
+		t.Helper()
+		pool := x509.NewCertPool()
+		pem, _ := os.ReadFile(certs.CA)
+		pool.AppendCertsFromPEM(pem)
+		conn, err := tls.Dial("tcp", s.Addr(), &tls.Config{RootCAs: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	before := serial()
+	cert, key, err := certs.Issue("server", true) // overwrites the files in place
+	if err != nil || cert != certs.ServerCert || key != certs.ServerKey {
+		t.Fatalf("reissue: %v %s %s", err, cert, key)
+	}
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	after := serial()
+	if after == before {
+		t.Fatalf("the certificate was not reloaded (serial %s)", after)
+	}
+	if err := os.WriteFile(certs.ServerCert, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReloadTLS(); err == nil {
+		t.Fatal("a broken certificate file was accepted")
+	}
+	if got := serial(); got != after {
+		t.Fatalf("after a failed reload the serial is %s, want %s", got, after)
+	}
+}
+
+// TestExposure: a bind beyond loopback needs client certificates, or Insecure.
+func TestExposure(t *testing.T) {
+	certs, err := testutil.NewCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"open", Config{}, false},
+		{"TLS without client certificates", Config{TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey}, false},
+		{"mutual TLS", Config{TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSClientCAFile: certs.CA}, true},
+		{"insecure", Config{Insecure: true}, true},
+	} {
+		cfg := c.cfg
+		cfg.Backend, cfg.Listen, cfg.Logger = memstore.New(), "0.0.0.0:0", quietLogger()
+		s := New(cfg)
+		err := s.Start(context.Background())
+		if c.ok != (err == nil) || (!c.ok && (!errors.Is(err, ErrExposed) || !strings.Contains(err.Error(), "--insecure"))) {
+			t.Errorf("%s: Start = %v", c.name, err)
+		}
+		_ = s.Stop(context.Background())
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, ":1": false, "0.0.0.0:1": false, "10.0.0.5:1": false} {
+		if got := loopback(addr); got != want {
+			t.Errorf("loopback(%q) = %v", addr, got)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald/internal/testutil"
+)
+
+// TestExposedBindRefused: bound beyond loopback without client certificates, the
+// server refuses to start and says what to do.
+func TestExposedBindRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "serve", "--listen", "0.0.0.0:0", "--data", t.TempDir()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--insecure") || !strings.Contains(string(out), "loopback") {
+		t.Fatalf("an exposed bind: err %v, output:\n%s", err, out)
+	}
+}
+
+// TestMutualTLSFromTheCLI: a server that requires client certificates answers the
+// command line that brings one (--ca, --cert, --key) and refuses one that does not.
+func TestMutualTLSFromTheCLI(t *testing.T) {
+	certs, err := testutil.NewCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, t.TempDir(), "--listen", "0.0.0.0:0",
+		"--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--tls-client-ca", certs.CA)
+	_, port, _ := strings.Cut(s.Addr(), ":")
+	for strings.Contains(port, ":") { // [::]:port
+		_, port, _ = strings.Cut(port, ":")
+	}
+	url := "https://127.0.0.1:" + port
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("query", "--addr", url, "--ca", certs.CA, "--cert", certs.ClientCert, "--key", certs.ClientKey,
+		"-e", `SPAWN t: TlsThing { n = 7 }; MATCH t: TlsThing RETURN t.n`)
+	if err != nil || !strings.Contains(out, "7") {
+		t.Fatalf("query with a client certificate: %v\n%s", err, out)
+	}
+	if out, err := run("query", "--addr", url, "--ca", certs.CA, "-e", `MATCH t: TlsThing RETURN t.n`); err == nil {
+		t.Fatalf("query without a client certificate was answered:\n%s", out)
+	}
+	out, err = run("consume", "--addr", url, "--ca", certs.CA, "--cert", certs.ClientCert, "--key", certs.ClientKey,
+		"--count", "1", `WATCH t: TlsThing RETURN t.n`)
+	if err != nil || !strings.Contains(out, `{"t.n":7} ack`) {
+		t.Fatalf("consume with a client certificate: %v\n%s", err, out)
+	}
+}
