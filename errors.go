@@ -55,6 +55,8 @@ const (
 	CodeUnknownStatement Code = "E4010"
 	CodeCancelled        Code = "E4011"
 	CodeStatementLimit   Code = "E4012"
+	CodePermissionDenied Code = "E4013"
+	CodeUnauthenticated  Code = "E4014"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -119,6 +121,8 @@ var codeTable = []CodeInfo{
 	{CodeUnknownStatement, "UNKNOWN_STATEMENT", 404, "not_found", "no prepared statement has that name (never prepared, dropped, or the server restarted): prepare it again"},
 	{CodeCancelled, "STATEMENT_CANCELLED", 499, "canceled", "the client went away while the statement ran, and it was stopped"},
 	{CodeStatementLimit, "STATEMENT_LIMIT", 422, "resource_exhausted", "the statement ran past the server's time limit or scanned past its row limit, and was stopped"},
+	{CodePermissionDenied, "PERMISSION_DENIED", 403, "permission_denied", "the principal lacks the grant the request needs"},
+	{CodeUnauthenticated, "UNAUTHENTICATED", 401, "unauthenticated", "the request carries no valid credentials (a bearer token or a client certificate)"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

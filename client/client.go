@@ -27,9 +27,14 @@ type Option func(*options)
 type options struct {
 	hc      *http.Client
 	tls     *tls.Config
+	token   string
 	timeout time.Duration
 	log     *slog.Logger
 }
+
+// WithToken sends a bearer token (herald token create) with every request, for a
+// server started with --auth.
+func WithToken(token string) Option { return func(o *options) { o.token = token } }
 
 // WithTLSConfig sets the TLS configuration of the default HTTP client for an https://
 // server: the CA that signed its certificate (RootCAs) and, for a server that requires
@@ -111,6 +116,9 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	}
 	if o.hc == nil {
 		o.hc = newHTTPClient(base, o.tls)
+	}
+	if o.token != "" {
+		o.hc = WithBearer(o.hc, o.token)
 	}
 	c := &Client{
 		tr:      newTransport(base, o.hc),

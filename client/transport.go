@@ -211,3 +211,26 @@ func drain(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 	_ = body.Close()
 }
+
+// WithBearer returns a copy of hc that sends "Authorization: Bearer token" with every
+// request.
+func WithBearer(hc *http.Client, token string) *http.Client {
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c := *hc
+	c.Transport = bearer{base: base, header: "Bearer " + token}
+	return &c
+}
+
+type bearer struct {
+	base   http.RoundTripper
+	header string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", b.header)
+	return b.base.RoundTrip(r)
+}

@@ -73,6 +73,7 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 	// ACK and NACK inside BEGIN … COMMIT join the transaction (see inTx); EXTEND and
 	// REDRIVE commit on their own.
 	settle := func(it Settle) (engine.Result, error) {
+		it.Principal = herald.PrincipalFrom(ctx)
 		if env.InTx {
 			return engine.Result{}, s.inTx(env, it)
 		}

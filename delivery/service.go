@@ -269,6 +269,9 @@ func (s *Service) Consume(ctx context.Context, sessionID, query string, params m
 // deliveries are out to the consumer at once (0: the statement's buffer), and
 // SetCredit may later change that up to maxCredit (0: the initial credit).
 func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (Consumer, error) {
+	if err := s.eng.AuthorizeWatch(ctx, query, herald.ActConsume); err != nil {
+		return nil, err
+	}
 	sp, err := s.compile(sessionID, query, params)
 	if err != nil {
 		return nil, err

@@ -94,6 +94,11 @@ func (s *Service) prepareLocked(it Settle) (*settlement, error) {
 	default:
 		return nil, herald.Errorf(herald.CodeMalformedRequest, "unknown settlement action %d", it.Action)
 	}
+	if l := s.leases[h]; l != nil && it.Principal != nil {
+		if err := it.Principal.Check(herald.ActSettle, l.subj.typ); err != nil {
+			return nil, err // the lease stays as it was
+		}
+	}
 	l, err := s.beginLocked(h, name)
 	if err != nil {
 		return nil, err
@@ -259,6 +264,10 @@ type Settle struct {
 	Delay      time.Duration // ActNack: redeliver no earlier than this (0: the watch's backoff)
 	By         time.Duration // ActExtend: the new deadline is now + By (0: the watch's ack_timeout)
 
+	// Principal, when set, needs the settle grant on the subject's type (E4013
+	// otherwise). SettleMany takes it from its context.
+	Principal *herald.Principal
+
 	handle Handle // set by SettleHandles instead of DeliveryID
 }
 
@@ -274,6 +283,13 @@ type SettleResult struct {
 // their own and change nothing). Each settlement behaves as Ack, Nack or Extend would;
 // seq and tick are the position of the commit (zero when nothing was committed).
 func (s *Service) SettleMany(ctx context.Context, items []Settle) (results []SettleResult, seq, tick uint64) {
+	if p := herald.PrincipalFrom(ctx); p != nil {
+		for i := range items {
+			if items[i].Principal == nil {
+				items[i].Principal = p
+			}
+		}
+	}
 	done := make(chan struct{})
 	s.SettleAsync(items, func(r []SettleResult, sq, tk uint64) {
 		results, seq, tick = r, sq, tk

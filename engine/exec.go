@@ -70,7 +70,7 @@ func (e *Engine) run(ctx context.Context, sessionID string, script *ast.Script, 
 		return nil
 	}
 	for _, st := range script.Stmts {
-		x := &execution{ctx: ctx, e: e, sess: sess, file: file, params: params, commits: &commits, pos: &pos}
+		x := &execution{ctx: ctx, e: e, sess: sess, file: file, params: params, commits: &commits, pos: &pos, principal: herald.PrincipalFrom(ctx)}
 		x.limit(st)
 		inTx := sess.tx != nil
 		res, err := x.stmt(ctx, st)
@@ -222,6 +222,10 @@ type execution struct {
 	scanMax  int
 	scanned  int
 	limitPos token.Pos
+	// principal is who the call acts for (nil: a server without authentication);
+	// denied is the first read it was refused through a node reference (#id.attr).
+	principal *herald.Principal
+	denied    error
 }
 
 // limit starts the limits of statement st: Config.StatementTimeout from now, and
@@ -266,10 +270,58 @@ func (x *execution) evalCtx() *eval.Context {
 	if x.tx != nil {
 		ctx.Node = x.tx.Node
 	}
+	if p := x.principal; p != nil {
+		ctx.CanRead = func(typ string) error {
+			if err := p.Check(herald.ActRead, typ); err != nil {
+				return x.errAt(herald.CodePermissionDenied, x.limitPos, "%s", err.(*herald.Error).Message)
+			}
+			return nil
+		}
+		if x.tx != nil {
+			tx := x.tx
+			ctx.Node = func(id herald.NodeID) *herald.Node {
+				n := tx.Node(id)
+				if n != nil && !p.Can(herald.ActRead, n.Type) {
+					if x.denied == nil {
+						x.denied = x.errAt(herald.CodePermissionDenied, x.limitPos, "%s", p.Check(herald.ActRead, n.Type).(*herald.Error).Message)
+					}
+					return nil
+				}
+				return n
+			}
+		}
+	}
 	return ctx
 }
 
 func (x *execution) stmt(ctx context.Context, st ast.Stmt) (Result, error) {
+	if err := x.allowed(st); err != nil {
+		return Result{}, err
+	}
+	res, err := x.stmtRun(ctx, st)
+	if err == nil && x.denied != nil {
+		return Result{}, x.denied
+	}
+	return res, err
+}
+
+// allowed refuses the statements that need the admin grant: schema changes, acting as
+// another actor, moving the logical clock, and redriving dead letters.
+func (x *execution) allowed(st ast.Stmt) error {
+	if x.principal == nil {
+		return nil
+	}
+	switch st.(type) {
+	case *ast.NodeDeclStmt, *ast.EdgeDeclStmt, *ast.ConstraintDeclStmt, *ast.DropConstraintStmt,
+		*ast.BeginSessionStmt, *ast.TickStmt, *ast.RedriveStmt:
+		if err := x.principal.Check(herald.ActAdmin, ""); err != nil {
+			return x.errAt(herald.CodePermissionDenied, st.Pos(), "%s", err.(*herald.Error).Message)
+		}
+	}
+	return nil
+}
+
+func (x *execution) stmtRun(ctx context.Context, st ast.Stmt) (Result, error) {
 	e, sess := x.e, x.sess
 	switch s := st.(type) {
 	case *ast.BeginStmt:

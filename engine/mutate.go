@@ -34,6 +34,9 @@ func (x *execution) writable(typ string, pos ast.Node) error {
 	if d := x.tx.Type(typ); d != nil && d.Sealed {
 		return x.errAt(herald.CodeSealedType, pos.Pos(), "%s is declared [sealed]; it is read-only for users", typ)
 	}
+	if err := x.principal.Check(herald.ActWrite, typ); err != nil {
+		return x.errAt(herald.CodePermissionDenied, pos.Pos(), "%s", err.(*herald.Error).Message)
+	}
 	return nil
 }
 

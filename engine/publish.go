@@ -144,7 +144,7 @@ type Published struct {
 // breaks) is retried node by node, so only the offending ones fail. err reports a
 // failure of the whole call (the engine closing, an unknown session).
 func (e *Engine) Publish(ctx context.Context, sessionID string, msgs []Publication) ([]Published, error) {
-	out, durable, err := e.PublishAsync(sessionID, msgs)
+	out, durable, err := e.PublishAsync(ctx, sessionID, msgs)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,9 @@ func (e *Engine) Publish(ctx context.Context, sessionID string, msgs []Publicati
 // PublishAsync is Publish without the wait: the nodes are committed (applied and handed
 // to the pipeline) when it returns, and durable reports when they are durable (nil) or
 // failed. Nothing may be told of them before that.
-func (e *Engine) PublishAsync(sessionID string, msgs []Publication) ([]Published, func(context.Context) error, error) {
+// ctx carries the principal (herald.PrincipalFrom) that needs the write grant on each
+// type; it does not bound the call.
+func (e *Engine) PublishAsync(ctx context.Context, sessionID string, msgs []Publication) ([]Published, func(context.Context) error, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
 	if e.closing.Load() {
@@ -179,7 +181,7 @@ func (e *Engine) PublishAsync(sessionID string, msgs []Publication) ([]Published
 		s.mu.Unlock()
 	}
 	out := make([]Published, len(msgs))
-	pends := e.publishLocked(sess, msgs, out)
+	pends := e.publishLocked(sess, herald.PrincipalFrom(ctx), msgs, out)
 	return out, func(ctx context.Context) error {
 		for _, p := range pends {
 			if err := p.wait(ctx); err != nil {
@@ -190,14 +192,14 @@ func (e *Engine) PublishAsync(sessionID string, msgs []Publication) ([]Published
 	}, nil
 }
 
-func (e *Engine) publishLocked(sess *Session, msgs []Publication, out []Published) []*pending {
+func (e *Engine) publishLocked(sess *Session, p *herald.Principal, msgs []Publication, out []Published) []*pending {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var pos position
 	var pends []*pending
 	// try commits the publications idx together; those it commits get its position.
 	try := func(idx []int) error {
-		x := &execution{e: e, sess: sess, tx: e.g.Begin(), pos: &pos}
+		x := &execution{e: e, sess: sess, tx: e.g.Begin(), pos: &pos, principal: p}
 		var kept []int
 		for _, i := range idx {
 			m := msgs[i]

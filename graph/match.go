@@ -469,6 +469,11 @@ func (r *runner) tryNode(i int, st *step, n *herald.Node) error {
 }
 
 func (r *runner) nodeStep(i int, st *step) error {
+	if r.ctx.CanRead != nil {
+		if err := r.ctx.CanRead(st.typ); err != nil {
+			return err
+		}
+	}
 	switch st.access {
 	case accessBound:
 		n := r.row[st.slot].Node
@@ -526,6 +531,11 @@ func (r *runner) argID(a edgeArg) (herald.NodeID, bool, error) {
 }
 
 func (r *runner) edgeStep(i int, st *step) error {
+	if r.ctx.CanRead != nil {
+		if err := r.ctx.CanRead(st.typ); err != nil {
+			return err
+		}
+	}
 	var keys []herald.EdgeKey
 	if st.access == accessAdj {
 		id, ok, err := r.argID(st.args[st.via])

@@ -43,3 +43,7 @@ func writeError(w http.ResponseWriter, err error) {
 	w.WriteHeader(d.Code.Info().HTTP)
 	_ = json.NewEncoder(w).Encode(ErrorBody{Error: d})
 }
+
+// WriteError answers err as the API's error body with its code's HTTP status, for
+// handlers outside this package (authentication, the token API).
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }

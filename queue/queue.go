@@ -256,6 +256,9 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 	if err := checkID(queue); err != nil {
 		return PopResult{}, err
 	}
+	if err := herald.PrincipalFrom(ctx).Check(herald.ActConsume, ItemType); err != nil {
+		return PopResult{}, err
+	}
 	count := ClampCount(o.Count)
 	ttl := DefaultTTL
 	if o.RequireAck {

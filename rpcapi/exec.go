@@ -180,7 +180,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			msgs = append(msgs, engine.Publication{ID: herald.NodeID(m.GetId()), Type: m.GetType(), Attrs: attrs})
 			idx = append(idx, i)
 		}
-		out, durable, err := s.eng.PublishAsync(req.GetSession(), msgs)
+		out, durable, err := s.eng.PublishAsync(ctx, req.GetSession(), msgs)
 		if err != nil {
 			return fail(toConnect(err))
 		}

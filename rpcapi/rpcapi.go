@@ -36,7 +36,7 @@ type Engine interface {
 	Lookup(name string) (*engine.Prepared, error)
 	Unprepare(name string) bool
 	ExecPrepared(ctx context.Context, sessionID string, p *engine.Prepared, params map[string]herald.Value) (*engine.Response, error)
-	PublishAsync(sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error)
+	PublishAsync(ctx context.Context, sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error)
 	OpenSession() (string, error)
 	CloseSession(id string) error
 	Position() (seq, tick uint64)

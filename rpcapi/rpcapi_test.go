@@ -64,7 +64,7 @@ func (f *fakeEngine) ExecPrepared(ctx context.Context, sessionID string, p *engi
 	return f.Exec(ctx, sessionID, p.Query, params)
 }
 
-func (f *fakeEngine) PublishAsync(sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+func (f *fakeEngine) PublishAsync(_ context.Context, sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
 	if f.publish != nil {
 		return f.publish(msgs)
 	}

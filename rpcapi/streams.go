@@ -239,6 +239,9 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 		if err != nil {
 			return err
 		}
+		for i := range items {
+			items[i].Principal = herald.PrincipalFrom(ctx)
+		}
 		del.SettleAsync(items, func(results []delivery.SettleResult, _, _ uint64) {
 			out.settled(items, results)
 		})

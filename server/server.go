@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/auth"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/httpapi"
@@ -62,6 +63,11 @@ type Config struct {
 	// TLSClientCAFile, in addition, requires every client to present a certificate
 	// signed by that CA. ReloadTLS reads the files again.
 	TLSCertFile, TLSKeyFile, TLSClientCAFile string
+	// Auth makes every request act for a principal (authn.go): a bearer token's, or a
+	// client certificate's; what it may do is its grants. AuthLoopback also requires
+	// credentials from loopback clients (otherwise they act as "local", with every
+	// grant).
+	Auth, AuthLoopback bool
 	// Insecure lets a server bound beyond loopback start without client certificates
 	// (see checkExposure); it logs a warning at every start.
 	Insecure bool
@@ -243,7 +249,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	})
 	// One port: the RPC service under its path prefix, the JSON API everywhere else.
 	// gRPC needs HTTP/2, which the server speaks without TLS too (h2c).
+	tokens, err := auth.Open(eng)
+	if err != nil {
+		return fmt.Errorf("server: load principals and tokens: %w", err)
+	}
 	mux := http.NewServeMux()
+	admin := authAPI(tokens)
+	mux.Handle("/v1/principals/", admin)
+	mux.Handle("/v1/tokens", admin)
+	mux.Handle("/v1/tokens/", admin)
 	mux.Handle(rpc.Handler())
 	mux.Handle(rpc.QueuesHandler())
 	mux.Handle("/", api)
@@ -255,8 +269,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	} else {
 		protocols.SetUnencryptedHTTP2(true)
 	}
+	var handler http.Handler = mux
+	if s.cfg.Auth {
+		handler = s.authenticate(tokens, mux)
+	}
 	s.http = &http.Server{
-		Handler:   mux,
+		Handler:   handler,
 		Protocols: &protocols,
 		// Watches and subscriptions are streams: let one client connection carry
 		// thousands of them (the default allows 250).

@@ -19,7 +19,7 @@ import (
 // use it.
 
 // ErrExposed is Start's error for a non-loopback bind without client authentication.
-var ErrExposed = errors.New("server: refusing to listen beyond loopback without TLS and client certificates")
+var ErrExposed = errors.New("server: refusing to listen beyond loopback without TLS and client authentication")
 
 // tlsFiles holds the certificate and client CA, swapped whole on reload.
 type tlsFiles struct {
@@ -106,7 +106,8 @@ func (s *Server) checkExposure() error {
 	if loopback(s.cfg.Listen) {
 		return nil
 	}
-	authenticated := s.cfg.TLSCertFile != "" && s.cfg.TLSClientCAFile != ""
+	// Credentials need TLS to be worth anything on a network.
+	authenticated := s.cfg.TLSCertFile != "" && (s.cfg.TLSClientCAFile != "" || s.cfg.Auth)
 	switch {
 	case authenticated:
 		return nil
@@ -115,5 +116,5 @@ func (s *Server) checkExposure() error {
 			"listen", s.cfg.Listen, "tls", s.cfg.TLSCertFile != "")
 		return nil
 	}
-	return fmt.Errorf("%w: %s is not a loopback address. Give a certificate and a client CA (--tls-cert, --tls-key, --tls-client-ca) so that only holders of a client certificate get in, bind to 127.0.0.1, or pass --insecure to run exposed anyway", ErrExposed, s.cfg.Listen)
+	return fmt.Errorf("%w: %s is not a loopback address. Give a certificate (--tls-cert, --tls-key) and either a client CA (--tls-client-ca) or --auth (bearer tokens), bind to 127.0.0.1, or pass --insecure to run exposed anyway", ErrExposed, s.cfg.Listen)
 }

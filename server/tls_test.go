@@ -136,3 +136,42 @@ func TestExposure(t *testing.T) {
 		}
 	}
 }
+
+// TestCertificatePrincipal: with Auth, a client certificate acts for the principal its
+// common name names, with that principal's grants; until that principal exists, a
+// loopback client acts as "local".
+func TestCertificatePrincipal(t *testing.T) {
+	certs, err := testutil.NewCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger(), Auth: true,
+		TLSCertFile: certs.ServerCert, TLSKeyFile: certs.ServerKey, TLSClientCAFile: certs.CA})
+	start(t, s)
+	ctx := context.Background()
+	tc, err := client.LoadTLSConfig(certs.CA, certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(ctx, "https://"+s.Addr(), client.WithTLSConfig(tc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Exec(ctx, `SPAWN t: Thing { n = 1 }`, nil); err != nil {
+		t.Fatalf("as local, before the principal exists: %v", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	req, _ := http.NewRequest(http.MethodPut, "https://"+s.Addr()+"/v1/principals/client", strings.NewReader(`{"grants": ["read:Thing"]}`))
+	resp, err := hc.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("create the principal: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if _, err := c.Exec(ctx, `MATCH t: Thing RETURN COUNT(t)`, nil); err != nil {
+		t.Fatalf("a read the certificate's principal may do: %v", err)
+	}
+	if _, err := c.Exec(ctx, `SPAWN t: Thing { n = 2 }`, nil); err == nil || !strings.Contains(err.Error(), "E4013") {
+		t.Fatalf("a write the certificate's principal may not do: %v", err)
+	}
+}

@@ -378,6 +378,9 @@ func changeTypes(ch herald.Change) []string {
 // initial snapshot and replays every change after it from the durable change log; a
 // position older than the log keeps answers with a reset event, then a fresh snapshot.
 func (s *Service) Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
+	if err := s.eng.AuthorizeWatch(ctx, query, herald.ActWatch); err != nil {
+		return nil, err
+	}
 	var actor herald.NodeID
 	if sessionID != "" {
 		var err error

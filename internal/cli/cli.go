@@ -1,4 +1,4 @@
-// Package cli implements the herald command line: serve, query, watch, consume, queue and version.
+// Package cli implements the herald command line: serve, query, watch, consume, queue, token and version.
 // Each command runs through Run with explicit arguments and streams, so tests drive it without a process.
 package cli
 
@@ -77,6 +77,6 @@ through a query language. Run a broker with "herald serve" and talk to it with
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(newServeCmd(), newQueryCmd(stdin, stdout, stderr), newVersionCmd(stdout), newWatchCmd(stdout, stderr), newConsumeCmd(stdout, stderr))
-	root.AddCommand(newQueueCmd(stdout))
+	root.AddCommand(newQueueCmd(stdout), newTokenCmd(stdout))
 	return root
 }

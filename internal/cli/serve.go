@@ -30,6 +30,7 @@ type serveFlags struct {
 	tlsCert, tlsKey     string
 	tlsCA               string
 	insecure            bool
+	auth, authLoopback  bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -70,6 +71,8 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key the listener speaks TLS only. Reloaded on SIGHUP")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key file (PEM) of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-client-ca", "", "CA file (PEM): every client must present a certificate it signed (mutual TLS)")
+	fl.BoolVar(&f.auth, "auth", false, "require credentials: a bearer token (herald token create) or a client certificate naming a principal; what a request may do is its principal's grants")
+	fl.BoolVar(&f.authLoopback, "auth-loopback", false, "with --auth, require credentials from loopback clients too (otherwise they act as \"local\", with every grant)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without client certificates: anyone who reaches the port can do anything")
 	fl.BoolVar(&f.acceptLoss, "accept-data-loss", false, "open a store whose write-ahead log lost synced commits, at the position it reaches (without it such a store is refused)")
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
@@ -110,6 +113,8 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		TLSKeyFile:           f.tlsKey,
 		TLSClientCAFile:      f.tlsCA,
 		Insecure:             f.insecure,
+		Auth:                 f.auth,
+		AuthLoopback:         f.authLoopback,
 		StatementTimeout:     noLimit(f.stmtTimeout),
 		MaxRowsScanned:       noLimit(f.maxScanned),
 		StatsInterval:        f.statsInterval,

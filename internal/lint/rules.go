@@ -47,11 +47,13 @@ var Herald = Config{
 		// Consume watches are managed (PAUSE, ALTER …) through the watch service's
 		// statements, so the consume tests run one.
 		{Pkg: "delivery/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/...", "watch"}, TestExternal: []string{modPebbleVFS, modGoleak}},
+		// Principals and tokens are system nodes, read and written through the engine.
+		{Pkg: "auth", Allow: []string{".", "engine", "graph"}, TestAllow: []string{"store/...", "internal/clock"}},
 		// The queue REST contract translates onto the engine and the consume engine.
 		{Pkg: "queue", Allow: []string{".", "engine", "delivery", "graph/...", "lang/...", "internal/clock"}},
 		// httpapi streams consume-mode deliveries; it uses the delivery package's types.
 		{Pkg: "httpapi", Allow: []string{".", "engine", "delivery", "queue", "internal/clock"}, External: []string{modPrometheus}},
-		{Pkg: "server", Allow: []string{".", "engine", "watch", "delivery", "queue", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client"}},
+		{Pkg: "server", Allow: []string{".", "engine", "watch", "delivery", "queue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client"}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},

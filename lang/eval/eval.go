@@ -34,6 +34,9 @@ type Context struct {
 	// Interrupt, when set, is asked every few thousand bindings a pattern scans whether
 	// the statement must stop (its client went away); the error it returns ends it.
 	Interrupt func() error
+	// CanRead, when set, is asked once per node or edge type a pattern scans; its error
+	// stops the scan (a principal without the read grant on that type).
+	CanRead func(typ string) error
 }
 
 // Func is a compiled expression.

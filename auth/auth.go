@@ -1,0 +1,220 @@
+// Package auth keeps Herald's principals and bearer tokens and turns a request's
+// credentials into a herald.Principal. Principals (_Principal: a name and its grants)
+// and tokens (_Token: the principal, a label and the token's SHA-256) are system nodes
+// of the graph, so they are durable, replicated with it and readable with MATCH by
+// whoever holds read on those types; a token itself is shown once, when it is made.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/graph"
+)
+
+// Layer 0 types of the store.
+const (
+	TypePrincipal = "_Principal"
+	TypeToken     = "_Token"
+)
+
+// tokenPrefix starts every token, so that one found in a log or a repository is
+// recognisable.
+const tokenPrefix = "hrd_"
+
+// Store holds the principals and the hashes of their tokens in memory, loaded from the
+// graph at Open and written through to it.
+type Store struct {
+	eng *engine.Engine
+
+	mu         sync.RWMutex
+	principals map[string]*herald.Principal // by name
+	tokens     map[string]Token             // by hash
+}
+
+// Token describes an issued token (never the token itself).
+type Token struct {
+	ID        string `json:"id"`
+	Principal string `json:"principal"`
+	Label     string `json:"label,omitempty"`
+	hash      string
+}
+
+// Open loads the principals and tokens from the engine's graph.
+func Open(eng *engine.Engine) (*Store, error) {
+	s := &Store{eng: eng, principals: map[string]*herald.Principal{}, tokens: map[string]Token{}}
+	err := eng.ViewSnapshot(func(tx *graph.Tx, _, _ uint64) error {
+		for _, id := range tx.NodesOfType(TypePrincipal) {
+			n := tx.Node(id)
+			s.principals[n.Attrs.Get("name").AsString()] = &herald.Principal{Name: n.Attrs.Get("name").AsString(), Grants: strings1(n.Attrs.Get("grants"))}
+		}
+		for _, id := range tx.NodesOfType(TypeToken) {
+			n := tx.Node(id)
+			t := Token{ID: string(id), Principal: n.Attrs.Get("principal").AsString(), Label: n.Attrs.Get("label").AsString(), hash: n.Attrs.Get("hash").AsString()}
+			s.tokens[t.hash] = t
+		}
+		return nil
+	})
+	return s, err
+}
+
+func strings1(v herald.Value) []string {
+	var out []string
+	for _, x := range v.AsList() {
+		out = append(out, x.AsString())
+	}
+	return out
+}
+
+func hashOf(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func principalID(name string) herald.NodeID {
+	sum := sha256.Sum256([]byte("principal\x00" + name))
+	return herald.NodeID("pr" + hex.EncodeToString(sum[:10]))
+}
+
+// Principal returns the principal named name, or nil.
+func (s *Store) Principal(name string) *herald.Principal {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.principals[name]
+}
+
+// Authenticate returns the principal of a bearer token, or nil when it is not one of
+// the store's (or its principal is gone).
+func (s *Store) Authenticate(token string) *herald.Principal {
+	if !strings.HasPrefix(token, tokenPrefix) {
+		return nil
+	}
+	h := hashOf(token)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.tokens[h]
+	if !ok || subtle.ConstantTimeCompare([]byte(t.hash), []byte(h)) != 1 {
+		return nil
+	}
+	return s.principals[t.Principal]
+}
+
+// SetPrincipal creates the principal name or replaces its grants.
+func (s *Store) SetPrincipal(ctx context.Context, name string, grants []string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	for _, g := range grants {
+		if !herald.ValidGrant(g) {
+			return herald.Errorf(herald.CodeMalformedRequest, "grant %q: want admin, or action:Type (or action:*) with action read, write, watch, consume or settle", g)
+		}
+	}
+	grants = append([]string(nil), grants...)
+	sort.Strings(grants)
+	list := make([]herald.Value, len(grants))
+	for i, g := range grants {
+		list[i] = herald.String(g)
+	}
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
+		tx.PutNode(&herald.Node{ID: principalID(name), Type: TypePrincipal, Attrs: herald.AttrsOf(map[string]herald.Value{
+			"name": herald.String(name), "grants": herald.List(list...),
+		})})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.principals[name] = &herald.Principal{Name: name, Grants: grants}
+	s.mu.Unlock()
+	return nil
+}
+
+// Issue makes a new token for an existing principal and returns it; only its hash is
+// kept.
+func (s *Store) Issue(ctx context.Context, principal, label string) (token string, t Token, err error) {
+	if s.Principal(principal) == nil {
+		return "", Token{}, herald.Errorf(herald.CodeNotFound, "no principal %q: create it first", principal)
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", Token{}, err
+	}
+	token = tokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	t = Token{ID: string(herald.NewID("tk")), Principal: principal, Label: label, hash: hashOf(token)}
+	_, _, err = s.eng.System(ctx, func(tx *engine.SysTx) error {
+		tx.PutNode(&herald.Node{ID: herald.NodeID(t.ID), Type: TypeToken, Attrs: herald.AttrsOf(map[string]herald.Value{
+			"principal": herald.String(principal), "label": herald.String(label), "hash": herald.String(t.hash),
+		})})
+		return nil
+	})
+	if err != nil {
+		return "", Token{}, err
+	}
+	s.mu.Lock()
+	s.tokens[t.hash] = t
+	s.mu.Unlock()
+	return token, t, nil
+}
+
+// Tokens lists the issued tokens, by principal and id.
+func (s *Store) Tokens() []Token {
+	s.mu.RLock()
+	out := make([]Token, 0, len(s.tokens))
+	for _, t := range s.tokens {
+		out = append(out, t)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Principal != out[j].Principal {
+			return out[i].Principal < out[j].Principal
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Revoke deletes a token: requests carrying it are refused from then on.
+func (s *Store) Revoke(ctx context.Context, id string) error {
+	s.mu.RLock()
+	var hash string
+	for h, t := range s.tokens {
+		if t.ID == id {
+			hash = h
+		}
+	}
+	s.mu.RUnlock()
+	if hash == "" {
+		return herald.Errorf(herald.CodeNotFound, "no token %q", id)
+	}
+	s.mu.Lock()
+	delete(s.tokens, hash) // refused at once, before the commit is durable
+	s.mu.Unlock()
+	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
+		if tx.Node(herald.NodeID(id)) != nil {
+			tx.DeleteNode(herald.NodeID(id))
+		}
+		return nil
+	})
+	return err
+}
+
+func checkName(name string) error {
+	if name == "" || len(name) > 128 || strings.ContainsAny(name, " \t\r\n") {
+		return herald.Errorf(herald.CodeMalformedRequest, "principal name %q: want 1 to 128 characters without spaces", name)
+	}
+	return nil
+}
+
+// String is for logs.
+func (t Token) String() string { return fmt.Sprintf("%s (%s)", t.ID, t.Principal) }
