@@ -78,6 +78,9 @@ type Config struct {
 	// engine's defaults, a negative value no limit.
 	StatementTimeout time.Duration
 	MaxRowsScanned   int
+	// WatchBufferBytes bounds, in bytes, what a watch-mode stream holds for a client
+	// that does not read; 0 means DefaultWatchBufferBytes.
+	WatchBufferBytes int
 	// StatsInterval is how often _Watch nodes get their counters; 0 means
 	// engine.DefaultLayer0Interval.
 	StatsInterval time.Duration
@@ -213,7 +216,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	cleanup = append(cleanup, func() { _ = del.Stop(context.Background()) })
 
-	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del})
+	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del, MaxBufferBytes: s.cfg.WatchBufferBytes})
 	if err := wat.Start(ctx); err != nil {
 		return fmt.Errorf("server: start watch: %w", err)
 	}
@@ -294,6 +297,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.log.Info("listening", "addr", ln.Addr().String(), "tls", s.tls != nil, "client_certs", s.tls != nil && s.cfg.TLSClientCAFile != "", "data", s.dataLabel(), "seq", seq, "tick", tick)
 	return nil
 }
+
+// DefaultWatchBufferBytes is Config.WatchBufferBytes's default.
+const DefaultWatchBufferBytes = watch.DefaultMaxBufferBytes
 
 // maxStreamsPerConn bounds the concurrent HTTP/2 streams of one client connection.
 const maxStreamsPerConn = 10000

@@ -7,6 +7,7 @@ import "github.com/herald-mq/herald"
 type deque struct {
 	buf        []herald.Event
 	head, size int
+	bytes      int // eventSize of the events held
 }
 
 func (d *deque) len() int { return d.size }
@@ -28,6 +29,7 @@ func (d *deque) pushBack(ev herald.Event) {
 	}
 	d.buf[(d.head+d.size)%len(d.buf)] = ev
 	d.size++
+	d.bytes += eventSize(ev)
 }
 
 func (d *deque) pushFront(ev herald.Event) {
@@ -37,13 +39,44 @@ func (d *deque) pushFront(ev herald.Event) {
 	d.head = (d.head - 1 + len(d.buf)) % len(d.buf)
 	d.buf[d.head] = ev
 	d.size++
+	d.bytes += eventSize(ev)
 }
 
 func (d *deque) popFront() {
+	d.bytes -= eventSize(d.buf[d.head])
 	d.buf[d.head] = herald.Event{}
 	d.head = (d.head + 1) % len(d.buf)
 	d.size--
 	if d.size == 0 {
 		d.buf, d.head = nil, 0
 	}
+}
+
+// eventSize estimates the memory an event holds: its match and previous match, and a
+// fixed share for the rest. It bounds a stream's buffer in bytes (Config.MaxBufferBytes).
+func eventSize(ev herald.Event) int {
+	return 96 + len(ev.Message) + valueSize(ev.Match) + valueSize(ev.Prev)
+}
+
+func valueSize(v herald.Value) int {
+	switch v.Kind() {
+	case herald.KindString:
+		return 24 + len(v.AsString())
+	case herald.KindList:
+		n := 24
+		for _, x := range v.AsList() {
+			n += valueSize(x)
+		}
+		return n
+	case herald.KindMap:
+		n := 48
+		for _, k := range v.MapKeys() {
+			n += 16 + len(k)
+		}
+		for _, x := range v.MapValues() {
+			n += valueSize(x)
+		}
+		return n
+	}
+	return 24
 }

@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,4 +93,70 @@ func TestWatchPolicy(t *testing.T) {
 		t.Fatalf("watching a system type in watch mode: %v", err)
 	}
 	st2.Close()
+}
+
+// TestBufferBytes: a stream's buffer is bounded in bytes as well as events; a reader
+// that does not read, on a stream of large values, gets a gap (on_full: drop) or is
+// cancelled with E8005 (on_full: error) once the bytes are reached, whatever the
+// buffer option.
+func TestBufferBytes(t *testing.T) {
+	eng, svc := openWatchService(t, watch.Config{MaxBufferBytes: 64 << 10})
+	ctx := context.Background()
+	body := herald.String(strings.Repeat("x", 8<<10))
+	spawn := func(n int) {
+		t.Helper()
+		for range n {
+			if _, err := eng.Exec(ctx, "", `SPAWN b: Big { body = $b }`, map[string]herald.Value{"b": body}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	drop, err := svc.Open(ctx, "", `WATCH b: Big [buffer: 100000, on_full: drop, initial: none] RETURN b.body`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawn(40) // 320 KiB of values, five times the bound
+	svc.Flush()
+	var added, dropped int
+	for added+dropped < 40 {
+		select {
+		case ev := <-drop.Events():
+			switch ev.Type {
+			case herald.EventAdded:
+				added++
+			case herald.EventGap:
+				dropped += ev.Count
+			}
+		case <-time.After(30 * time.Second): // a bound on a hang
+			t.Fatalf("after %d events and %d dropped, nothing more", added, dropped)
+		}
+	}
+	if dropped == 0 || added+dropped != 40 {
+		t.Fatalf("on_full: drop kept %d events and reported %d dropped, want a gap and 40 in all", added, dropped)
+	}
+	drop.Close()
+
+	// on_full: error waits for its reader to take what it holds, then ends.
+	fail, err := svc.Open(ctx, "", `WATCH b: Big [buffer: 100000, on_full: error, initial: none] RETURN b.body`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spawn(40)
+	deadline := time.After(30 * time.Second) // a bound on a hang, not a speed assertion
+	for {
+		select {
+		case ev, ok := <-fail.Events():
+			if !ok {
+				t.Fatal("on_full: error ended without an error event")
+			}
+			if ev.Type == herald.EventError {
+				if ev.Code != herald.CodeWatchBufferOverflow {
+					t.Fatalf("on_full: error ended with %+v, want E8005", ev)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("on_full: error did not end the stream")
+		}
+	}
 }

@@ -560,7 +560,7 @@ func (w *watcher) send(ev herald.Event) bool {
 	default:
 	}
 	w.flush()
-	if w.pending() >= w.sp.buffer {
+	if w.pending() >= w.sp.buffer || w.overBytes() {
 		switch {
 		case w.sp.reliable || w.sp.onFull == "block":
 			// Wait for the transport: this watch pauses, nothing else does.
@@ -579,7 +579,7 @@ func (w *watcher) send(ev herald.Event) bool {
 			w.mu.Lock()
 			w.overflow = true
 			w.mu.Unlock()
-			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer of %d events is full and on_full is error; the watch is cancelled", w.sp.buffer)
+			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer (%d events, %d bytes) is full and on_full is error; the watch is cancelled", w.sp.buffer, w.svc.cfg.MaxBufferBytes)
 			return w.end(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
 		default:
 			w.dropOldest()
@@ -617,11 +617,15 @@ func (w *watcher) dropOldest() {
 			w.outq.pushFront(back[i])
 		}
 	}
-	for w.outq.len() > 0 && w.outq.len()+len(w.events) >= w.sp.buffer {
+	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.sp.buffer || w.overBytes()) {
 		w.outq.popFront()
 		w.gap++
 	}
 }
+
+// overBytes reports whether the events the stream holds for its client have reached
+// the bytes the service allows a stream (Config.MaxBufferBytes).
+func (w *watcher) overBytes() bool { return w.outq.bytes >= w.svc.cfg.MaxBufferBytes }
 
 // end delivers what is waiting, then ev (an error), and closes the stream.
 func (w *watcher) end(ev herald.Event) bool {

@@ -30,6 +30,10 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxWatches caps watch-mode streams server-wide (0: 10,000); beyond it Open answers E8006.
 	MaxWatches int
+	// MaxBufferBytes bounds what a stream holds for a client that does not read, in
+	// bytes, beside its buffer option's bound in events: past either, on_full applies
+	// (0: DefaultMaxBufferBytes).
+	MaxBufferBytes int
 	// Policy refuses patterns with E8001.
 	Policy herald.WatchPolicy
 	// Consume, when set, lets PAUSE, RESUME, CANCEL and ALTER WATCH reach consume-mode
@@ -37,6 +41,9 @@ type Config struct {
 	// (engine.Config.MaxWatchesPerSession), shared by both modes.
 	Consume ConsumeWatches
 }
+
+// DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 16 MiB a stream.
+const DefaultMaxBufferBytes = 16 << 20
 
 // ConsumeWatches is the consume-mode side of watch management (delivery.Service).
 type ConsumeWatches interface {
@@ -126,6 +133,9 @@ func (s *Service) Stats() Stats {
 
 // New returns a service; Start begins its work.
 func New(cfg Config) *Service {
+	if cfg.MaxBufferBytes <= 0 {
+		cfg.MaxBufferBytes = DefaultMaxBufferBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -31,6 +31,7 @@ type serveFlags struct {
 	tlsCA               string
 	insecure            bool
 	auth, authLoopback  bool
+	watchBytes          int
 }
 
 func newServeCmd() *cobra.Command {
@@ -66,6 +67,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
+	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
 	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
 	fl.DurationVar(&f.statsInterval, "stats-interval", engine.DefaultLayer0Interval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key the listener speaks TLS only. Reloaded on SIGHUP")
@@ -94,6 +96,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.stmtTimeout < 0 || f.maxScanned < 0 {
 		return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned must not be negative (got %s and %d)", f.stmtTimeout, f.maxScanned))
 	}
+	if f.watchBytes < 1 {
+		return usageError(fmt.Errorf("--watch-buffer-bytes must be positive, got %d", f.watchBytes))
+	}
 	if f.sessionWatches < 1 || f.statsInterval <= 0 {
 		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
 	}
@@ -109,6 +114,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 
 		MaxWatchesPerSession: f.sessionWatches,
 		AcceptDataLoss:       f.acceptLoss,
+		WatchBufferBytes:     f.watchBytes,
 		TLSCertFile:          f.tlsCert,
 		TLSKeyFile:           f.tlsKey,
 		TLSClientCAFile:      f.tlsCA,
