@@ -2,6 +2,8 @@ package herald
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 )
 
@@ -81,4 +83,11 @@ func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 func PrincipalFrom(ctx context.Context) *Principal {
 	p, _ := ctx.Value(principalKey{}).(*Principal)
 	return p
+}
+
+// PrincipalNodeID is the id of the _Principal node of the principal named name: a
+// session it opens has that node as its actor (#self).
+func PrincipalNodeID(name string) NodeID {
+	sum := sha256.Sum256([]byte("principal\x00" + name))
+	return NodeID("pr" + hex.EncodeToString(sum[:10]))
 }

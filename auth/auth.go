@@ -81,10 +81,6 @@ func hashOf(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func principalID(name string) herald.NodeID {
-	sum := sha256.Sum256([]byte("principal\x00" + name))
-	return herald.NodeID("pr" + hex.EncodeToString(sum[:10]))
-}
 
 // Principal returns the principal named name, or nil.
 func (s *Store) Principal(name string) *herald.Principal {
@@ -126,7 +122,7 @@ func (s *Store) SetPrincipal(ctx context.Context, name string, grants []string) 
 		list[i] = herald.String(g)
 	}
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
-		tx.PutNode(&herald.Node{ID: principalID(name), Type: TypePrincipal, Attrs: herald.AttrsOf(map[string]herald.Value{
+		tx.PutNode(&herald.Node{ID: herald.PrincipalNodeID(name), Type: TypePrincipal, Attrs: herald.AttrsOf(map[string]herald.Value{
 			"name": herald.String(name), "grants": herald.List(list...),
 		})})
 		return nil

@@ -50,7 +50,7 @@ func openServicePerSession(t *testing.T, cfg delivery.Config, perSession int) (*
 func TestConsumerLimits(t *testing.T) {
 	eng, svc := openServicePerSession(t, delivery.Config{MaxConsumers: 3}, 2)
 	ctx := context.Background()
-	sid, err := eng.OpenSession()
+	sid, err := eng.OpenSession(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestSessionLimitCountsBothModes(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = wat.Stop(context.Background()) })
 	ctx := context.Background()
-	sid, err := eng.OpenSession()
+	sid, err := eng.OpenSession(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestConsumeAsSessionActor(t *testing.T) {
 	if _, err := svc.Consume(ctx, "", w, nil); herald.CodeOf(err) != herald.CodeSession {
 		t.Fatalf("without a session: err = %v, want E3003", err)
 	}
-	sid, _ := eng.OpenSession()
+	sid, _ := eng.OpenSession(context.Background())
 	if _, err := eng.Exec(ctx, sid, `BEGIN SESSION AS #ann`, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -953,11 +953,11 @@ func (m *model) txSettle(t *rapid.T) {
 	end := rapid.SampledFrom([]string{"commit", "rollback", "settled_elsewhere"}).Draw(t, "end")
 	ctx := context.Background()
 	eng := m.w.eng
-	sess, err := eng.OpenSession()
+	sess, err := eng.OpenSession(context.Background())
 	if err != nil {
 		m.fatalf(t, "open session: %v", err)
 	}
-	defer func() { _ = eng.CloseSession(sess) }()
+	defer func() { _ = eng.CloseSession(context.Background(), sess) }()
 	p := map[string]herald.Value{"d": herald.String(l.id), "of": herald.String(l.msg.id)}
 	if _, err := eng.Exec(ctx, sess, "BEGIN; "+verb+" $d; SPAWN o: Out { of = $of }", p); err != nil {
 		m.fatalf(t, "%s of the live lease %s in a transaction: %v", verb, l.id, err)

@@ -24,7 +24,7 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 	if n < 1 {
 		return nil, nil
 	}
-	sp, err := s.compile(sessionID, query, params)
+	sp, err := s.compile(ctx, sessionID, query, params)
 	if err != nil {
 		return nil, err
 	}

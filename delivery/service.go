@@ -272,7 +272,7 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 	if err := s.eng.AuthorizeWatch(ctx, query, herald.ActConsume); err != nil {
 		return nil, err
 	}
-	sp, err := s.compile(sessionID, query, params)
+	sp, err := s.compile(ctx, sessionID, query, params)
 	if err != nil {
 		return nil, err
 	}
@@ -354,11 +354,11 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 const MaxCredit = 100000
 
 // compile compiles a consume statement for a session and checks it against the policy.
-func (s *Service) compile(sessionID, query string, params map[string]herald.Value) (*spec, error) {
+func (s *Service) compile(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*spec, error) {
 	var actor herald.NodeID
 	if sessionID != "" {
 		var err error
-		if actor, err = s.eng.SessionActor(sessionID); err != nil {
+		if actor, err = s.eng.SessionActor(ctx, sessionID); err != nil {
 			return nil, err
 		}
 	}

@@ -70,7 +70,7 @@ func TestAckInTransaction(t *testing.T) {
 func TestTransactionFailsWhenLeaseLapsed(t *testing.T) {
 	h, st, ev := txHarness(t)
 	ctx := context.Background()
-	sess, err := h.eng.OpenSession()
+	sess, err := h.eng.OpenSession(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

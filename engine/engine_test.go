@@ -75,7 +75,7 @@ func (h *harness) run(d *datadriven.TestData) string {
 			case "session":
 				name := a.Vals[0]
 				if _, ok := h.sessions[name]; !ok {
-					id, err := h.eng.OpenSession()
+					id, err := h.eng.OpenSession(context.Background())
 					if err != nil {
 						return "error: " + err.Error()
 					}

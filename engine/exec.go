@@ -50,7 +50,7 @@ func (e *Engine) run(ctx context.Context, sessionID string, script *ast.Script, 
 	var sess *Session
 	if sessionID == "" {
 		sess = newSession("")
-	} else if sess, err = e.session(sessionID); err != nil {
+	} else if sess, err = e.session(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	sess.mu.Lock()

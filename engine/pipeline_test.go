@@ -188,7 +188,7 @@ func TestIntervalTicks(t *testing.T) {
 func TestSessionExpiry(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1700000000, 0))
 	e := openEngine(t, memstore.New(), engine.Config{Clock: clk, SessionIdle: time.Minute})
-	sid, err := e.OpenSession()
+	sid, err := e.OpenSession(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestSessionExpiry(t *testing.T) {
 	if r.Results[0].Rows[0][0].AsInt() != 0 {
 		t.Fatal("the expired session's transaction was committed")
 	}
-	if err := e.CloseSession(sid); herald.CodeOf(err) != herald.CodeNoSession {
+	if err := e.CloseSession(context.Background(), sid); herald.CodeOf(err) != herald.CodeNoSession {
 		t.Fatalf("closing an expired session: %v", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 		go func(w int) {
 			defer wg.Done()
-			sid, _ := e.OpenSession()
+			sid, _ := e.OpenSession(context.Background())
 			for i := 0; i < 10; i++ {
 				q := fmt.Sprintf(`BEGIN SPAWN #t%d_%d: C { n = 1 } LINK pair(#t%d_%d, #t%d_%d) COMMIT`, w, i, w, i, w, i)
 				if _, err := e.Exec(context.Background(), sid, q, nil); err != nil {

@@ -171,7 +171,7 @@ func (e *Engine) PublishAsync(ctx context.Context, sessionID string, msgs []Publ
 	}
 	sess := newSession("")
 	if sessionID != "" {
-		s, err := e.session(sessionID)
+		s, err := e.session(ctx, sessionID)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/base64"
@@ -27,6 +28,10 @@ type Session struct {
 	watches map[herald.NodeID]int // slots per _Watch node linked
 	node    bool                  // its _Session node was written
 	created time.Time
+
+	// principal is the name of the principal that opened the session ("" without
+	// authentication): only it may use the session.
+	principal string
 }
 
 func newSession(id string) *Session {
@@ -35,12 +40,24 @@ func newSession(id string) *Session {
 
 // OpenSession creates a server-side session that keeps an open transaction, bound
 // variables and the session actor across Exec calls. It returns the session id.
-func (e *Engine) OpenSession() (string, error) {
+//
+// With a principal in ctx (herald.PrincipalFrom) the session is that principal's: no
+// other may use or close it (to them it does not exist, E3004), and when the principal
+// has a _Principal node, that node is the session's actor (#self).
+func (e *Engine) OpenSession(ctx context.Context) (string, error) {
 	if e.closing.Load() {
 		return "", herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
 	}
 	id := randomToken(16)
 	s := newSession(id)
+	if p := herald.PrincipalFrom(ctx); p != nil {
+		s.principal = p.Name
+		e.mu.RLock()
+		if n := e.g.Node(herald.PrincipalNodeID(p.Name)); n != nil {
+			s.actor = n.ID
+		}
+		e.mu.RUnlock()
+	}
 	s.lastUsed = e.clock.Now()
 	e.sessMu.Lock()
 	e.sweepSessionsLocked()
@@ -51,10 +68,15 @@ func (e *Engine) OpenSession() (string, error) {
 }
 
 // CloseSession ends a session, rolling back its open transaction.
-func (e *Engine) CloseSession(id string) error {
+func (e *Engine) CloseSession(ctx context.Context, id string) error {
 	e.sessMu.Lock()
 	s, ok := e.sessions[id]
-	delete(e.sessions, id)
+	if ok && !s.usableBy(herald.PrincipalFrom(ctx)) {
+		ok = false
+	}
+	if ok {
+		delete(e.sessions, id)
+	}
 	e.sessMu.Unlock()
 	if !ok {
 		return herald.Errorf(herald.CodeNoSession, "unknown or closed session %q", id)
@@ -75,12 +97,21 @@ func (e *Engine) CloseSession(id string) error {
 	return nil
 }
 
-// session finds a session by id and marks it used.
-func (e *Engine) session(id string) (*Session, error) {
+// usableBy reports whether p may use the session: any caller when it was opened
+// without a principal, else only its own.
+func (s *Session) usableBy(p *herald.Principal) bool {
+	return s.principal == "" || (p != nil && p.Name == s.principal)
+}
+
+// session finds a session by id for the principal ctx carries and marks it used.
+func (e *Engine) session(ctx context.Context, id string) (*Session, error) {
 	e.sessMu.Lock()
 	defer e.sessMu.Unlock()
 	e.sweepSessionsLocked()
 	s, ok := e.sessions[id]
+	if ok && !s.usableBy(herald.PrincipalFrom(ctx)) {
+		ok = false
+	}
 	if !ok {
 		return nil, herald.Errorf(herald.CodeNoSession, "unknown, closed or expired session %q", id)
 	}
@@ -117,8 +148,8 @@ func newNodeID() herald.NodeID { return herald.NewID("n") }
 // SessionActor returns the actor of a session's `BEGIN SESSION AS #actor` ("" when none);
 // services use it to resolve `#self` and `current_actor()` for statements tied to a
 // session, such as a consume watch opened with a session id.
-func (e *Engine) SessionActor(id string) (herald.NodeID, error) {
-	s, err := e.session(id)
+func (e *Engine) SessionActor(ctx context.Context, id string) (herald.NodeID, error) {
+	s, err := e.session(ctx, id)
 	if err != nil {
 		return "", err
 	}

@@ -86,7 +86,7 @@ func TestWritesCompleteDuringLongJoin(t *testing.T) {
 func TestReadSeesItsSnapshot(t *testing.T) {
 	e := openEngine(t, memstore.New(), engine.Config{})
 	exec(t, e, `NODE T { v: int } SPAWN #t1: T { v = 1 }`)
-	sess, err := e.OpenSession()
+	sess, err := e.OpenSession(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ const DefaultMaxBodyBytes = 1 << 20
 // use a fake.
 type Engine interface {
 	Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error)
-	OpenSession() (string, error)
-	CloseSession(id string) error
+	OpenSession(ctx context.Context) (string, error)
+	CloseSession(ctx context.Context, id string) error
 	Position() (seq, tick uint64)
 }
 
@@ -215,7 +215,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) {
-	id, err := h.eng.OpenSession()
+	id, err := h.eng.OpenSession(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -224,7 +224,7 @@ func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) closeSession(w http.ResponseWriter, r *http.Request) {
-	if err := h.eng.CloseSession(r.PathValue("id")); err != nil {
+	if err := h.eng.CloseSession(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -45,7 +45,7 @@ func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params m
 	return &engine.Response{Results: []engine.Result{{}}, Seq: 7, Tick: 7}, nil
 }
 
-func (f *fakeEngine) OpenSession() (string, error) {
+func (f *fakeEngine) OpenSession(context.Context) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sessions == nil {
@@ -55,7 +55,7 @@ func (f *fakeEngine) OpenSession() (string, error) {
 	return "s1", nil
 }
 
-func (f *fakeEngine) CloseSession(id string) error {
+func (f *fakeEngine) CloseSession(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.sessions[id] {

@@ -37,8 +37,8 @@ type Engine interface {
 	Unprepare(name string) bool
 	ExecPrepared(ctx context.Context, sessionID string, p *engine.Prepared, params map[string]herald.Value) (*engine.Response, error)
 	PublishAsync(ctx context.Context, sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error)
-	OpenSession() (string, error)
-	CloseSession(id string) error
+	OpenSession(ctx context.Context) (string, error)
+	CloseSession(ctx context.Context, id string) error
 	Position() (seq, tick uint64)
 }
 
@@ -152,7 +152,7 @@ func (s *Service) Query(ctx context.Context, req *connect.Request[heraldv1.Query
 
 // OpenSession opens a server-side session.
 func (s *Service) OpenSession(ctx context.Context, req *connect.Request[heraldv1.OpenSessionRequest]) (*connect.Response[heraldv1.OpenSessionResponse], error) {
-	id, err := s.eng.OpenSession()
+	id, err := s.eng.OpenSession(ctx)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -161,7 +161,7 @@ func (s *Service) OpenSession(ctx context.Context, req *connect.Request[heraldv1
 
 // CloseSession closes a session.
 func (s *Service) CloseSession(ctx context.Context, req *connect.Request[heraldv1.CloseSessionRequest]) (*connect.Response[heraldv1.CloseSessionResponse], error) {
-	if err := s.eng.CloseSession(req.Msg.GetSession()); err != nil {
+	if err := s.eng.CloseSession(ctx, req.Msg.GetSession()); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&heraldv1.CloseSessionResponse{}), nil

@@ -45,7 +45,7 @@ func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params m
 	return f.resp, nil
 }
 
-func (f *fakeEngine) OpenSession() (string, error) { return "s1", nil }
+func (f *fakeEngine) OpenSession(context.Context) (string, error) { return "s1", nil }
 
 func (f *fakeEngine) Prepare(query string) (*engine.Prepared, error) {
 	return &engine.Prepared{Name: "p1", Query: query}, nil
@@ -73,7 +73,7 @@ func (f *fakeEngine) PublishAsync(_ context.Context, sessionID string, msgs []en
 
 func (f *fakeEngine) Position() (uint64, uint64) { return 7, 7 }
 
-func (f *fakeEngine) CloseSession(id string) error {
+func (f *fakeEngine) CloseSession(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if id != "s1" {

@@ -51,7 +51,7 @@ func openWatchServicePerSession(t *testing.T, cfg watch.Config, perSession int) 
 func TestWatchLimits(t *testing.T) {
 	eng, svc := openWatchServicePerSession(t, watch.Config{MaxWatches: 3}, 2)
 	ctx := context.Background()
-	sid, _ := eng.OpenSession()
+	sid, _ := eng.OpenSession(context.Background())
 	a, err := svc.Open(ctx, sid, `h = WATCH t: Task RETURN t`, nil, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func mustExec(t *testing.T, h *harness, sid, q string) {
 // change to the actor re-decides the watch — for a join and for a single-node pattern.
 func TestSelfAttrWakesTheWatch(t *testing.T) {
 	h := newHarness(t)
-	sid, _ := h.eng.OpenSession()
+	sid, _ := h.eng.OpenSession(context.Background())
 	mustExec(t, h, "", `SPAWN #bob: User { level = 1 } SPAWN #p: Project {} SPAWN #t: Task { level = 3 } LINK belongs_to(#t, #p)`)
 	mustExec(t, h, sid, `BEGIN SESSION AS #bob`)
 	for _, q := range []string{

@@ -394,7 +394,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	var actor herald.NodeID
 	if sessionID != "" {
 		var err error
-		if actor, err = s.eng.SessionActor(sessionID); err != nil {
+		if actor, err = s.eng.SessionActor(ctx, sessionID); err != nil {
 			return nil, err
 		}
 	}

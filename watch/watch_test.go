@@ -63,7 +63,7 @@ func (h *harness) session(d *datadriven.TestData) string {
 	for _, a := range d.CmdArgs {
 		if a.Key == "session" {
 			if _, ok := h.sessions[a.Vals[0]]; !ok {
-				id, err := h.eng.OpenSession()
+				id, err := h.eng.OpenSession(context.Background())
 				if err != nil {
 					h.t.Fatal(err)
 				}

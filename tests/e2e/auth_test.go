@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 )
 
@@ -182,5 +183,58 @@ func TestAuthLoopback(t *testing.T) {
 	}
 	if st, _ := authDo(t, http.MethodGet, u+"/healthz", "", nil); st != 200 {
 		t.Fatalf("/healthz needs no credentials: %d", st)
+	}
+}
+
+// TestSessionsBelongToTheirPrincipal: a session opened with a token acts as its
+// principal's node (#self), so the inbox pattern gives each principal its own
+// messages; another principal cannot use the session, and BEGIN SESSION AS another
+// actor needs admin.
+func TestSessionsBelongToTheirPrincipal(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--auth")
+	u := s.URL()
+	tokens := map[string]string{}
+	for _, name := range []string{"bob", "ann"} {
+		out, err := exec.Command(binary, "token", "create", "--addr", u, "--principal", name, "--json",
+			"--grant", "read:Msg", "--grant", "consume:Msg", "--grant", "settle:Msg", "--grant", "consume:inbox").CombinedOutput()
+		if err != nil {
+			t.Fatalf("token for %s: %v\n%s", name, err, out)
+		}
+		var tok struct{ Token string }
+		if err := json.Unmarshal(out, &tok); err != nil {
+			t.Fatal(err)
+		}
+		tokens[name] = tok.Token
+	}
+	mustQuery(t, u, `node Msg { body: String } edge inbox(owner: _Principal, m: Msg)`)
+	mustQuery(t, u, `SPAWN a: Msg { body = "for bob" } LINK inbox(#`+string(herald.PrincipalNodeID("bob"))+`, a)
+		SPAWN b: Msg { body = "for ann" } LINK inbox(#`+string(herald.PrincipalNodeID("ann"))+`, b)`)
+
+	st, body := authDo(t, http.MethodPost, u+"/v1/sessions", tokens["bob"], nil)
+	var sess struct{ Session string }
+	if st != 200 || json.Unmarshal([]byte(body), &sess) != nil {
+		t.Fatalf("bob's session: %d %s", st, body)
+	}
+	did, stop := consumeOne(t, watchURL(u, sess.Session, `WATCH m: Msg, inbox(#self, m) [mode: consume] RETURN m.body`), tokens["bob"])
+	defer stop()
+	if did == "" {
+		t.Fatal("bob got no message")
+	}
+	st, body = authDo(t, http.MethodPost, u+"/v1/query", tokens["bob"], map[string]any{"query": `ACK "` + did + `"`})
+	if st != 200 {
+		t.Fatalf("bob's ACK: %d %s", st, body)
+	}
+	r := mustQuery(t, u, `MATCH m: Msg RETURN m.body`)
+	if got := rowsJSON(r, 0); got != `[["for ann"]]` {
+		t.Fatalf("after bob consumed his inbox: %s, want only ann's message left", got)
+	}
+
+	st, body = authDo(t, http.MethodPost, u+"/v1/query", tokens["ann"], map[string]any{"query": `MATCH m: Msg RETURN m.body`, "session": sess.Session})
+	if st != 404 || !strings.Contains(body, "E3004") {
+		t.Fatalf("ann using bob's session: %d %s, want 404 E3004", st, body)
+	}
+	st, body = authDo(t, http.MethodPost, u+"/v1/query", tokens["bob"], map[string]any{"query": `BEGIN SESSION AS #` + string(herald.PrincipalNodeID("ann")), "session": sess.Session})
+	if st != 403 || !strings.Contains(body, "E4013") {
+		t.Fatalf("bob acting as ann: %d %s, want 403 E4013", st, body)
 	}
 }
