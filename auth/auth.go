@@ -81,7 +81,6 @@ func hashOf(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-
 // Principal returns the principal named name, or nil.
 func (s *Store) Principal(name string) *herald.Principal {
 	s.mu.RLock()
