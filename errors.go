@@ -57,6 +57,7 @@ const (
 	CodeStatementLimit   Code = "E4012"
 	CodePermissionDenied Code = "E4013"
 	CodeUnauthenticated  Code = "E4014"
+	CodeRateLimited      Code = "E4015"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -123,6 +124,7 @@ var codeTable = []CodeInfo{
 	{CodeStatementLimit, "STATEMENT_LIMIT", 422, "resource_exhausted", "the statement ran past the server's time limit or scanned past its row limit, and was stopped"},
 	{CodePermissionDenied, "PERMISSION_DENIED", 403, "permission_denied", "the principal lacks the grant the request needs"},
 	{CodeUnauthenticated, "UNAUTHENTICATED", 401, "unauthenticated", "the request carries no valid credentials (a bearer token or a client certificate)"},
+	{CodeRateLimited, "RATE_LIMITED", 429, "resource_exhausted", "the principal is over its request rate; retry after the time Retry-After gives"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

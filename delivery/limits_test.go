@@ -29,7 +29,7 @@ func openServicePerSession(t *testing.T, cfg delivery.Config, perSession int) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet, MaxWatchesPerSession: perSession})
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: clock.NewManual(time.Unix(1700000000, 0)), Logger: quiet, MaxWatchesPerSession: perSession, MaxWatchesPerPrincipal: perSession})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +113,36 @@ func TestSessionLimitCountsBothModes(t *testing.T) {
 	wat.Flush()
 	if _, err := svc.Consume(ctx, sid, `WATCH j: Job [mode: consume] RETURN j`, nil); err != nil {
 		t.Fatalf("after closing the watch-mode stream: %v", err)
+	}
+}
+
+// TestPrincipalLimitCountsBothModes: a principal's cap on watches counts its streams of
+// both modes, with or without sessions; another principal has its own.
+func TestPrincipalLimitCountsBothModes(t *testing.T) {
+	eng, svc := openServicePerSession(t, delivery.Config{}, 2)
+	wat := watch.New(watch.Config{Engine: eng, Logger: quiet, Consume: svc})
+	if err := wat.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wat.Stop(context.Background()) })
+	ann := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "ann", Grants: []string{"admin"}})
+	bob := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "bob", Grants: []string{"admin"}})
+	c, err := svc.Consume(ann, "", `WATCH j: Job [mode: consume] RETURN j`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wat.Open(ann, "", `WATCH j: Job RETURN j`, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wat.Open(ann, "", `WATCH j: Job RETURN j`, nil, 0); herald.CodeOf(err) != herald.CodeWatchLimitExceeded {
+		t.Fatalf("ann's third watch: err = %v, want E8006", err)
+	}
+	if _, err := svc.Consume(bob, "", `WATCH j: Job [mode: consume] RETURN j`, nil); err != nil {
+		t.Fatalf("bob's first watch: %v", err)
+	}
+	c.Close()
+	if _, err := svc.Consume(ann, "", `WATCH j: Job [mode: consume] RETURN j`, nil); err != nil {
+		t.Fatalf("after ann closed one: %v", err)
 	}
 }
 

@@ -292,7 +292,7 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 		key = "g:" + sp.group
 	}
 	// The session's limit counts watches of both modes (E8006).
-	slot, err := s.eng.AttachWatch(sessionID)
+	slot, err := s.eng.AttachWatch(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,10 @@ type Config struct {
 	// MaxWatchesPerSession caps the watches one session holds, watch and consume mode
 	// together (E8006 past it). 0 means DefaultMaxWatchesPerSession.
 	MaxWatchesPerSession int
+	// MaxWatchesPerPrincipal caps the watches one principal holds across its sessions
+	// and connections, both modes together (E8006). 0 means
+	// DefaultMaxWatchesPerPrincipal.
+	MaxWatchesPerPrincipal int
 	// Layer0Interval is how often services write their _Watch counters (events
 	// delivered, pending, last event). 0 means DefaultLayer0Interval.
 	Layer0Interval time.Duration

@@ -58,6 +58,8 @@ type Engine struct {
 
 	sessMu   sync.Mutex
 	sessions map[string]*Session
+	// principalWatches counts the watches of each principal (layer0.go), under sessMu.
+	principalWatches map[string]int
 
 	closing  atomic.Bool
 	inflight sync.WaitGroup
@@ -95,6 +97,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.MaxRowsScanned = DefaultMaxRowsScanned
 	case cfg.MaxRowsScanned < 0:
 		cfg.MaxRowsScanned = 0
+	}
+	if cfg.MaxWatchesPerPrincipal <= 0 {
+		cfg.MaxWatchesPerPrincipal = DefaultMaxWatchesPerPrincipal
 	}
 	if cfg.MaxWatchesPerSession <= 0 {
 		cfg.MaxWatchesPerSession = DefaultMaxWatchesPerSession
@@ -141,6 +146,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		seq:      meta.Seq,
 		tick:     meta.Tick,
 		sessions: map[string]*Session{},
+
+		principalWatches: map[string]int{},
 	}
 	switch {
 	case cfg.BodyCache == 0:

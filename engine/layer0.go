@@ -25,6 +25,8 @@ const (
 	EdgeSessionWatch = "_session_has_watch"
 	// DefaultMaxWatchesPerSession is Config.MaxWatchesPerSession's default.
 	DefaultMaxWatchesPerSession = 100
+	// DefaultMaxWatchesPerPrincipal is Config.MaxWatchesPerPrincipal's default.
+	DefaultMaxWatchesPerPrincipal = 1000
 	// DefaultLayer0Interval is Config.Layer0Interval's default.
 	DefaultLayer0Interval = 2 * time.Second
 )
@@ -157,37 +159,53 @@ func (e *Engine) cleanSessions(ctx context.Context) error {
 	return err
 }
 
-// WatchSlot is one watch's place in its session: its share of the session's watch
-// limit and its _session_has_watch edge. A nil slot (a watch without a session) does
-// nothing.
+// WatchSlot is one watch's place in its session and its principal's share: its part
+// of their watch limits and its _session_has_watch edge. A nil slot (a watch with
+// neither) does nothing.
 type WatchSlot struct {
-	e     *Engine
-	s     *Session
-	watch herald.NodeID
-	once  sync.Once
+	e         *Engine
+	s         *Session // nil without a session
+	principal string   // "" without one
+	watch     herald.NodeID
+	once      sync.Once
 }
 
-// AttachWatch takes a watch slot in session: E3004 when the session is unknown, E8006
-// when it already holds Config.MaxWatchesPerSession watches, both modes counted
-// together. A session that holds watches is not closed for idleness. With no session
-// it returns a nil slot.
-func (e *Engine) AttachWatch(session string) (*WatchSlot, error) {
-	if session == "" {
+// AttachWatch takes a watch slot for a watch opened in session by the principal ctx
+// carries: E3004 when the session is unknown, E8006 when the session already holds
+// Config.MaxWatchesPerSession watches or the principal Config.MaxWatchesPerPrincipal,
+// both modes counted together. A session that holds watches is not closed for
+// idleness. With neither a session nor a principal it returns a nil slot.
+func (e *Engine) AttachWatch(ctx context.Context, session string) (*WatchSlot, error) {
+	p := herald.PrincipalFrom(ctx)
+	if session == "" && p == nil {
 		return nil, nil
 	}
 	e.sessMu.Lock()
 	defer e.sessMu.Unlock()
-	e.sweepSessionsLocked()
-	s, ok := e.sessions[session]
-	if !ok {
-		return nil, herald.Errorf(herald.CodeNoSession, "unknown, closed or expired session %q", session)
+	slot := &WatchSlot{e: e}
+	if p != nil {
+		if n := e.principalWatches[p.Name]; n >= e.cfg.MaxWatchesPerPrincipal {
+			return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "%s already holds %d watches (watch and consume mode together); the most is %d", p.Name, n, e.cfg.MaxWatchesPerPrincipal)
+		}
 	}
-	if s.slots >= e.cfg.MaxWatchesPerSession {
-		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already holds %d watches (watch and consume mode together); the most is %d", s.slots, e.cfg.MaxWatchesPerSession)
+	if session != "" {
+		e.sweepSessionsLocked()
+		s, ok := e.sessions[session]
+		if !ok || !s.usableBy(p) {
+			return nil, herald.Errorf(herald.CodeNoSession, "unknown, closed or expired session %q", session)
+		}
+		if s.slots >= e.cfg.MaxWatchesPerSession {
+			return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the session already holds %d watches (watch and consume mode together); the most is %d", s.slots, e.cfg.MaxWatchesPerSession)
+		}
+		s.slots++
+		s.lastUsed = e.clock.Now()
+		slot.s = s
 	}
-	s.slots++
-	s.lastUsed = e.clock.Now()
-	return &WatchSlot{e: e, s: s}, nil
+	if p != nil {
+		e.principalWatches[p.Name]++
+		slot.principal = p.Name
+	}
+	return slot, nil
 }
 
 // LinkIn records, in the transaction that writes the watch's _Watch node, that the
@@ -208,7 +226,7 @@ func (w *WatchSlot) Link(watch herald.NodeID) {
 }
 
 func (w *WatchSlot) link(watch herald.NodeID) func(tx *SysTx) {
-	if w == nil || watch == "" {
+	if w == nil || w.s == nil || watch == "" {
 		return nil
 	}
 	e, s := w.e, w.s
@@ -245,13 +263,20 @@ func (w *WatchSlot) Release() {
 	w.once.Do(func() {
 		e, s := w.e, w.s
 		e.sessMu.Lock()
-		s.slots--
-		s.lastUsed = e.clock.Now()
+		if w.principal != "" {
+			if e.principalWatches[w.principal]--; e.principalWatches[w.principal] <= 0 {
+				delete(e.principalWatches, w.principal)
+			}
+		}
 		unlink := false
-		if w.watch != "" {
-			if s.watches[w.watch]--; s.watches[w.watch] <= 0 {
-				delete(s.watches, w.watch)
-				unlink = true
+		if s != nil {
+			s.slots--
+			s.lastUsed = e.clock.Now()
+			if w.watch != "" {
+				if s.watches[w.watch]--; s.watches[w.watch] <= 0 {
+					delete(s.watches, w.watch)
+					unlink = true
+				}
 			}
 		}
 		e.sessMu.Unlock()

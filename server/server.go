@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -20,6 +21,7 @@ import (
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/httpapi"
+	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/queue"
 	"github.com/herald-mq/herald/rpcapi"
 	"github.com/herald-mq/herald/store"
@@ -59,6 +61,9 @@ type Config struct {
 	// mode together; 0 means engine.DefaultMaxWatchesPerSession.
 	MaxConsumers         int
 	MaxWatchesPerSession int
+	// MaxWatchesPerPrincipal caps the watches of one principal (with Auth); 0 means
+	// engine.DefaultMaxWatchesPerPrincipal.
+	MaxWatchesPerPrincipal int
 	// TLSCertFile and TLSKeyFile make the listener speak TLS (HTTP/1.1 and HTTP/2);
 	// TLSClientCAFile, in addition, requires every client to present a certificate
 	// signed by that CA. ReloadTLS reads the files again.
@@ -78,6 +83,13 @@ type Config struct {
 	// engine's defaults, a negative value no limit.
 	StatementTimeout time.Duration
 	MaxRowsScanned   int
+	// MaxConnections caps the open connections of the listener; beyond it new ones are
+	// closed at once. 0 means DefaultMaxConnections, a negative value no cap.
+	MaxConnections int
+	// RateLimit, with Auth, caps each principal's requests a second (a stream counts
+	// once, when it opens); past it requests answer 429 E4015 with Retry-After. 0 means
+	// no cap.
+	RateLimit float64
 	// WatchBufferBytes bounds, in bytes, what a watch-mode stream holds for a client
 	// that does not read; 0 means DefaultWatchBufferBytes.
 	WatchBufferBytes int
@@ -183,16 +195,17 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	cleanup = append(cleanup, func() { _ = backend.Close() })
 
 	eng, err := engine.Open(ctx, engine.Config{
-		Backend:              backend,
-		Clock:                s.cfg.Clock,
-		Logger:               s.log.With("component", "engine"),
-		TickMode:             s.cfg.TickMode,
-		TickInterval:         s.cfg.TickInterval,
-		Retention:            s.cfg.Retention,
-		MaxWatchesPerSession: s.cfg.MaxWatchesPerSession,
-		Layer0Interval:       s.cfg.StatsInterval,
-		StatementTimeout:     s.cfg.StatementTimeout,
-		MaxRowsScanned:       s.cfg.MaxRowsScanned,
+		Backend:                backend,
+		Clock:                  s.cfg.Clock,
+		Logger:                 s.log.With("component", "engine"),
+		TickMode:               s.cfg.TickMode,
+		TickInterval:           s.cfg.TickInterval,
+		Retention:              s.cfg.Retention,
+		MaxWatchesPerSession:   s.cfg.MaxWatchesPerSession,
+		MaxWatchesPerPrincipal: s.cfg.MaxWatchesPerPrincipal,
+		Layer0Interval:         s.cfg.StatsInterval,
+		StatementTimeout:       s.cfg.StatementTimeout,
+		MaxRowsScanned:         s.cfg.MaxRowsScanned,
 	})
 	if err != nil {
 		return fmt.Errorf("server: open engine: %w", err)
@@ -264,6 +277,17 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	mux.Handle(rpc.Handler())
 	mux.Handle(rpc.QueuesHandler())
 	mux.Handle("/", api)
+	if max := s.cfg.MaxConnections; max >= 0 {
+		if max == 0 {
+			max = DefaultMaxConnections
+		}
+		var lastLog atomic.Int64
+		ln = &limitListener{Listener: ln, max: int64(max), refused: func() {
+			if now := time.Now().Unix(); lastLog.Swap(now) != now {
+				s.log.Warn("connection refused: the server holds its most connections", "max", max)
+			}
+		}}
+	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	if s.tls != nil {
@@ -274,7 +298,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	var handler http.Handler = mux
 	if s.cfg.Auth {
-		handler = s.authenticate(tokens, mux)
+		if s.cfg.RateLimit > 0 {
+			clk := s.cfg.Clock
+			if clk == nil {
+				clk = clock.Real()
+			}
+			rl := &rateLimiter{rate: s.cfg.RateLimit, clock: clk, buckets: map[string]*bucket{}}
+			handler = rl.limitRate(handler)
+		}
+		handler = s.authenticate(tokens, handler)
 	}
 	s.http = &http.Server{
 		Handler:   handler,

@@ -427,7 +427,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		done:    make(chan struct{}),
 	}
 	// The session's limit counts watches of both modes (E8006).
-	if w.slot, err = s.eng.AttachWatch(sessionID); err != nil {
+	if w.slot, err = s.eng.AttachWatch(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

@@ -32,6 +32,9 @@ type serveFlags struct {
 	insecure            bool
 	auth, authLoopback  bool
 	watchBytes          int
+	principalWatches    int
+	maxConns            int
+	rate                float64
 }
 
 func newServeCmd() *cobra.Command {
@@ -68,6 +71,9 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
+	fl.IntVar(&f.principalWatches, "max-principal-watches", engine.DefaultMaxWatchesPerPrincipal, "watches one principal may hold (with --auth), both modes together (E8006 past it)")
+	fl.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "open connections the listener holds; beyond it new ones are closed at once")
+	fl.Float64Var(&f.rate, "rate-limit", 0, "with --auth, requests a second each principal may make (429 E4015 past it); 0 sets no limit")
 	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
 	fl.DurationVar(&f.statsInterval, "stats-interval", engine.DefaultLayer0Interval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key the listener speaks TLS only. Reloaded on SIGHUP")
@@ -99,6 +105,12 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.watchBytes < 1 {
 		return usageError(fmt.Errorf("--watch-buffer-bytes must be positive, got %d", f.watchBytes))
 	}
+	if f.maxConns < 1 || f.rate < 0 {
+		return usageError(fmt.Errorf("--max-connections must be at least 1 and --rate-limit not negative (got %d and %g)", f.maxConns, f.rate))
+	}
+	if f.principalWatches < 1 {
+		return usageError(fmt.Errorf("--max-principal-watches must be at least 1, got %d", f.principalWatches))
+	}
 	if f.sessionWatches < 1 || f.statsInterval <= 0 {
 		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
 	}
@@ -112,18 +124,21 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		Logger:       logger,
 		WatchPolicy:  herald.WatchPolicy{DenyTypes: f.denyWatch},
 
-		MaxWatchesPerSession: f.sessionWatches,
-		AcceptDataLoss:       f.acceptLoss,
-		WatchBufferBytes:     f.watchBytes,
-		TLSCertFile:          f.tlsCert,
-		TLSKeyFile:           f.tlsKey,
-		TLSClientCAFile:      f.tlsCA,
-		Insecure:             f.insecure,
-		Auth:                 f.auth,
-		AuthLoopback:         f.authLoopback,
-		StatementTimeout:     noLimit(f.stmtTimeout),
-		MaxRowsScanned:       noLimit(f.maxScanned),
-		StatsInterval:        f.statsInterval,
+		MaxWatchesPerSession:   f.sessionWatches,
+		MaxConnections:         f.maxConns,
+		RateLimit:              f.rate,
+		MaxWatchesPerPrincipal: f.principalWatches,
+		AcceptDataLoss:         f.acceptLoss,
+		WatchBufferBytes:       f.watchBytes,
+		TLSCertFile:            f.tlsCert,
+		TLSKeyFile:             f.tlsKey,
+		TLSClientCAFile:        f.tlsCA,
+		Insecure:               f.insecure,
+		Auth:                   f.auth,
+		AuthLoopback:           f.authLoopback,
+		StatementTimeout:       noLimit(f.stmtTimeout),
+		MaxRowsScanned:         noLimit(f.maxScanned),
+		StatsInterval:          f.statsInterval,
 	})
 	if err := s.Start(ctx); err != nil {
 		return err
