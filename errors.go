@@ -63,6 +63,7 @@ const (
 	CodeStorage      Code = "E5002"
 	CodeShuttingDown Code = "E5003"
 	CodeReadFailed   Code = "E5004"
+	CodeStorageFull  Code = "E5005"
 
 	CodeCompacted     Code = "E6001"
 	CodePositionAhead Code = "E6002"
@@ -130,6 +131,7 @@ var codeTable = []CodeInfo{
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},
 	{CodeShuttingDown, "SHUTTING_DOWN", 503, "unavailable", "the server is stopping"},
 	{CodeReadFailed, "READ_FAILED", 500, "internal", "a value kept in the store (a node's body) could not be read back"},
+	{CodeStorageFull, "STORAGE_FULL", 507, "resource_exhausted", "the store's disk is below its free-space reserve: writes are refused until space is freed; reads go on"},
 
 	{CodeCompacted, "CHANGES_COMPACTED", 410, "out_of_range", "the requested change-log position is older than the retention horizon"},
 	{CodePositionAhead, "POSITION_AHEAD", 409, "out_of_range", "the requested position is ahead of the server's: its data is older than what the client saw"},

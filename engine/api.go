@@ -84,6 +84,10 @@ type Config struct {
 	// MaxWatchesPerSession caps the watches one session holds, watch and consume mode
 	// together (E8006 past it). 0 means DefaultMaxWatchesPerSession.
 	MaxWatchesPerSession int
+	// MinFreeBytes is the free-space reserve (space.go): below it, on a backend that
+	// reports its disk's free space, writes are refused with E5005. 0 means
+	// DefaultMinFreeBytes, a negative value no reserve.
+	MinFreeBytes int64
 	// MaxWatchesPerPrincipal caps the watches one principal holds across its sessions
 	// and connections, both modes together (E8006). 0 means
 	// DefaultMaxWatchesPerPrincipal.

@@ -51,6 +51,7 @@ type Engine struct {
 	extMu sync.Mutex
 	exts  []Extension
 	l0    *layer0
+	space spaceState // the free-space reserve (space.go)
 
 	sessListeners sessionListeners
 
@@ -97,6 +98,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.MaxRowsScanned = DefaultMaxRowsScanned
 	case cfg.MaxRowsScanned < 0:
 		cfg.MaxRowsScanned = 0
+	}
+	if cfg.MinFreeBytes == 0 {
+		cfg.MinFreeBytes = DefaultMinFreeBytes
 	}
 	if cfg.MaxWatchesPerPrincipal <= 0 {
 		cfg.MaxWatchesPerPrincipal = DefaultMaxWatchesPerPrincipal
@@ -225,12 +229,13 @@ func (e *Engine) Position() (seq, tick uint64) {
 	return e.seq, e.tick
 }
 
-// Err reports the storage error that stopped the engine, or nil. Readiness checks use it.
+// Err reports the storage error that stopped the engine, or E5005 while the store's disk
+// is below its free-space reserve, or nil. Readiness checks use it.
 func (e *Engine) Err() error {
 	if err := e.pipe.failure(); err != nil {
 		return storageError(err)
 	}
-	return nil
+	return e.spaceOK() // below the free-space reserve: writes are refused (E5005)
 }
 
 // Ready reports whether the engine accepts work: open, not closing, not failed.

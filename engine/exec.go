@@ -409,6 +409,9 @@ func (x *execution) runRead(st ast.Stmt, tx *graph.Tx) (Result, error) {
 // runWrite runs st as its own transaction with the graph locked for writing, and
 // applies and queues its commit.
 func (x *execution) runWrite(st ast.Stmt) (Result, *pending, error) {
+	if err := x.e.spaceOK(); err != nil {
+		return Result{}, nil, err
+	}
 	x.e.mu.Lock()
 	defer x.e.mu.Unlock()
 	x.tx = x.e.g.Begin()
@@ -749,6 +752,11 @@ func ConsumeStatement(src, group string) (string, error) {
 // COMMIT waits here, since the parts must learn it.
 func (x *execution) commit(ctx context.Context, tx *graph.Tx, parts []TxPart) (Result, error) {
 	e, sess := x.e, x.sess
+	if tx.Dirty() || len(parts) > 0 {
+		if err := e.spaceOK(); err != nil {
+			return Result{}, err // the transaction is rolled back, its leases as they were
+		}
+	}
 	for i, p := range parts {
 		if err := p.Prepare(); err != nil {
 			for _, q := range parts[:i] {

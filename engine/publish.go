@@ -169,6 +169,9 @@ func (e *Engine) PublishAsync(ctx context.Context, sessionID string, msgs []Publ
 	if e.closing.Load() {
 		return nil, nil, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
 	}
+	if err := e.spaceOK(); err != nil {
+		return nil, nil, err
+	}
 	sess := newSession("")
 	if sessionID != "" {
 		s, err := e.session(ctx, sessionID)

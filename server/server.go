@@ -90,6 +90,10 @@ type Config struct {
 	// once, when it opens); past it requests answer 429 E4015 with Retry-After. 0 means
 	// no cap.
 	RateLimit float64
+	// MinFreeBytes is the store's free-space reserve: below it writes are refused with
+	// E5005 and /readyz reports not ready. 0 means engine.DefaultMinFreeBytes, a
+	// negative value none.
+	MinFreeBytes int64
 	// WatchBufferBytes bounds, in bytes, what a watch-mode stream holds for a client
 	// that does not read; 0 means DefaultWatchBufferBytes.
 	WatchBufferBytes int
@@ -203,6 +207,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Retention:              s.cfg.Retention,
 		MaxWatchesPerSession:   s.cfg.MaxWatchesPerSession,
 		MaxWatchesPerPrincipal: s.cfg.MaxWatchesPerPrincipal,
+		MinFreeBytes:           s.cfg.MinFreeBytes,
 		Layer0Interval:         s.cfg.StatsInterval,
 		StatementTimeout:       s.cfg.StatementTimeout,
 		MaxRowsScanned:         s.cfg.MaxRowsScanned,

@@ -35,6 +35,7 @@ type serveFlags struct {
 	principalWatches    int
 	maxConns            int
 	rate                float64
+	minFree             int64
 }
 
 func newServeCmd() *cobra.Command {
@@ -72,6 +73,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
 	fl.IntVar(&f.principalWatches, "max-principal-watches", engine.DefaultMaxWatchesPerPrincipal, "watches one principal may hold (with --auth), both modes together (E8006 past it)")
+	fl.Int64Var(&f.minFree, "min-free-space", engine.DefaultMinFreeBytes, "bytes to keep free on the store's disk: below it writes are refused (E5005) and /readyz says not ready, until space is freed; 0 keeps no reserve")
 	fl.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "open connections the listener holds; beyond it new ones are closed at once")
 	fl.Float64Var(&f.rate, "rate-limit", 0, "with --auth, requests a second each principal may make (429 E4015 past it); 0 sets no limit")
 	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
@@ -105,6 +107,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.watchBytes < 1 {
 		return usageError(fmt.Errorf("--watch-buffer-bytes must be positive, got %d", f.watchBytes))
 	}
+	if f.minFree < 0 {
+		return usageError(fmt.Errorf("--min-free-space must not be negative, got %d", f.minFree))
+	}
 	if f.maxConns < 1 || f.rate < 0 {
 		return usageError(fmt.Errorf("--max-connections must be at least 1 and --rate-limit not negative (got %d and %g)", f.maxConns, f.rate))
 	}
@@ -126,6 +131,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 
 		MaxWatchesPerSession:   f.sessionWatches,
 		MaxConnections:         f.maxConns,
+		MinFreeBytes:           noLimit(f.minFree),
 		RateLimit:              f.rate,
 		MaxWatchesPerPrincipal: f.principalWatches,
 		AcceptDataLoss:         f.acceptLoss,
@@ -196,7 +202,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 // noLimit turns a flag's 0 ("no limit") into the engine's negative value for it, since
 // the engine reads 0 as "the default".
-func noLimit[T int | time.Duration](v T) T {
+func noLimit[T int | int64 | time.Duration](v T) T {
 	if v == 0 {
 		return -1
 	}

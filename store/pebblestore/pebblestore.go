@@ -95,6 +95,7 @@ type Store struct {
 	calls, batches, syncs atomic.Uint64
 
 	mark *marker // the position mark (mark.go)
+	dir  string
 }
 
 // memTableSize bounds one memtable; blockCacheSize is the block cache's.
@@ -138,7 +139,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db, dir: dir}
 	if err := s.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
