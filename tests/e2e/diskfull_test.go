@@ -89,4 +89,3 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("%d log lines about the reserve, want one per state change", n)
 	}
 }
-
