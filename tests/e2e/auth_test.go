@@ -101,6 +101,13 @@ func TestPermissionsOnEverySurface(t *testing.T) {
 			t.Errorf("%s: %d %s, want 403 %s", what, status, body, code)
 		}
 	}
+	// The command line brings the token with --token.
+	if out, err := exec.Command(binary, "query", "--addr", u, "--token", T, "-e", `MATCH o: Other RETURN o.k`).CombinedOutput(); err != nil || !strings.Contains(string(out), "public") {
+		t.Fatalf("herald query --token: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(binary, "query", "--addr", u, "--token", T, "-e", `MATCH s: Secret RETURN s.v`).CombinedOutput(); err == nil || !strings.Contains(string(out), "E4013") {
+		t.Fatalf("herald query --token of a type without read: %v\n%s", err, out)
+	}
 	q := func(stmt string) (int, string) {
 		return authDo(t, http.MethodPost, u+"/v1/query", T, map[string]any{"query": stmt})
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/internal/testutil"
 )
 
@@ -48,6 +49,20 @@ func TestMutualTLSFromTheCLI(t *testing.T) {
 	}
 	if out, err := run("query", "--addr", url, "--ca", certs.CA, "-e", `MATCH t: TlsThing RETURN t.n`); err == nil {
 		t.Fatalf("query without a client certificate was answered:\n%s", out)
+	}
+	// The Go client brings its certificate too.
+	tc, err := client.LoadTLSConfig(certs.CA, certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(context.Background(), url, client.WithTLSConfig(tc))
+	if err != nil {
+		t.Fatalf("the Go client with a certificate: %v", err)
+	}
+	r, err := c.Exec(context.Background(), `MATCH t: TlsThing RETURN COUNT(t)`, nil)
+	c.Close()
+	if err != nil || r.Results[0].Rows[0][0] != int64(1) {
+		t.Fatalf("a query from the Go client over mutual TLS: %v %v", r, err)
 	}
 	out, err = run("consume", "--addr", url, "--ca", certs.CA, "--cert", certs.ClientCert, "--key", certs.ClientKey,
 		"--count", "1", `WATCH t: TlsThing RETURN t.n`)
