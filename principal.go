@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"time"
 )
 
 // Principal is who a request acts for, once authenticated: a name and the grants that
@@ -16,6 +17,10 @@ type Principal struct {
 	// read, write, watch, consume and settle; admin covers schema changes, tokens,
 	// BEGIN SESSION AS another actor and the other server-wide statements.
 	Grants []string
+	// StatementTimeout and MaxRowsScanned, when positive, lower the server's statement
+	// limits for this principal (never raise them).
+	StatementTimeout time.Duration
+	MaxRowsScanned   int
 }
 
 // Actions a grant may name.

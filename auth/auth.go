@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
@@ -56,7 +57,12 @@ func Open(eng *engine.Engine) (*Store, error) {
 	err := eng.ViewSnapshot(func(tx *graph.Tx, _, _ uint64) error {
 		for _, id := range tx.NodesOfType(TypePrincipal) {
 			n := tx.Node(id)
-			s.principals[n.Attrs.Get("name").AsString()] = &herald.Principal{Name: n.Attrs.Get("name").AsString(), Grants: strings1(n.Attrs.Get("grants"))}
+			s.principals[n.Attrs.Get("name").AsString()] = &herald.Principal{
+				Name:             n.Attrs.Get("name").AsString(),
+				Grants:           strings1(n.Attrs.Get("grants")),
+				StatementTimeout: n.Attrs.Get("statement_timeout").AsDuration(),
+				MaxRowsScanned:   int(n.Attrs.Get("max_rows_scanned").AsInt()),
+			}
 		}
 		for _, id := range tx.NodesOfType(TypeToken) {
 			n := tx.Node(id)
@@ -104,8 +110,17 @@ func (s *Store) Authenticate(token string) *herald.Principal {
 	return s.principals[t.Principal]
 }
 
-// SetPrincipal creates the principal name or replaces its grants.
-func (s *Store) SetPrincipal(ctx context.Context, name string, grants []string) error {
+// Limits are a principal's own statement limits; zero keeps the server's.
+type Limits struct {
+	StatementTimeout time.Duration
+	MaxRowsScanned   int
+}
+
+// SetPrincipal creates the principal name or replaces its grants and limits.
+func (s *Store) SetPrincipal(ctx context.Context, name string, grants []string, lim Limits) error {
+	if lim.StatementTimeout < 0 || lim.MaxRowsScanned < 0 {
+		return herald.Errorf(herald.CodeMalformedRequest, "a principal's limits must not be negative")
+	}
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -120,17 +135,22 @@ func (s *Store) SetPrincipal(ctx context.Context, name string, grants []string) 
 	for i, g := range grants {
 		list[i] = herald.String(g)
 	}
+	attrs := map[string]herald.Value{"name": herald.String(name), "grants": herald.List(list...)}
+	if lim.StatementTimeout > 0 {
+		attrs["statement_timeout"] = herald.Duration(lim.StatementTimeout)
+	}
+	if lim.MaxRowsScanned > 0 {
+		attrs["max_rows_scanned"] = herald.Int(int64(lim.MaxRowsScanned))
+	}
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
-		tx.PutNode(&herald.Node{ID: herald.PrincipalNodeID(name), Type: TypePrincipal, Attrs: herald.AttrsOf(map[string]herald.Value{
-			"name": herald.String(name), "grants": herald.List(list...),
-		})})
+		tx.PutNode(&herald.Node{ID: herald.PrincipalNodeID(name), Type: TypePrincipal, Attrs: herald.AttrsOf(attrs)})
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.principals[name] = &herald.Principal{Name: name, Grants: grants}
+	s.principals[name] = &herald.Principal{Name: name, Grants: grants, StatementTimeout: lim.StatementTimeout, MaxRowsScanned: lim.MaxRowsScanned}
 	s.mu.Unlock()
 	return nil
 }

@@ -39,10 +39,10 @@ func TestTokensSurviveARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetPrincipal(ctx, "ann", []string{"read:Job", "settle:*"}); err != nil {
+	if err := s.SetPrincipal(ctx, "ann", []string{"read:Job", "settle:*"}, auth.Limits{StatementTimeout: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetPrincipal(ctx, "bad", []string{"fly:Job"}); herald.CodeOf(err) != herald.CodeMalformedRequest {
+	if err := s.SetPrincipal(ctx, "bad", []string{"fly:Job"}, auth.Limits{}); herald.CodeOf(err) != herald.CodeMalformedRequest {
 		t.Fatalf("an unknown action: %v", err)
 	}
 	if _, _, err := s.Issue(ctx, "nobody", ""); herald.CodeOf(err) != herald.CodeNotFound {
@@ -78,7 +78,7 @@ func TestTokensSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := s.Authenticate(keep)
-	if p == nil || p.Name != "ann" || !p.Can(herald.ActRead, "Job") || p.Can(herald.ActRead, "Secret") || !p.Can(herald.ActSettle, "Secret") {
+	if p == nil || p.Name != "ann" || p.StatementTimeout != 2*time.Second || !p.Can(herald.ActRead, "Job") || p.Can(herald.ActRead, "Secret") || !p.Can(herald.ActSettle, "Secret") {
 		t.Fatalf("after a restart: %+v", p)
 	}
 	if s.Authenticate(gone) != nil || s.Authenticate("hrd_made-up") != nil || s.Authenticate(keep+"x") != nil {

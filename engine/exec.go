@@ -219,6 +219,7 @@ type execution struct {
 	pos *position
 	// The statement's limits (see limit): checked every few thousand bindings scanned.
 	deadline time.Time
+	timeout  time.Duration
 	scanMax  int
 	scanned  int
 	limitPos token.Pos
@@ -230,12 +231,24 @@ type execution struct {
 
 // limit starts the limits of statement st: Config.StatementTimeout from now, and
 // Config.MaxRowsScanned bindings.
+//
+// A principal's own limits apply where they are lower.
 func (x *execution) limit(st ast.Stmt) {
 	x.limitPos = st.Pos()
-	if d := x.e.cfg.StatementTimeout; d > 0 {
+	d, rows := x.e.cfg.StatementTimeout, x.e.cfg.MaxRowsScanned
+	if p := x.principal; p != nil {
+		if p.StatementTimeout > 0 && (d <= 0 || p.StatementTimeout < d) {
+			d = p.StatementTimeout
+		}
+		if p.MaxRowsScanned > 0 && (rows <= 0 || p.MaxRowsScanned < rows) {
+			rows = p.MaxRowsScanned
+		}
+	}
+	x.timeout = d
+	if d > 0 {
 		x.deadline = x.e.clock.Now().Add(d)
 	}
-	x.scanMax = x.e.cfg.MaxRowsScanned
+	x.scanMax = rows
 }
 
 func (x *execution) queued(p *pending) {
@@ -257,10 +270,10 @@ func (x *execution) interrupted() error {
 	}
 	x.scanned += graph.InterruptEvery
 	if x.scanMax > 0 && x.scanned > x.scanMax {
-		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after scanning more than %d bindings (the server's limit, herald serve --max-rows-scanned); narrow the pattern or use an index", x.scanMax)
+		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after scanning more than %d bindings (the limit of the server, herald serve --max-rows-scanned, or of the principal); narrow the pattern or use an index", x.scanMax)
 	}
 	if !x.deadline.IsZero() && !x.e.clock.Now().Before(x.deadline) {
-		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after running for %s (the server's limit, herald serve --statement-timeout)", x.e.cfg.StatementTimeout)
+		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after running for %s (the limit of the server, herald serve --statement-timeout, or of the principal)", x.timeout)
 	}
 	return nil
 }

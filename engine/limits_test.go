@@ -71,3 +71,19 @@ func asError(err error, target **herald.Error) bool {
 	}
 	return ok
 }
+
+// TestPrincipalLimits: a principal's own limit applies where it is lower than the
+// server's, and only to that principal.
+func TestPrincipalLimits(t *testing.T) {
+	e := openEngine(t, memstore.New(), engine.Config{MaxRowsScanned: 10_000_000})
+	spawnPairs(t, e, 300)
+	tight := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "tight", Grants: []string{"admin"}, MaxRowsScanned: 50_000})
+	loose := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "loose", Grants: []string{"admin"}})
+	const join = `MATCH a: LA, b: LB RETURN COUNT(*)`
+	if _, err := e.Exec(tight, "", join, nil); herald.CodeOf(err) != herald.CodeStatementLimit {
+		t.Fatalf("the tight principal: err = %v, want E4012", err)
+	}
+	if _, err := e.Exec(loose, "", join, nil); err != nil {
+		t.Fatalf("a principal without limits of its own: %v", err)
+	}
+}

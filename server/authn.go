@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/auth"
@@ -74,7 +75,7 @@ func fromLoopback(r *http.Request) bool {
 
 // authAPI serves the principal and token administration (the admin grant):
 //
-//	PUT    /v1/principals/{name}  {"grants": [...]}       create or replace
+//	PUT    /v1/principals/{name}  {"grants": [...], "statement_timeout": "2s", "max_rows_scanned": n}
 //	POST   /v1/tokens             {"principal", "label"}  → {"token", "id", ...} (shown once)
 //	GET    /v1/tokens                                      → {"tokens": [...]}
 //	DELETE /v1/tokens/{id}                                 revoke
@@ -91,13 +92,24 @@ func authAPI(store *auth.Store) *http.ServeMux {
 	}
 	mux.HandleFunc("PUT /v1/principals/{name}", admin(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
-			Grants []string `json:"grants"`
+			Grants           []string `json:"grants"`
+			StatementTimeout string   `json:"statement_timeout"`
+			MaxRowsScanned   int      `json:"max_rows_scanned"`
 		}
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&body); err != nil {
 			httpapi.WriteError(w, herald.Errorf(herald.CodeMalformedRequest, "want {\"grants\": [...]}: %v", err))
 			return
 		}
-		if err := store.SetPrincipal(r.Context(), r.PathValue("name"), body.Grants); err != nil {
+		lim := auth.Limits{MaxRowsScanned: body.MaxRowsScanned}
+		if body.StatementTimeout != "" {
+			d, err := time.ParseDuration(body.StatementTimeout)
+			if err != nil {
+				httpapi.WriteError(w, herald.Errorf(herald.CodeMalformedRequest, "statement_timeout %q: want a duration such as 2s", body.StatementTimeout))
+				return
+			}
+			lim.StatementTimeout = d
+		}
+		if err := store.SetPrincipal(r.Context(), r.PathValue("name"), body.Grants, lim); err != nil {
 			httpapi.WriteError(w, err)
 			return
 		}

@@ -49,6 +49,8 @@ principal; it is shown once, when it is created, and only its hash is kept.`,
 func newTokenCreateCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 	var principal, label string
 	var grants []string
+	var timeout time.Duration
+	var rows int
 	cmd := &cobra.Command{
 		Use:   "create --principal NAME [--grant G]... [--label L]",
 		Short: "Create a token for a principal (with --grant, create or replace the principal's grants first)",
@@ -63,9 +65,18 @@ func newTokenCreateCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			if len(grants) > 0 {
-				if err := c.admin(ctx, http.MethodPut, "/v1/principals/"+url.PathEscape(principal), map[string]any{"grants": grants}, nil); err != nil {
+				body := map[string]any{"grants": grants}
+				if timeout > 0 {
+					body["statement_timeout"] = timeout.String()
+				}
+				if rows > 0 {
+					body["max_rows_scanned"] = rows
+				}
+				if err := c.admin(ctx, http.MethodPut, "/v1/principals/"+url.PathEscape(principal), body, nil); err != nil {
 					return err
 				}
+			} else if timeout > 0 || rows > 0 {
+				return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned go with --grant (they are set with the principal's grants)"))
 			}
 			var out struct {
 				Token, ID, Principal, Label string
@@ -82,6 +93,8 @@ func newTokenCreateCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&principal, "principal", "", "the principal the token acts for")
 	cmd.Flags().StringArrayVar(&grants, "grant", nil, "a grant of the principal (repeat); replaces its grants")
 	cmd.Flags().StringVar(&label, "label", "", "a note on what the token is for")
+	cmd.Flags().DurationVar(&timeout, "statement-timeout", 0, "with --grant: the principal's own statement time limit, where lower than the server's")
+	cmd.Flags().IntVar(&rows, "max-rows-scanned", 0, "with --grant: the principal's own limit on bindings a statement scans, where lower than the server's")
 	return cmd
 }
 
