@@ -33,28 +33,37 @@ func (s *Service) HasHandle(session, name string) bool {
 
 // findGroupLocked returns the group name denotes in session: a stream's handle bound
 // there (or without a session), or a group's _Watch node id.
-func (s *Service) findGroupLocked(session, name string) *group {
+// own is true for a handle of the caller's own session.
+func (s *Service) findGroupLocked(session, name string) (g *group, own bool) {
 	for _, key := range []handleKey{{session, name}, {"", name}} {
 		if c := s.handles[key]; c != nil && !c.closed {
-			return c.grp
+			return c.grp, key.session != ""
 		}
 	}
 	for _, g := range s.groups {
 		if string(g.watch) == name {
-			return g
+			return g, false
 		}
 	}
-	return nil
+	return nil, false
 }
 
 // ControlWatch runs PAUSE, RESUME, CANCEL or (with opts) ALTER WATCH on the consume
 // watch name denotes; found is false when there is none (watch.ConsumeWatches).
 func (s *Service) ControlWatch(ctx context.Context, session, name string, op token.Token, opts []*ast.OptionList) (found bool, err error) {
 	s.mu.Lock()
-	g := s.findGroupLocked(session, name)
+	g, own := s.findGroupLocked(session, name)
 	if g == nil {
 		s.mu.Unlock()
 		return false, nil
+	}
+	if !own {
+		// As for watch mode (watch's manageCheck): beyond its own sessions' handles a
+		// principal needs the admin grant.
+		if err := herald.PrincipalFrom(ctx).Check(herald.ActAdmin, ""); err != nil {
+			s.mu.Unlock()
+			return true, err
+		}
 	}
 	status := ""
 	switch op {

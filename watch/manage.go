@@ -150,21 +150,32 @@ func handleName(h ast.Expr, env engine.StmtEnv) (string, error) {
 }
 
 // find returns the watch-mode stream name denotes: a handle bound in this session (or
-// without a session), or a _Watch node id; nil when there is none.
-func (s *Service) find(session, name string) *watcher {
+// without a session), or a _Watch node id; nil when there is none. own is true for a
+// handle of the caller's own session.
+func (s *Service) find(session, name string) (w *watcher, own bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, key := range []handleKey{{session, name}, {"", name}} {
 		if w := s.handles[key]; w != nil {
-			return w
+			return w, key.session != ""
 		}
 	}
 	for _, w := range s.watchers {
 		if string(w.nodeID()) == name {
-			return w
+			return w, false
 		}
 	}
-	return nil
+	return nil, false
+}
+
+// manageCheck is what managing a watch needs beyond naming it: a principal (with
+// authentication) manages the watches of its own sessions by handle; any other watch
+// — by _Watch id, or by a handle bound without a session — needs the admin grant.
+func manageCheck(ctx context.Context, own bool) error {
+	if own {
+		return nil
+	}
+	return herald.PrincipalFrom(ctx).Check(herald.ActAdmin, "")
 }
 
 // HasHandle reports whether a watch-mode stream of session is bound to handle name.
@@ -206,7 +217,12 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 	if err != nil {
 		return engine.Result{}, err
 	}
-	w := s.find(env.SessionID, name)
+	w, own := s.find(env.SessionID, name)
+	if w != nil {
+		if err := manageCheck(ctx, own); err != nil {
+			return engine.Result{}, err
+		}
+	}
 	if w == nil {
 		if s.cfg.Consume != nil {
 			found, err := s.cfg.Consume.ControlWatch(ctx, env.SessionID, name, op, opts)

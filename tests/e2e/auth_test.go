@@ -72,6 +72,21 @@ func consumeOne(t *testing.T, url, token string) (string, func()) {
 	panic("unreachable")
 }
 
+// openHandle opens a stream with a token and waits for the server's answer; the
+// stream stays open until stop.
+func openHandle(t *testing.T, url, token string) (*http.Response, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := streamClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		cancel()
+		t.Fatalf("open %s: %v %v", url, resp, err)
+	}
+	return resp, func() { cancel(); resp.Body.Close() }
+}
+
 // TestPermissionsOnEverySurface: a principal without a grant is refused on each surface
 // — a query that reads a type, one that reads a node by #id, a write, a schema change,
 // a watch (by pattern and through an #id reference), a consume stream, a settlement,
@@ -234,6 +249,21 @@ func TestSessionsBelongToTheirPrincipal(t *testing.T) {
 	r := mustQuery(t, u, `MATCH m: Msg RETURN m.body`)
 	if got := rowsJSON(r, 0); got != `[["for ann"]]` {
 		t.Fatalf("after bob consumed his inbox: %s, want only ann's message left", got)
+	}
+
+	// Bob manages his own watch by its handle; ann may not manage it by its _Watch id.
+	_, stop2 := openHandle(t, watchURL(u, sess.Session, `h = WATCH m: Msg, inbox(#self, m) [mode: consume, group: "bobs"] RETURN m.body`), tokens["bob"])
+	defer stop2()
+	if st, body := authDo(t, http.MethodPost, u+"/v1/query", tokens["bob"], map[string]any{"query": `PAUSE WATCH h`, "session": sess.Session}); st != 200 {
+		t.Fatalf("bob pausing his own watch: %d %s", st, body)
+	}
+	var wid string
+	if err := json.Unmarshal(mustQuery(t, u, `MATCH w: _Watch WHERE w.group = "bobs" RETURN w.id`).Results[0].Rows[0][0], &wid); err != nil {
+		t.Fatal(err)
+	}
+	st, body = authDo(t, http.MethodPost, u+"/v1/query", tokens["ann"], map[string]any{"query": `RESUME WATCH "` + wid + `"`})
+	if st != 403 || !strings.Contains(body, "E4013") {
+		t.Fatalf("ann resuming bob's watch by id: %d %s, want 403 E4013", st, body)
 	}
 
 	st, body = authDo(t, http.MethodPost, u+"/v1/query", tokens["ann"], map[string]any{"query": `MATCH m: Msg RETURN m.body`, "session": sess.Session})
