@@ -104,6 +104,11 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 	}
 	frames := make(chan frame, publishesInFlight)
 	sent := make(chan error, 1)
+	var hold *streamHold
+	if p := herald.PrincipalFrom(ctx); p != nil {
+		hold = &streamHold{f: s.pubs, name: p.Name}
+		defer hold.end() // the sender has answered or dropped every frame by then
+	}
 	go func() {
 		var err error
 		for f := range frames {
@@ -180,9 +185,30 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			msgs = append(msgs, engine.Publication{ID: herald.NodeID(m.GetId()), Type: m.GetType(), Attrs: attrs})
 			idx = append(idx, i)
 		}
+		if n := len(msgs); n > 0 && !hold.take(n) {
+			refused := errorDetail(herald.Errorf(herald.CodeRateLimited, "%s has %d or more published messages not yet durable; wait for their acknowledgements", herald.PrincipalFrom(ctx).Name, s.pubs.max))
+			for _, i := range idx {
+				acks[i].Error = refused
+			}
+			select {
+			case frames <- frame{acks: acks, durable: func(context.Context) error { return nil }}:
+			case err := <-sent:
+				close(frames)
+				return err
+			}
+			continue
+		}
 		out, durable, err := s.eng.PublishAsync(ctx, req.GetSession(), msgs)
 		if err != nil {
+			hold.done(len(msgs))
 			return fail(toConnect(err))
+		}
+		if n := len(msgs); hold != nil && n > 0 {
+			d := durable
+			durable = func(ctx context.Context) error {
+				defer hold.done(n)
+				return d(ctx)
+			}
 		}
 		for j, r := range out {
 			a := acks[idx[j]]

@@ -138,3 +138,88 @@ func TestPublishCloseStreams(t *testing.T) {
 	}
 	_ = st.CloseResponse()
 }
+
+// TestPublishInflightPerPrincipal: an authenticated principal's messages not yet durable
+// are capped across its streams; a frame past the cap is answered with E4015 and the
+// stream goes on; once earlier ones are durable, frames are taken again.
+func TestPublishInflightPerPrincipal(t *testing.T) {
+	release := make(chan struct{})
+	eng := &fakeEngine{publish: func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+		out := make([]engine.Published, len(msgs))
+		for i := range out {
+			out[i] = engine.Published{ID: herald.NodeID(fmt.Sprint("m", i)), Seq: 1}
+		}
+		return out, func(context.Context) error { <-release; return nil }, nil
+	}}
+	svc := New(eng, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInflightPublishes: 3})
+	mux := http.NewServeMux()
+	mux.Handle(svc.Handler())
+	ann := &herald.Principal{Name: "ann", Grants: []string{"admin"}}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r.WithContext(herald.WithPrincipal(r.Context(), ann)))
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	two := func(ref uint64) *heraldv1.PublishRequest {
+		return &heraldv1.PublishRequest{Messages: []*heraldv1.PublishMessage{msg(ref, "Job"), msg(ref+1, "Job")}}
+	}
+	a, b := c.Publish(ctx), c.Publish(ctx)
+	if err := a.Send(two(1)); err != nil { // 2 in flight on one stream, waiting for its sync
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second) // a bound on a hang
+	for {
+		svc.pubs.mu.Lock()
+		held := svc.pubs.n["ann"]
+		svc.pubs.mu.Unlock()
+		if held == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first frame was never taken")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.Send(two(3)); err != nil { // 4 > 3 across the principal's streams: refused
+		t.Fatal(err)
+	}
+	resp, err := b.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ack := range resp.GetAcks() {
+		if ack.GetError().GetCode() != string(herald.CodeRateLimited) {
+			t.Fatalf("past the cap: %v, want E4015", ack)
+		}
+	}
+	close(release)
+	if resp, err := a.Receive(); err != nil || resp.GetAcks()[0].GetError() != nil {
+		t.Fatalf("the first frame: %v %v", resp, err)
+	}
+	if err := b.Send(two(5)); err != nil { // the first frame is durable: room again
+		t.Fatal(err)
+	}
+	if resp, err := b.Receive(); err != nil || resp.GetAcks()[0].GetError() != nil {
+		t.Fatalf("after the first frame was durable: %v %v", resp, err)
+	}
+	for _, st := range []*connect.BidiStreamForClient[heraldv1.PublishRequest, heraldv1.PublishResponse]{a, b} {
+		_ = st.CloseRequest()
+		_ = st.CloseResponse()
+	}
+	for {
+		svc.pubs.mu.Lock()
+		left := svc.pubs.n["ann"]
+		svc.pubs.mu.Unlock()
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages still counted after the stream ended", left)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -82,10 +82,15 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBodyBytes caps request messages; 0 means no limit beyond Connect's own.
 	MaxBodyBytes int64
+	// MaxInflightPublishes caps, per authenticated principal, the published messages
+	// not yet durable across its publish streams; past it a frame's messages answer
+	// E4015. 0 means DefaultMaxInflightPublishes.
+	MaxInflightPublishes int
 }
 
 // Service implements heraldv1connect.HeraldHandler. Create it with New.
 type Service struct {
+	pubs        *inflight // per principal (inflight.go)
 	eng         Engine
 	del         Delivery
 	wat         Watcher
@@ -106,6 +111,10 @@ func New(eng Engine, opts Options) *Service {
 	s := &Service{eng: eng, del: opts.Delivery, wat: opts.Watch, queues: opts.Queues, log: opts.Logger, maxBody: opts.MaxBodyBytes}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	s.pubs = &inflight{max: opts.MaxInflightPublishes, n: map[string]int{}}
+	if s.pubs.max <= 0 {
+		s.pubs.max = DefaultMaxInflightPublishes
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.sendSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))

@@ -86,6 +86,9 @@ type Config struct {
 	// MaxConnections caps the open connections of the listener; beyond it new ones are
 	// closed at once. 0 means DefaultMaxConnections, a negative value no cap.
 	MaxConnections int
+	// MaxInflightPublishes, with Auth, caps each principal's published messages not
+	// yet durable (E4015 past it); 0 means rpcapi.DefaultMaxInflightPublishes.
+	MaxInflightPublishes int
 	// RateLimit, with Auth, caps each principal's requests a second (a stream counts
 	// once, when it opens); past it requests answer 429 E4015 with Retry-After. 0 means
 	// no cap.
@@ -267,6 +270,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Queues:       queues,
 		Logger:       s.log.With("component", "rpc"),
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
+
+		MaxInflightPublishes: s.cfg.MaxInflightPublishes,
 	})
 	// One port: the RPC service under its path prefix, the JSON API everywhere else.
 	// gRPC needs HTTP/2, which the server speaks without TLS too (h2c).
@@ -334,6 +339,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.log.Info("listening", "addr", ln.Addr().String(), "tls", s.tls != nil, "client_certs", s.tls != nil && s.cfg.TLSClientCAFile != "", "data", s.dataLabel(), "seq", seq, "tick", tick)
 	return nil
 }
+
+// DefaultMaxInflightPublishes is Config.MaxInflightPublishes's default.
+const DefaultMaxInflightPublishes = rpcapi.DefaultMaxInflightPublishes
 
 // DefaultWatchBufferBytes is Config.WatchBufferBytes's default.
 const DefaultWatchBufferBytes = watch.DefaultMaxBufferBytes

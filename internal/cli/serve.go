@@ -36,6 +36,7 @@ type serveFlags struct {
 	maxConns            int
 	rate                float64
 	minFree             int64
+	principalPubs       int
 }
 
 func newServeCmd() *cobra.Command {
@@ -72,6 +73,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
+	fl.IntVar(&f.principalPubs, "max-principal-inflight", server.DefaultMaxInflightPublishes, "with --auth, published messages one principal may have not yet durable, across its publish streams (E4015 past it)")
 	fl.IntVar(&f.principalWatches, "max-principal-watches", engine.DefaultMaxWatchesPerPrincipal, "watches one principal may hold (with --auth), both modes together (E8006 past it)")
 	fl.Int64Var(&f.minFree, "min-free-space", engine.DefaultMinFreeBytes, "bytes to keep free on the store's disk: below it writes are refused (E5005) and /readyz says not ready, until space is freed; 0 keeps no reserve")
 	fl.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "open connections the listener holds; beyond it new ones are closed at once")
@@ -113,8 +115,8 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.maxConns < 1 || f.rate < 0 {
 		return usageError(fmt.Errorf("--max-connections must be at least 1 and --rate-limit not negative (got %d and %g)", f.maxConns, f.rate))
 	}
-	if f.principalWatches < 1 {
-		return usageError(fmt.Errorf("--max-principal-watches must be at least 1, got %d", f.principalWatches))
+	if f.principalWatches < 1 || f.principalPubs < 1 {
+		return usageError(fmt.Errorf("--max-principal-watches and --max-principal-inflight must be at least 1, got %d and %d", f.principalWatches, f.principalPubs))
 	}
 	if f.sessionWatches < 1 || f.statsInterval <= 0 {
 		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
@@ -131,6 +133,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 
 		MaxWatchesPerSession:   f.sessionWatches,
 		MaxConnections:         f.maxConns,
+		MaxInflightPublishes:   f.principalPubs,
 		MinFreeBytes:           noLimit(f.minFree),
 		RateLimit:              f.rate,
 		MaxWatchesPerPrincipal: f.principalWatches,
