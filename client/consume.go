@@ -71,7 +71,11 @@ func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen)
 		cancel()
 		return nil, fromConnect(err)
 	}
-	return &consumeConn{call: call, cancel: cancel, waiting: map[string][]chan settleOutcome{}}, nil
+	c := &consumeConn{call: call, cancel: cancel, waiting: map[string][]chan settleOutcome{}}
+	// A cancelled request context does not always wake a Receive already waiting on
+	// the HTTP/2 response body; closing the response side does.
+	context.AfterFunc(ctx, func() { _ = call.CloseResponse() })
+	return c, nil
 }
 
 // next returns the next delivery or timeout; settlement outcomes in between are handed
