@@ -127,22 +127,7 @@ func (s *Service) alterGroup(ctx context.Context, g *group, opts []*ast.OptionLi
 	if err != nil {
 		return err
 	}
-	merged := map[string]*ast.WatchOption{}
-	var order []string
-	for _, ol := range append(append([]*ast.OptionList{}, w.Options...), opts...) {
-		for _, o := range ol.Options {
-			name := strings.ToLower(o.Name.Name)
-			if _, ok := merged[name]; !ok {
-				order = append(order, name)
-			}
-			merged[name] = o
-		}
-	}
-	list := &ast.OptionList{}
-	for _, name := range order {
-		list.Options = append(list.Options, merged[name])
-	}
-	w.Options = []*ast.OptionList{list}
+	w.Options = engine.MergeOptions(w.Options, opts)
 	sp, err := compileWatch(w, file, old.params, old.actor, old.session, s.clock)
 	if err != nil {
 		return err

@@ -667,6 +667,28 @@ func ParseWatch(query string, params map[string]herald.Value) (*ast.WatchStmt, *
 	return w, file, nil
 }
 
+// MergeOptions is what ALTER WATCH … SET makes of a statement's options: one option
+// group holding every option of base, each replaced by the same option of over (names
+// compared without case), then the options only over has, in order of appearance.
+func MergeOptions(base, over []*ast.OptionList) []*ast.OptionList {
+	merged := map[string]*ast.WatchOption{}
+	var order []string
+	for _, ol := range append(append([]*ast.OptionList{}, base...), over...) {
+		for _, o := range ol.Options {
+			name := strings.ToLower(o.Name.Name)
+			if _, ok := merged[name]; !ok {
+				order = append(order, name)
+			}
+			merged[name] = o
+		}
+	}
+	list := &ast.OptionList{}
+	for _, name := range order {
+		list.Options = append(list.Options, merged[name])
+	}
+	return []*ast.OptionList{list}
+}
+
 func parseWatch(query string) (*ast.WatchStmt, *token.File, error) {
 	script, file, err := Parse(query)
 	if err != nil {

@@ -277,23 +277,8 @@ func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
 	w.alterMu.Lock()
 	defer w.alterMu.Unlock()
 	stmt := w.stmt
-	merged := map[string]*ast.WatchOption{}
-	var order []string
-	for _, ol := range append(append([]*ast.OptionList{}, stmt.Options...), opts...) {
-		for _, o := range ol.Options {
-			name := strings.ToLower(o.Name.Name)
-			if _, ok := merged[name]; !ok {
-				order = append(order, name)
-			}
-			merged[name] = o
-		}
-	}
-	list := &ast.OptionList{}
-	for _, name := range order {
-		list.Options = append(list.Options, merged[name])
-	}
 	next := *stmt
-	next.Options = []*ast.OptionList{list}
+	next.Options = engine.MergeOptions(stmt.Options, opts)
 	next.Handle = nil
 	sp, _, err := compile(w.svc.eng, printer.String(&next), w.params, w.actor, w.session)
 	if err != nil {
