@@ -80,3 +80,24 @@ through a query language. Run a broker with "herald serve" and talk to it with
 	root.AddCommand(newQueueCmd(stdout), newTokenCmd(stdout))
 	return root
 }
+
+// argCount checks a command's number of arguments: a usage error naming its usage
+// ("herald " + usage) otherwise.
+func argCount(min, max int, usage string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < min || len(args) > max {
+			return usageError(fmt.Errorf("usage: herald %s (got %d arguments)", usage, len(args)))
+		}
+		return nil
+	}
+}
+
+// oneStatement checks that a command got one statement, quoted as one argument.
+func oneStatement(command string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError(fmt.Errorf("%s takes one WATCH statement, quoted as one argument; got %d arguments", command, len(args)))
+		}
+		return nil
+	}
+}

@@ -53,12 +53,7 @@ settled when it stops are released at once, without counting an attempt.`,
   herald consume --group mailers --count 10 'WATCH j: Job RETURN j.id, j.to'
   herald consume --settle nack --count 1 'WATCH j: Job [mode: consume] RETURN j'
   herald consume --json --params '{"k": "email"}' 'WATCH j: Job WHERE j.kind = $k RETURN j'`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError(fmt.Errorf("consume takes one WATCH statement, quoted as one argument; got %d arguments", len(args)))
-			}
-			return nil
-		},
+		Args: oneStatement("consume"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runConsume(cmd.Context(), f, args[0], stdout, stderr)
 		},

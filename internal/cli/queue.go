@@ -79,9 +79,10 @@ code and message are printed on standard error), 2 for a usage error.`,
 
 // exactArgs checks the argument count of a subcommand and the queue id in args[0].
 func exactArgs(min, max int, usage string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		if len(args) < min || len(args) > max {
-			return usageError(fmt.Errorf("usage: herald queue %s (got %d arguments)", usage, len(args)))
+	count := argCount(min, max, "queue "+usage)
+	return func(cmd *cobra.Command, args []string) error {
+		if err := count(cmd, args); err != nil {
+			return err
 		}
 		if len(args) > 0 && !queues.ValidID(args[0]) {
 			return usageError(fmt.Errorf("queue id %q is invalid: use 1 to %d characters from letters, digits and - _ . ~ :", args[0], queues.MaxIDLength))

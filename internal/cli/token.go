@@ -54,7 +54,7 @@ func newTokenCreateCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create --principal NAME [--grant G]... [--label L]",
 		Short: "Create a token for a principal (with --grant, create or replace the principal's grants first)",
-		Args:  exactArgs(0, 0, "create"),
+		Args:  argCount(0, 0, "token create --principal NAME [--grant G]..."),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if principal == "" {
 				return usageError(fmt.Errorf("--principal is required"))
@@ -102,7 +102,7 @@ func newTokenListCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List the tokens (never the tokens themselves)",
-		Args:  exactArgs(0, 0, "list"),
+		Args:  argCount(0, 0, "token list"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := newAPIClient(f.addr, f.tls, f.timeout)
 			if err != nil {
@@ -131,7 +131,7 @@ func newTokenRevokeCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a token: requests carrying it are refused from now on",
-		Args:  exactArgs(1, 1, "revoke ID"),
+		Args:  argCount(1, 1, "token revoke ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newAPIClient(f.addr, f.tls, f.timeout)
 			if err != nil {

@@ -55,12 +55,7 @@ statements ([mode: consume]) lease messages that must be settled: run them with
   herald watch --json 'WATCH t: Task [delivery: reliable] RETURN t.title, t.status' | jq .
   herald watch --after 42 'WATCH t: Task [delivery: reliable] RETURN t'
   herald watch --params '{"owner": "ann"}' 'WATCH t: Task WHERE t.owner = $owner RETURN t'`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError(fmt.Errorf("watch takes one WATCH statement, quoted as one argument; got %d arguments", len(args)))
-			}
-			return nil
-		},
+		Args: oneStatement("watch"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runWatch(cmd.Context(), f, args[0], stdout, stderr)
 		},
