@@ -115,12 +115,7 @@ func (l *layer0) loop() {
 		if len(ops) == 0 {
 			continue
 		}
-		_, _, _, err := l.e.SystemAsync(func(tx *SysTx) error {
-			for _, op := range ops {
-				op(tx)
-			}
-			return nil
-		})
+		_, _, _, err := l.e.SystemAsync(applyAll(ops))
 		if err != nil && !l.e.closing.Load() {
 			l.e.log.Warn("layer 0: writing session and watch nodes failed", "err", err)
 		}
@@ -416,11 +411,16 @@ func (e *Engine) FlushLayer0(ctx context.Context) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	_, _, err := e.System(ctx, func(tx *SysTx) error {
+	_, _, err := e.System(ctx, applyAll(ops))
+	return err
+}
+
+// applyAll is one Layer 0 commit of ops, in order.
+func applyAll(ops []func(tx *SysTx)) func(tx *SysTx) error {
+	return func(tx *SysTx) error {
 		for _, op := range ops {
 			op(tx)
 		}
 		return nil
-	})
-	return err
+	}
 }
