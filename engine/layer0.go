@@ -51,6 +51,7 @@ type layer0 struct {
 	stats    map[herald.NodeID]*WatchStats
 	gone     []*WatchStats // untracked since the last flush: their last counts go out
 	statsOn  bool          // flushStats is among the flushers
+	todo     []*WatchStats // counters of the flush under way, for the next commits
 
 	wake chan struct{}
 	stop chan struct{}
@@ -107,6 +108,8 @@ func (l *layer0) loop() {
 		l.ops = nil
 		if flush {
 			ops = append(ops, l.flushers...)
+		} else if len(l.todo) > 0 {
+			ops = append(ops, l.flushStats) // the rest of a flush under way
 		}
 		if t == nil && len(l.flushers) > 0 {
 			t = l.e.clock.NewTimer(l.interval)
@@ -119,7 +122,17 @@ func (l *layer0) loop() {
 		if err != nil && !l.e.closing.Load() {
 			l.e.log.Warn("layer 0: writing session and watch nodes failed", "err", err)
 		}
+		if l.flushing() {
+			l.arm()
+		}
 	}
+}
+
+// flushing reports whether a stats flush has counters left for further commits.
+func (l *layer0) flushing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.todo) > 0
 }
 
 func (l *layer0) close() {
@@ -369,17 +382,30 @@ func (e *Engine) UntrackWatch(st *WatchStats) {
 	}
 }
 
-// flushStats writes the counters that changed since the last flush.
+// statsPerCommit bounds the _Watch nodes one Layer 0 commit writes: a flush of
+// thousands of watches goes out over several commits, and the writes queued meanwhile
+// take turns with them rather than wait for one large commit.
+const statsPerCommit = 64
+
+// flushStats writes the counters that changed since the last flush, statsPerCommit of
+// them at most; the rest wait in todo for the next commits.
 func (l *layer0) flushStats(tx *SysTx) {
 	l.mu.Lock()
-	all := make([]*WatchStats, 0, len(l.stats)+len(l.gone))
-	for _, st := range l.stats {
-		all = append(all, st)
+	if len(l.todo) == 0 {
+		for _, st := range l.stats {
+			l.todo = append(l.todo, st)
+		}
+		l.todo = append(l.todo, l.gone...)
+		l.gone = nil
 	}
-	all = append(all, l.gone...)
-	l.gone = nil
+	k := min(len(l.todo), statsPerCommit)
+	batch := l.todo[:k:k]
+	l.todo = l.todo[k:]
+	if len(l.todo) == 0 {
+		l.todo = nil
+	}
 	l.mu.Unlock()
-	for _, st := range all {
+	for _, st := range batch {
 		pending := st.pending.Load()
 		if st.pendingFn != nil {
 			pending = st.pendingFn()
@@ -408,11 +434,16 @@ func (e *Engine) FlushLayer0(ctx context.Context) error {
 	ops := append(e.l0.ops, e.l0.flushers...)
 	e.l0.ops = nil
 	e.l0.mu.Unlock()
-	if len(ops) == 0 {
-		return nil
+	for len(ops) > 0 {
+		if _, _, err := e.System(ctx, applyAll(ops)); err != nil {
+			return err
+		}
+		ops = nil
+		if e.l0.flushing() {
+			ops = append(ops, e.l0.flushStats)
+		}
 	}
-	_, _, err := e.System(ctx, applyAll(ops))
-	return err
+	return nil
 }
 
 // applyAll is one Layer 0 commit of ops, in order.

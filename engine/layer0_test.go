@@ -1,0 +1,47 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/store/memstore"
+)
+
+// TestStatsFlushInChunks: the _Watch counters of many watches go out over several
+// small commits, not one large one, and every counter arrives.
+func TestStatsFlushInChunks(t *testing.T) {
+	ctx := context.Background()
+	e := openEngine(t, memstore.New(), engine.Config{Layer0Interval: 1000 * time.Hour})
+	const watches = 150
+	attrs := herald.AttrsOf(map[string]herald.Value{"pattern": herald.String("WATCH t: Task RETURN t"), "mode": herald.String("watch"),
+		"status": herald.String("active"), "on_full": herald.String("drop")})
+	if _, _, err := e.System(ctx, func(tx *engine.SysTx) error {
+		for i := range watches {
+			tx.PutNode(&herald.Node{ID: herald.NodeID(fmt.Sprintf("w%03d", i)), Type: "_Watch", Attrs: attrs})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range watches {
+		st := e.TrackWatch(herald.NodeID(fmt.Sprintf("w%03d", i)), nil)
+		defer e.UntrackWatch(st)
+		st.Delivered(i+1, time.Unix(1700000000, 0))
+	}
+	before, _ := e.Durable()
+	if err := e.FlushLayer0(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := e.Durable()
+	if commits, least := after-before, uint64((watches+63)/64); commits < least {
+		t.Errorf("the flush took %d commits; with at most 64 nodes a commit it takes %d or more", commits, least)
+	}
+	r := exec(t, e, "MATCH w: _Watch RETURN SUM(w.events_delivered) AS n")
+	if got, want := r.Results[0].Rows[0][0], herald.Int(watches*(watches+1)/2); herald.Compare(got, want) != 0 {
+		t.Errorf("events_delivered sums to %v, want %v", got, want)
+	}
+}
