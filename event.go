@@ -1,7 +1,9 @@
 package herald
 
 import (
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,28 +63,48 @@ type Event struct {
 // safe for concurrent use. The key names the format and whatever else varies between
 // the copies (Last).
 type Encodings struct {
-	mu sync.Mutex
-	m  map[string][]byte
+	mu   sync.Mutex
+	m    atomic.Pointer[map[string][]byte] // replaced, never changed: reads take no lock
+	size atomic.Int64                      // the event's memory estimate + 1; 0 until known
 }
 
 // Get returns the encoding under key, calling encode the first time. The result is
 // shared: callers must not modify it.
 func (e *Encodings) Get(key string, encode func() ([]byte, error)) ([]byte, error) {
+	if m := e.m.Load(); m != nil {
+		if b, ok := (*m)[key]; ok {
+			return b, nil
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if b, ok := e.m[key]; ok {
-		return b, nil
+	old := e.m.Load()
+	if old != nil {
+		if b, ok := (*old)[key]; ok {
+			return b, nil
+		}
 	}
 	b, err := encode()
 	if err != nil {
 		return nil, err
 	}
-	if e.m == nil {
-		e.m = make(map[string][]byte, 2)
+	m := make(map[string][]byte, 2)
+	if old != nil {
+		maps.Copy(m, *old)
 	}
-	e.m[key] = b
+	m[key] = b
+	e.m.Store(&m)
 	return b, nil
 }
+
+// Size returns the event's memory estimate recorded by SetSize, if there is one.
+func (e *Encodings) Size() (int, bool) {
+	n := e.size.Load()
+	return int(n - 1), n > 0
+}
+
+// SetSize records the event's memory estimate for the other streams that hold it.
+func (e *Encodings) SetSize(n int) { e.size.Store(int64(n) + 1) }
 
 // IsZero reports whether v is null; it lets `omitzero` leave null values out of events.
 func (v Value) IsZero() bool { return v.k == KindNull }

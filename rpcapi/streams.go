@@ -81,7 +81,8 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		}
 		var n int
 		var end error
-		raw, n, end = encodeFrame(raw[:0], first, events)
+		d, _ := st.(drainer)
+		raw, n, end = encodeFrame(raw[:0], first, events, d)
 		<-s.sendSlots
 		if n > 0 {
 			frame := &heraldv1.WatchResponse{}
@@ -100,8 +101,9 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 // maxEventsPerFrame), already encoded, as WatchResponse.events fields: protobuf carries
 // them as unknown fields, so an event shared by identical watches is serialised once
 // for all of them. It returns the frame, its event count and the error that ends the
-// stream, if an error event or a failed encoding came.
-func encodeFrame(raw []byte, first herald.Event, events <-chan herald.Event) ([]byte, int, error) {
+// stream, if an error event or a failed encoding came. A stream that takes batches (d
+// not nil) refills the channel whenever the frame has emptied it.
+func encodeFrame(raw []byte, first herald.Event, events <-chan herald.Event, d drainer) ([]byte, int, error) {
 	n := 0
 	for ev, more := first, true; more; {
 		if ev.Type == herald.EventError {
@@ -118,11 +120,31 @@ func encodeFrame(raw []byte, first herald.Event, events <-chan herald.Event) ([]
 		select {
 		case ev, more = <-events:
 		default:
-			more = false
+			more = refill(d, events, &ev)
 		}
 	}
 	return raw, n, nil
 }
+
+// refill asks a stream that takes batches (d) to refill its emptied channel, and
+// reports whether an event came of it (into ev).
+func refill(d drainer, events <-chan herald.Event, ev *herald.Event) bool {
+	if d == nil {
+		return false
+	}
+	d.Drained()
+	select {
+	case e, ok := <-events:
+		*ev = e
+		return ok
+	default:
+		return false
+	}
+}
+
+// drainer is a stream that refills its channel once per batch its transport takes,
+// rather than once per event (watch-mode streams).
+type drainer interface{ Drained() }
 
 // ended is the error of a stream whose context ended: the server stopping, or the call.
 func (s *Service) ended(ctx context.Context) error {

@@ -100,6 +100,9 @@ type Config struct {
 	// WatchBufferBytes bounds, in bytes, what a watch-mode stream holds for a client
 	// that does not read; 0 means DefaultWatchBufferBytes.
 	WatchBufferBytes int
+	// WatchCPUShare bounds the CPU that watch-mode fan-out may take, as a share of one
+	// CPU (watch.Config.CPUShare); 0 means watch.DefaultCPUShare, 1 or more no bound.
+	WatchCPUShare float64
 	// StatsInterval is how often _Watch nodes get their counters; 0 means
 	// engine.DefaultLayer0Interval.
 	StatsInterval time.Duration
@@ -237,7 +240,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	cleanup = append(cleanup, func() { _ = del.Stop(context.Background()) })
 
-	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del, MaxBufferBytes: s.cfg.WatchBufferBytes})
+	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare})
 	if err := wat.Start(ctx); err != nil {
 		return fmt.Errorf("server: start watch: %w", err)
 	}
@@ -342,6 +345,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 // DefaultMaxInflightPublishes is Config.MaxInflightPublishes's default.
 const DefaultMaxInflightPublishes = rpcapi.DefaultMaxInflightPublishes
+
+// DefaultWatchCPUShare is Config.WatchCPUShare's default.
+const DefaultWatchCPUShare = watch.DefaultCPUShare
 
 // DefaultWatchBufferBytes is Config.WatchBufferBytes's default.
 const DefaultWatchBufferBytes = watch.DefaultMaxBufferBytes

@@ -54,8 +54,18 @@ func (d *deque) popFront() {
 
 // eventSize estimates the memory an event holds: its match and previous match, and a
 // fixed share for the rest. It bounds a stream's buffer in bytes (Config.MaxBufferBytes).
+// An event shared by identical watches is measured once for all of them.
 func eventSize(ev herald.Event) int {
-	return 96 + len(ev.Message) + valueSize(ev.Match) + valueSize(ev.Prev)
+	if ev.Enc != nil {
+		if n, ok := ev.Enc.Size(); ok {
+			return n
+		}
+	}
+	n := 96 + len(ev.Message) + valueSize(ev.Match) + valueSize(ev.Prev)
+	if ev.Enc != nil {
+		ev.Enc.SetSize(n)
+	}
+	return n
 }
 
 func valueSize(v herald.Value) int {

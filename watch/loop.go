@@ -90,12 +90,17 @@ func (w *watcher) loop() {
 		if !w.isPaused() && !w.catchUp() {
 			return
 		}
-		w.leaveRound()
+		w.idle()
+		if w.ackBatch(); w.batchAck.Load() {
+			w.flush() // the transport may have emptied the channel before the switch
+		}
+		out, head := w.out()
 		select {
 		case <-w.stop:
 			return
-		case w.out() <- w.headOrZero():
+		case out <- head:
 			w.popHead()
+		case <-w.room:
 		case <-w.wake:
 		case req := <-w.alters:
 			if !w.applyAlter(req) {
@@ -211,6 +216,9 @@ func (w *watcher) catchUp() bool {
 		w.queue = nil
 		w.mu.Unlock()
 		if behind {
+			if !w.takeSlot() {
+				return false
+			}
 			sets, err := w.svc.eng.Changes(context.Background(), w.cursor, logPage)
 			if err != nil {
 				if herald.CodeOf(err) == herald.CodeCompacted {
@@ -221,10 +229,8 @@ func (w *watcher) catchUp() bool {
 				}
 				return w.fail(err)
 			}
-			for _, cs := range sets {
-				if !w.apply(cs) {
-					return false
-				}
+			if !w.applySets(sets) {
+				return false
 			}
 			if len(sets) == logPage {
 				continue
@@ -238,10 +244,8 @@ func (w *watcher) catchUp() bool {
 			if err != nil {
 				return w.fail(err)
 			}
-			for _, cs := range sets {
-				if !w.apply(cs) {
-					return false
-				}
+			if !w.applySets(sets) {
+				return false
 			}
 			if len(sets) == logPage {
 				w.mu.Lock()
@@ -253,12 +257,28 @@ func (w *watcher) catchUp() bool {
 		if len(queue) == 0 {
 			return true
 		}
-		for _, cs := range queue {
-			if !w.apply(cs) {
-				return false
-			}
+		if !w.applySets(queue) {
+			return false
 		}
 	}
+}
+
+// applyShare is how many change sets a stream applies in a row before the next stream
+// waiting for an apply slot gets it.
+const applyShare = 32
+
+// applySets applies sets in order, holding an apply slot (see Service.applySlots) and
+// handing it on every applyShare sets. It reports false when the stream ended.
+func (w *watcher) applySets(sets []*herald.ChangeSet) bool {
+	for i, cs := range sets {
+		if i > 0 && i%applyShare == 0 {
+			w.giveSlot()
+		}
+		if !w.takeSlot() || !w.apply(cs) {
+			return false
+		}
+	}
+	return true
 }
 
 // setBehind makes the stream read the change log: the dispatcher may already be
@@ -461,202 +481,6 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 	return evs, nodes, binds, err
 }
 
-// Events wait in two places: the stream's channel, which the transport reads and which
-// holds at most chanCap of them, and the watcher's own queue behind it, which grows as
-// needed up to the watch's buffer. An idle watch holds no queue, and dropping the
-// oldest event of a full one costs the same whatever its buffer.
-
-// chanCap bounds the events waiting in a stream's channel.
-const chanCap = 16
-
-// chanCapFor is the channel share of a watch's buffer, plus one slot that only the
-// event ending the stream uses (so an error can follow a full buffer without waiting
-// for the transport when nothing else is queued).
-func chanCapFor(buffer int) int { return max(1, min(buffer, chanCap)) + 1 }
-
-// pending counts the events waiting for the transport.
-func (w *watcher) pending() int { return w.outq.len() + len(w.events) + min(w.gap, 1) }
-
-// queuedEvents reports whether the queue has something for the channel.
-func (w *watcher) queuedEvents() bool { return w.gap > 0 || w.outq.len() > 0 }
-
-// head is the next event to hand to the transport: the gap marker first, when the
-// queue dropped events.
-func (w *watcher) head() herald.Event {
-	if w.gap > 0 {
-		return herald.Event{Type: herald.EventGap, Count: w.gap, Seq: w.cursor, Tick: w.tick}
-	}
-	return w.outq.front()
-}
-
-// headOrZero is head, or no event when nothing waits in the queue (then out is nil
-// and the value is never sent).
-func (w *watcher) headOrZero() herald.Event {
-	if w.queuedEvents() {
-		return w.head()
-	}
-	return herald.Event{}
-}
-
-// popHead forgets the event head returned, once the channel took it.
-func (w *watcher) popHead() {
-	if w.gap > 0 {
-		w.gap = 0
-	} else {
-		w.outq.popFront()
-	}
-	w.queued.Store(int64(w.outq.len()))
-}
-
-// out returns the channel when the queue has an event for it, else nil (a select case
-// on a nil channel never fires): the loop hands the queue on as the transport reads.
-func (w *watcher) out() chan<- herald.Event {
-	if w.queuedEvents() {
-		return w.events
-	}
-	return nil
-}
-
-// flush moves what it can from the queue to the channel without waiting, leaving the
-// last slot free for an ending event.
-func (w *watcher) flush() {
-	for {
-		out := w.out()
-		if out == nil || len(w.events) >= cap(w.events)-1 {
-			return
-		}
-		select {
-		case out <- w.head():
-			w.popHead()
-		default:
-			return
-		}
-	}
-}
-
-// drain waits until the queue is all in the channel; false when the stream was closed
-// meanwhile.
-func (w *watcher) drain() bool {
-	if w.queuedEvents() {
-		w.leaveRound() // waiting for the transport holds no one else up
-	}
-	for w.queuedEvents() {
-		select {
-		case w.events <- w.head():
-			w.popHead()
-		case <-w.stop:
-			return false
-		}
-	}
-	return true
-}
-
-// send delivers ev under the watch's delivery rules. It reports false when the stream
-// has ended (closed, or cancelled by on_full: error).
-func (w *watcher) send(ev herald.Event) bool {
-	select {
-	case <-w.stop:
-		return false
-	default:
-	}
-	w.flush()
-	if w.pending() >= w.sp.buffer || w.overBytes() {
-		switch {
-		case w.sp.reliable || w.sp.onFull == "block":
-			// Wait for the transport: this watch pauses, nothing else does.
-			if !w.drain() {
-				return false
-			}
-			w.leaveRound()
-			select {
-			case w.events <- ev:
-				w.sent(ev)
-				return true
-			case <-w.stop:
-				return false
-			}
-		case w.sp.onFull == "error":
-			w.mu.Lock()
-			w.overflow = true
-			w.mu.Unlock()
-			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer (%d events, %d bytes) is full and on_full is error; the watch is cancelled", w.sp.buffer, w.svc.cfg.MaxBufferBytes)
-			return w.end(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
-		default:
-			w.dropOldest()
-		}
-	}
-	w.outq.pushBack(ev)
-	w.queued.Store(int64(w.outq.len()))
-	w.sent(ev)
-	w.flush()
-	return true
-}
-
-// dropOldest makes room for one event under on_full: drop. The oldest event of the
-// queue goes and the gap marker in front of the queue counts it: the client sees what
-// already waits in the channel, then the gap, then the newer events, so the gap stands
-// where the events are missing. A buffer no larger than the channel's share is mostly
-// in the channel: what waits there is taken back first (at most chanCap events), so the
-// oldest go.
-func (w *watcher) dropOldest() {
-	if w.outq.len() == 0 || w.sp.buffer <= chanCap {
-		var back []herald.Event
-		for more := true; more; {
-			select {
-			case old := <-w.events:
-				if old.Type == herald.EventGap {
-					w.gap += old.Count
-				} else {
-					back = append(back, old)
-				}
-			default:
-				more = false
-			}
-		}
-		for i := len(back) - 1; i >= 0; i-- {
-			w.outq.pushFront(back[i])
-		}
-	}
-	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.sp.buffer || w.overBytes()) {
-		w.outq.popFront()
-		w.gap++
-	}
-}
-
-// overBytes reports whether the events the stream holds for its client have reached
-// the bytes the service allows a stream (Config.MaxBufferBytes).
-func (w *watcher) overBytes() bool { return w.outq.bytes >= w.svc.cfg.MaxBufferBytes }
-
-// end delivers what is waiting, then ev (an error), and closes the stream.
-func (w *watcher) end(ev herald.Event) bool {
-	w.leaveRound()
-	if w.drain() {
-		select {
-		case w.events <- ev:
-		case <-w.stop:
-		}
-	}
-	w.Close()
-	return false
-}
-
-// deliverLast delivers what is waiting and then ev to a stream that was closed by a CANCEL:
-// its transport still reads until its own context ends or the service stops.
-func (w *watcher) deliverLast(ev herald.Event) {
-	w.leaveRound()
-	w.outq.pushBack(ev)
-	for w.queuedEvents() {
-		select {
-		case w.events <- w.head():
-			w.popHead()
-		case <-w.ctxDone:
-			return
-		case <-w.svc.quit:
-			return
-		}
-	}
-}
-
 // sent records a delivered event in the stream's counters.
 func (w *watcher) sent(ev herald.Event) {
 	w.last = w.svc.clock.Now()
@@ -683,6 +507,7 @@ func (w *watcher) trigger(ev herald.Event, bind eval.Row) bool {
 	if bind == nil {
 		return true
 	}
+	w.giveSlot() // the actions' commit waits for the disk
 	_, err := w.svc.eng.RunActions(context.Background(), w.sp.onMatch, w.sp.plan.Scope, bind, w.sp.file, w.actor)
 	if err == nil {
 		return true

@@ -36,11 +36,21 @@ type Config struct {
 	MaxBufferBytes int
 	// Policy refuses patterns with E8001.
 	Policy herald.WatchPolicy
+	// CPUShare bounds the time streams spend turning commits into events to this share
+	// of one CPU, over windows of 20 ms; past it they wait, and lag, so that fan-out
+	// leaves the CPUs to writers. 0 means DefaultCPUShare; 1 or more, no bound.
+	CPUShare float64
 	// Consume, when set, lets PAUSE, RESUME, CANCEL and ALTER WATCH reach consume-mode
 	// watches too. The limit on a session's watches is the engine's
 	// (engine.Config.MaxWatchesPerSession), shared by both modes.
 	Consume ConsumeWatches
 }
+
+// DefaultCPUShare is Config.CPUShare's default.
+const DefaultCPUShare = 0.25
+
+// budgetWindow is the window over which Config.CPUShare is measured.
+const budgetWindow = 20 * time.Millisecond
 
 // DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 16 MiB a stream.
 const DefaultMaxBufferBytes = 16 << 20
@@ -99,6 +109,11 @@ type Service struct {
 	inRound   atomic.Int64
 	roundDone chan struct{}
 	wakeBatch int // streams woken at once in a round
+	// applySlots bounds how many streams turn change sets into events at once. A stream
+	// that waits for a slot is parked, not runnable: however many streams have work,
+	// the CPUs' run queues hold a few of them ahead of the writers, not thousands.
+	applySlots chan struct{}
+	budget     *budget // nil: no bound on the slots' time
 }
 
 // Stats are a Service's counters.
@@ -142,24 +157,33 @@ func New(cfg Config) *Service {
 	if cfg.MaxWatches <= 0 {
 		cfg.MaxWatches = 10000
 	}
+	if cfg.CPUShare <= 0 {
+		cfg.CPUShare = DefaultCPUShare
+	}
+	var b *budget
+	if cfg.CPUShare < 1 {
+		b = newBudget(cfg.Engine.Clock(), budgetWindow, cfg.CPUShare)
+	}
 	return &Service{
-		cfg:       cfg,
-		eng:       cfg.Engine,
-		clock:     cfg.Engine.Clock(),
-		log:       cfg.Logger,
-		watchers:  map[string]*watcher{},
-		byType:    map[string]map[*watcher]bool{},
-		byValue:   map[eqKey]map[*watcher]bool{},
-		byNode:    map[herald.NodeID]map[*watcher]bool{},
-		perTick:   map[*watcher]bool{},
-		handles:   map[handleKey]*watcher{},
-		ending:    map[*watcher]bool{},
-		inWake:    make(chan struct{}, 1),
-		roundDone: make(chan struct{}, 1),
-		wakeBatch: max(1, runtime.GOMAXPROCS(0)/2),
-		dispMoved: make(chan struct{}),
-		quit:      make(chan struct{}),
-		dispDone:  make(chan struct{}),
+		cfg:        cfg,
+		eng:        cfg.Engine,
+		clock:      cfg.Engine.Clock(),
+		log:        cfg.Logger,
+		watchers:   map[string]*watcher{},
+		byType:     map[string]map[*watcher]bool{},
+		byValue:    map[eqKey]map[*watcher]bool{},
+		byNode:     map[herald.NodeID]map[*watcher]bool{},
+		perTick:    map[*watcher]bool{},
+		handles:    map[handleKey]*watcher{},
+		ending:     map[*watcher]bool{},
+		inWake:     make(chan struct{}, 1),
+		roundDone:  make(chan struct{}, 1),
+		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
+		applySlots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		budget:     b,
+		dispMoved:  make(chan struct{}),
+		quit:       make(chan struct{}),
+		dispDone:   make(chan struct{}),
 	}
 }
 
@@ -422,6 +446,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		events:  make(chan herald.Event, chanCapFor(sp.buffer)),
 		ctxDone: ctx.Done(),
 		wake:    make(chan struct{}, 1),
+		room:    make(chan struct{}, 1),
 		sync:    make(chan chan struct{}),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -604,18 +629,21 @@ func randToken(n int) string {
 
 // watcher is one watch-mode stream.
 type watcher struct {
-	id      string
-	svc     *Service
-	sp      *spec
-	session string
-	events  chan herald.Event
-	ctxDone <-chan struct{} // the Open context's: the transport has gone
-	wake    chan struct{}
-	busy    atomic.Bool // in the dispatcher's current round (see Service.inRound)
-	exited  atomic.Bool // the stream's goroutine has ended, or never started (see exit)
-	sync    chan chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	id       string
+	svc      *Service
+	sp       *spec
+	session  string
+	events   chan herald.Event
+	ctxDone  <-chan struct{} // the Open context's: the transport has gone
+	wake     chan struct{}
+	room     chan struct{} // the transport emptied the channel (see Drained)
+	batched  atomic.Bool   // the transport takes events in batches
+	batchAck atomic.Bool   // ... and the stream's goroutine has switched to them
+	busy     atomic.Bool   // in the dispatcher's current round (see Service.inRound)
+	exited   atomic.Bool   // the stream's goroutine has ended, or never started (see exit)
+	sync     chan chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 
 	mu        sync.Mutex // guards queue, behind, paused, cancelled, overflow
 	queue     []*herald.ChangeSet
@@ -646,14 +674,17 @@ type watcher struct {
 	unctx     func() bool // stops closing the stream when the Open context ends
 
 	// Owned by the watcher's goroutine.
-	outq    deque        // events waiting for room in the channel (see send)
-	gap     int          // events dropped from outq, reported before its next one
-	queued  atomic.Int64 // len(outq), for SHOW WATCHES
-	cursor  uint64       // seq of the last change set applied
-	tick    uint64
-	past    *past          // join patterns: the graph as of the cursor
-	initial []row          // the snapshot still to send
-	held    []herald.Event // deliver_on: tick — events of the tick that has not ended
+	applying bool         // holds one of Service.applySlots
+	slotAt   time.Time    // since when
+	qmu      sync.Mutex   // guards outq and gap (see outbox.go)
+	outq     deque        // events waiting for room in the channel (see send)
+	gap      int          // events dropped from outq, reported before its next one
+	queued   atomic.Int64 // len(outq), for SHOW WATCHES
+	cursor   uint64       // seq of the last change set applied
+	tick     uint64
+	past     *past          // join patterns: the graph as of the cursor
+	initial  []row          // the snapshot still to send
+	held     []herald.Event // deliver_on: tick — events of the tick that has not ended
 	// visibility: immediate
 	shown     map[herald.NodeID]*row // what was shown of nodes the open transaction touched
 	commitSeq uint64                 // the session's transaction committed at this seq
@@ -686,12 +717,60 @@ func (w *watcher) leaveRound() {
 	}
 }
 
+// takeSlot waits for one of the service's apply slots (see Service.applySlots); false
+// when the stream was closed meanwhile. Only the stream's goroutine calls it.
+func (w *watcher) takeSlot() bool {
+	if w.applying {
+		return true
+	}
+	select {
+	case w.svc.applySlots <- struct{}{}:
+	case <-w.stop:
+		return false
+	}
+	for b := w.svc.budget; b != nil; {
+		d := b.wait()
+		if d <= 0 {
+			break
+		}
+		t := w.svc.clock.NewTimer(d)
+		select {
+		case <-t.C():
+		case <-w.stop:
+			t.Stop()
+			<-w.svc.applySlots
+			return false
+		}
+	}
+	w.applying, w.slotAt = true, w.svc.clock.Now()
+	return true
+}
+
+// giveSlot hands the apply slot back: the stream has applied a share of its work, or is
+// about to wait. Only the stream's goroutine calls it.
+func (w *watcher) giveSlot() {
+	if w.applying {
+		w.applying = false
+		if b := w.svc.budget; b != nil {
+			b.spend(w.svc.clock.Now().Sub(w.slotAt))
+		}
+		<-w.svc.applySlots
+	}
+}
+
+// idle is where the stream's goroutine stops working to wait (for its transport, a
+// pause, the dispatcher, a commit): it leaves the round and gives its slot back.
+func (w *watcher) idle() {
+	w.giveSlot()
+	w.leaveRound()
+}
+
 // exit marks the stream's goroutine as gone and leaves any round it is counted in. A
 // wake after this leaves the round at once (wakeInRound): the dispatcher may have picked
 // the stream for a commit just before it ended, and must not wait for it.
 func (w *watcher) exit() {
 	w.exited.Store(true)
-	w.leaveRound()
+	w.idle()
 }
 
 // Close ends the stream.
@@ -712,7 +791,7 @@ func (w *watcher) Close() {
 func (w *watcher) awaitDispatched() (seq, tick uint64) {
 	durable, _ := w.svc.eng.Durable()
 	for {
-		w.leaveRound()
+		w.idle()
 		s := w.svc
 		s.mu.Lock()
 		seq, tick, moved, stopped := s.dispSeq, s.dispTick, s.dispMoved, s.stopped || !s.started

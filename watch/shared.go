@@ -29,32 +29,26 @@ type singleResult struct {
 	binds []eval.Row
 }
 
+// evalCache holds the shared results. Every stream of a statement reads each result,
+// one writes it: reads take no lock (a thousand streams on one statement must not queue
+// on a mutex), writes take one to keep the eviction order.
 type evalCache struct {
+	m     sync.Map // cacheKey → singleResult or joinResult
 	mu    sync.Mutex
-	m     map[cacheKey]any
 	order []cacheKey
 }
 
-func (c *evalCache) get(k cacheKey) (any, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[k]
-	return v, ok
-}
+func (c *evalCache) get(k cacheKey) (any, bool) { return c.m.Load(k) }
 
 func (c *evalCache) put(k cacheKey, v any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[cacheKey]any{}
-	}
-	if _, ok := c.m[k]; ok {
+	if _, loaded := c.m.LoadOrStore(k, v); loaded {
 		return
 	}
-	c.m[k] = v
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.order = append(c.order, k)
 	if len(c.order) > cacheSize {
-		delete(c.m, c.order[0])
+		c.m.Delete(c.order[0])
 		c.order = c.order[1:]
 	}
 }

@@ -32,6 +32,7 @@ type serveFlags struct {
 	insecure            bool
 	auth, authLoopback  bool
 	watchBytes          int
+	watchCPU            float64
 	principalWatches    int
 	maxConns            int
 	rate                float64
@@ -72,6 +73,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
+	fl.Float64Var(&f.watchCPU, "watch-cpu", server.DefaultWatchCPUShare, "share of one CPU that watch-mode fan-out may spend turning commits into events; past it watches lag (best_effort ones show gaps) and writers keep the CPUs; 1 for no bound")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
 	fl.IntVar(&f.principalPubs, "max-principal-inflight", server.DefaultMaxInflightPublishes, "with --auth, published messages one principal may have not yet durable, across its publish streams (E4015 past it)")
 	fl.IntVar(&f.principalWatches, "max-principal-watches", engine.DefaultMaxWatchesPerPrincipal, "watches one principal may hold (with --auth), both modes together (E8006 past it)")
@@ -106,6 +108,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if f.stmtTimeout < 0 || f.maxScanned < 0 {
 		return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned must not be negative (got %s and %d)", f.stmtTimeout, f.maxScanned))
 	}
+	if f.watchCPU <= 0 {
+		return usageError(fmt.Errorf("--watch-cpu must be positive, got %g", f.watchCPU))
+	}
 	if f.watchBytes < 1 {
 		return usageError(fmt.Errorf("--watch-buffer-bytes must be positive, got %d", f.watchBytes))
 	}
@@ -139,6 +144,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		MaxWatchesPerPrincipal: f.principalWatches,
 		AcceptDataLoss:         f.acceptLoss,
 		WatchBufferBytes:       f.watchBytes,
+		WatchCPUShare:          f.watchCPU,
 		TLSCertFile:            f.tlsCert,
 		TLSKeyFile:             f.tlsKey,
 		TLSClientCAFile:        f.tlsCA,

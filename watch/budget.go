@@ -1,0 +1,49 @@
+package watch
+
+import (
+	"sync"
+	"time"
+
+	"github.com/herald-mq/herald"
+)
+
+// budget bounds the time streams spend turning change sets into events: at most share
+// of every window. Past it, the stream holding the apply slot waits for the next
+// window, and so does every stream behind it, parked: fan-out then lags (best-effort
+// watches show gaps, reliable ones catch up later) and the CPUs are the writers'.
+type budget struct {
+	clock  herald.Clock
+	window time.Duration
+	allow  time.Duration // of each window
+
+	mu    sync.Mutex
+	start time.Time // of the current window
+	used  time.Duration
+}
+
+func newBudget(clock herald.Clock, window time.Duration, share float64) *budget {
+	return &budget{clock: clock, window: window, allow: time.Duration(float64(window) * share)}
+}
+
+// spend records d of work, done by a slot holder.
+func (b *budget) spend(d time.Duration) {
+	b.mu.Lock()
+	b.used += d
+	b.mu.Unlock()
+}
+
+// wait returns how long a slot holder must wait before working: zero while the current
+// window has budget left.
+func (b *budget) wait() time.Duration {
+	now := b.clock.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if end := b.start.Add(b.window); !now.Before(end) {
+		b.start, b.used = now, 0
+		return 0
+	}
+	if b.used < b.allow {
+		return 0
+	}
+	return b.start.Add(b.window).Sub(now)
+}

@@ -1,0 +1,293 @@
+package watch
+
+import "github.com/herald-mq/herald"
+
+// Events wait in two places: the stream's channel, which the transport reads and which
+// holds at most chanCap of them, and the watcher's own queue behind it (outq), which
+// grows as needed up to the watch's buffer. An idle watch holds no queue, and dropping
+// the oldest event of a full one costs the same whatever its buffer.
+//
+// A transport may read event by event: the stream's goroutine then waits for room in
+// the channel, and is woken once per event taken. A transport that takes events in
+// batches calls Drained when it has emptied the channel; once the stream's goroutine
+// has seen that (batchAck), the transport refills the channel from the queue itself,
+// and the two goroutines meet once per batch rather than once per event. qmu guards
+// the queue for that reason.
+
+// chanCap bounds the events waiting in a stream's channel.
+const chanCap = 16
+
+// chanCapFor is the channel share of a watch's buffer, plus one slot that only the
+// event ending the stream uses (so an error can follow a full buffer without waiting
+// for the transport when nothing else is queued).
+func chanCapFor(buffer int) int { return max(1, min(buffer, chanCap)) + 1 }
+
+// Drained tells the stream that its transport has emptied the channel; a transport that
+// calls it takes events in batches (see above). It refills the channel at once when
+// the stream's goroutine has switched to batches, and wakes that goroutine if it waits
+// for room.
+func (w *watcher) Drained() {
+	w.batched.Store(true)
+	if w.batchAck.Load() {
+		w.flush()
+	}
+	select {
+	case w.room <- struct{}{}:
+	default:
+	}
+}
+
+// ackBatch switches the stream's goroutine to batches once its transport has asked
+// for them. From then on it never holds a copy of the queue's head across a wait.
+func (w *watcher) ackBatch() {
+	if w.batched.Load() {
+		w.batchAck.Store(true)
+	}
+}
+
+// pending counts the events waiting for the transport.
+func (w *watcher) pending() int {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	return w.outq.len() + len(w.events) + min(w.gap, 1)
+}
+
+// queuedEvents reports whether the queue has something for the channel.
+func (w *watcher) queuedEvents() bool {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	return w.queuedLocked()
+}
+
+func (w *watcher) queuedLocked() bool { return w.gap > 0 || w.outq.len() > 0 }
+
+// headLocked is the next event to hand to the transport: the gap marker first, when
+// the queue dropped events.
+func (w *watcher) headLocked() herald.Event {
+	if w.gap > 0 {
+		return herald.Event{Type: herald.EventGap, Count: w.gap, Seq: w.cursor, Tick: w.tick}
+	}
+	return w.outq.front()
+}
+
+// popHead forgets the event the head was, once the channel took it.
+func (w *watcher) popHead() {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	w.popHeadLocked()
+}
+
+func (w *watcher) popHeadLocked() {
+	if w.gap > 0 {
+		w.gap = 0
+	} else {
+		w.outq.popFront()
+	}
+	w.queued.Store(int64(w.outq.len()))
+}
+
+// out returns the channel and the queue's head when the stream hands events on one by
+// one and has one to hand, else a nil channel (a select case on it never fires). Only
+// the stream's goroutine touches the queue in that mode, so the head stays the head.
+func (w *watcher) out() (chan<- herald.Event, herald.Event) {
+	if w.batchAck.Load() {
+		return nil, herald.Event{}
+	}
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if !w.queuedLocked() {
+		return nil, herald.Event{}
+	}
+	return w.events, w.headLocked()
+}
+
+// channelFull reports whether the channel holds all it may before an ending event.
+func (w *watcher) channelFull() bool { return len(w.events) >= cap(w.events)-1 }
+
+// flush moves what it can from the queue to the channel without waiting, leaving the
+// last slot free for an ending event.
+func (w *watcher) flush() {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	w.flushLocked(false)
+}
+
+// flushLocked is flush; with last it may fill the last slot too.
+func (w *watcher) flushLocked(last bool) {
+	for w.queuedLocked() && (last || !w.channelFull()) {
+		select {
+		case w.events <- w.headLocked():
+			w.popHeadLocked()
+		default:
+			return
+		}
+	}
+}
+
+// enqueue puts ev at the back of the queue.
+func (w *watcher) enqueue(ev herald.Event) {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	w.outq.pushBack(ev)
+	w.queued.Store(int64(w.outq.len()))
+}
+
+// drain waits until the queue is all in the channel; false when the stream was closed
+// meanwhile.
+func (w *watcher) drain() bool {
+	if w.queuedEvents() {
+		w.idle() // waiting for the transport holds no one else up
+	}
+	for {
+		if w.batchAck.Load() {
+			if w.flush(); !w.queuedEvents() {
+				return true
+			}
+			select {
+			case <-w.room:
+			case <-w.stop:
+				return false
+			}
+			continue
+		}
+		out, head := w.out()
+		if out == nil {
+			return true
+		}
+		select {
+		case out <- head:
+			w.popHead()
+		case <-w.room:
+			w.ackBatch()
+		case <-w.stop:
+			return false
+		}
+	}
+}
+
+// send delivers ev under the watch's delivery rules. It reports false when the stream
+// has ended (closed, or cancelled by on_full: error).
+func (w *watcher) send(ev herald.Event) bool {
+	select {
+	case <-w.stop:
+		return false
+	default:
+	}
+	w.flush()
+	if w.pending() >= w.sp.buffer || w.overBytes() {
+		switch {
+		case w.sp.reliable || w.sp.onFull == "block":
+			// Wait for the transport: this watch pauses, nothing else does.
+			if !w.drain() {
+				return false
+			}
+			w.idle()
+			select {
+			case w.events <- ev:
+				w.sent(ev)
+				return true
+			case <-w.stop:
+				return false
+			}
+		case w.sp.onFull == "error":
+			w.mu.Lock()
+			w.overflow = true
+			w.mu.Unlock()
+			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer (%d events, %d bytes) is full and on_full is error; the watch is cancelled", w.sp.buffer, w.svc.cfg.MaxBufferBytes)
+			return w.end(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
+		default:
+			w.dropOldest()
+		}
+	}
+	w.enqueue(ev)
+	w.sent(ev)
+	w.flush()
+	return true
+}
+
+// dropOldest makes room for one event under on_full: drop. The oldest event of the
+// queue goes and the gap marker in front of the queue counts it: the client sees what
+// already waits in the channel, then the gap, then the newer events, so the gap stands
+// where the events are missing. A buffer no larger than the channel's share is mostly
+// in the channel: what waits there is taken back first (at most chanCap events), so the
+// oldest go.
+func (w *watcher) dropOldest() {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	if w.outq.len() == 0 || w.sp.buffer <= chanCap {
+		var back []herald.Event
+		for more := true; more; {
+			select {
+			case old := <-w.events:
+				if old.Type == herald.EventGap {
+					w.gap += old.Count
+				} else {
+					back = append(back, old)
+				}
+			default:
+				more = false
+			}
+		}
+		for i := len(back) - 1; i >= 0; i-- {
+			w.outq.pushFront(back[i])
+		}
+	}
+	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.sp.buffer || w.overBytesLocked()) {
+		w.outq.popFront()
+		w.gap++
+	}
+}
+
+// overBytes reports whether the events the stream holds for its client have reached
+// the bytes the service allows a stream (Config.MaxBufferBytes).
+func (w *watcher) overBytes() bool {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	return w.overBytesLocked()
+}
+
+func (w *watcher) overBytesLocked() bool { return w.outq.bytes >= w.svc.cfg.MaxBufferBytes }
+
+// end delivers what is waiting, then ev (an error), and closes the stream.
+func (w *watcher) end(ev herald.Event) bool {
+	w.idle()
+	if w.drain() {
+		select {
+		case w.events <- ev:
+		case <-w.stop:
+		}
+	}
+	w.Close()
+	return false
+}
+
+// deliverLast delivers what is waiting and then ev to a stream that was closed by a CANCEL:
+// its transport still reads until its own context ends or the service stops.
+func (w *watcher) deliverLast(ev herald.Event) {
+	w.idle()
+	w.enqueue(ev)
+	for {
+		var out chan<- herald.Event
+		var head herald.Event
+		if w.batchAck.Load() {
+			w.qmu.Lock()
+			w.flushLocked(true)
+			w.qmu.Unlock()
+		} else if out, head = w.out(); out == nil {
+			return
+		}
+		if out == nil && !w.queuedEvents() {
+			return
+		}
+		select {
+		case out <- head:
+			w.popHead()
+		case <-w.room:
+			w.ackBatch()
+		case <-w.ctxDone:
+			return
+		case <-w.svc.quit:
+			return
+		}
+	}
+}
