@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +53,8 @@ type layer0 struct {
 	stats    map[herald.NodeID]*WatchStats
 	gone     []*WatchStats // untracked since the last flush: their last counts go out
 	statsOn  bool          // flushStats is among the flushers
-	todo     []*WatchStats // counters of the flush under way, for the next commits
+	todo     []*WatchStats // counters of the round under way, for the next commits
+	round    int           // commits the round under way takes
 
 	wake chan struct{}
 	stop chan struct{}
@@ -101,31 +104,42 @@ func (l *layer0) loop() {
 		case <-l.wake:
 		case <-tick:
 			flush = true
-			t.Reset(l.interval)
 		}
 		l.mu.Lock()
 		ops := l.ops
 		l.ops = nil
-		if flush {
+		switch {
+		case flush && len(l.todo) > 0:
+			ops = append(ops, l.flushStats) // the next share of the round under way
+		case flush:
 			ops = append(ops, l.flushers...)
-		} else if len(l.todo) > 0 {
-			ops = append(ops, l.flushStats) // the rest of a flush under way
 		}
 		if t == nil && len(l.flushers) > 0 {
 			t = l.e.clock.NewTimer(l.interval)
 		}
 		l.mu.Unlock()
-		if len(ops) == 0 {
-			continue
+		if len(ops) > 0 {
+			_, _, _, err := l.e.SystemAsync(applyAll(ops))
+			if err != nil && !l.e.closing.Load() {
+				l.e.log.Warn("layer 0: writing session and watch nodes failed", "err", err)
+			}
 		}
-		_, _, _, err := l.e.SystemAsync(applyAll(ops))
-		if err != nil && !l.e.closing.Load() {
-			l.e.log.Warn("layer 0: writing session and watch nodes failed", "err", err)
-		}
-		if l.flushing() {
-			l.arm()
+		if flush {
+			t.Reset(l.nextTick())
 		}
 	}
+}
+
+// nextTick is the wait before the next flush commit: a round of statsPerCommit-node
+// commits is spread evenly over the interval, so the writes of thousands of watches'
+// counters never come as one burst.
+func (l *layer0) nextTick() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.todo) == 0 || l.round <= 1 {
+		return l.interval
+	}
+	return l.interval / time.Duration(l.round)
 }
 
 // flushing reports whether a stats flush has counters left for further commits.
@@ -382,9 +396,9 @@ func (e *Engine) UntrackWatch(st *WatchStats) {
 	}
 }
 
-// statsPerCommit bounds the _Watch nodes one Layer 0 commit writes: a flush of
-// thousands of watches goes out over several commits, and the writes queued meanwhile
-// take turns with them rather than wait for one large commit.
+// statsPerCommit bounds the _Watch nodes one Layer 0 commit writes: a round of
+// thousands of watches goes out over several commits spread over the interval, and
+// client writes take turns with them rather than wait behind one large commit.
 const statsPerCommit = 64
 
 // flushStats writes the counters that changed since the last flush, statsPerCommit of
@@ -397,6 +411,9 @@ func (l *layer0) flushStats(tx *SysTx) {
 		}
 		l.todo = append(l.todo, l.gone...)
 		l.gone = nil
+		// In node order, so that each watch comes at the same point of every round.
+		slices.SortFunc(l.todo, func(a, b *WatchStats) int { return strings.Compare(string(a.id), string(b.id)) })
+		l.round = (len(l.todo) + statsPerCommit - 1) / statsPerCommit
 	}
 	k := min(len(l.todo), statsPerCommit)
 	batch := l.todo[:k:k]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store/memstore"
 )
 
@@ -43,5 +44,60 @@ func TestStatsFlushInChunks(t *testing.T) {
 	r := exec(t, e, "MATCH w: _Watch RETURN SUM(w.events_delivered) AS n")
 	if got, want := r.Results[0].Rows[0][0], herald.Int(watches*(watches+1)/2); herald.Compare(got, want) != 0 {
 		t.Errorf("events_delivered sums to %v, want %v", got, want)
+	}
+}
+
+// TestStatsRoundSpread: the periodic flush spreads a round over the interval, one
+// commit of at most 64 watches at a time, in node order.
+func TestStatsRoundSpread(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(time.Unix(1700000000, 0))
+	const interval = 3 * time.Second
+	e := openEngine(t, memstore.New(), engine.Config{Clock: clk, Layer0Interval: interval})
+	const watches = 150 // three commits: 64, 64, 22
+	attrs := herald.AttrsOf(map[string]herald.Value{"pattern": herald.String("WATCH t: Task RETURN t"), "mode": herald.String("watch"),
+		"status": herald.String("active"), "on_full": herald.String("drop")})
+	if _, _, err := e.System(ctx, func(tx *engine.SysTx) error {
+		for i := range watches {
+			tx.PutNode(&herald.Node{ID: herald.NodeID(fmt.Sprintf("w%03d", i)), Type: "_Watch", Attrs: attrs})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range watches {
+		st := e.TrackWatch(herald.NodeID(fmt.Sprintf("w%03d", i)), nil)
+		defer e.UntrackWatch(st)
+		st.Delivered(1, clk.Now())
+	}
+	written := func() int64 {
+		r := exec(t, e, "MATCH w: _Watch WHERE w.events_delivered = 1 RETURN COUNT(w)")
+		return r.Results[0].Rows[0][0].AsInt()
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s", what)
+			}
+		}
+	}
+	// The loop arms its timer once it sees the first tracked watch.
+	waitFor("the flush timer", func() bool { return clk.Pending() > 0 })
+	var prev int64
+	for _, step := range []struct {
+		advance time.Duration
+		want    int64
+	}{{interval, 64}, {interval / 3, 128}, {interval / 3, 150}} {
+		if got := written(); got != prev {
+			t.Fatalf("before the clock moved: %d watches written, want %d", got, prev)
+		}
+		prev = step.want
+		clk.Advance(step.advance)
+		waitFor(fmt.Sprintf("%d watches written", step.want), func() bool { return written() >= step.want })
+		waitFor("the next timer", func() bool { return clk.Pending() > 0 })
+		if got := written(); got != step.want {
+			t.Fatalf("%d watches written, want %d: a commit wrote more than 64", got, step.want)
+		}
 	}
 }

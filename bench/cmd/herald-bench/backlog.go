@@ -43,6 +43,7 @@ func serveChild(args []string) int {
 	addrFile := fs.String("addr-file", "", "file to write the address to")
 	cpuprofile := fs.String("cpuprofile", "", "file to write a CPU profile of the server to")
 	tracefile := fs.String("trace", "", "file to write an execution trace of the server to")
+	watchCPU := fs.Float64("watch-cpu", 0, "the server's WatchCPUShare (0: its default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,7 +75,7 @@ func serveChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	srv := server.New(server.Config{DataDir: *data, Listen: *listen, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := server.New(server.Config{DataDir: *data, Listen: *listen, WatchCPUShare: *watchCPU, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := srv.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

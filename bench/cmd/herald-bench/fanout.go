@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ type fanoutReport struct {
 	Watchers       int            `json:"watchers"`
 	Rate           int            `json:"rate"`
 	Duration       time.Duration  `json:"duration_ns"`
+	WatchCPU       float64        `json:"watch_cpu,omitempty"` // the server's --watch-cpu; 0: its default
 	Alone          publishFigures `json:"without_watchers"`
 	Watched        publishFigures `json:"with_watchers"`
 	RSSIdleWatch   float64        `json:"rss_per_idle_watch_bytes"`
@@ -56,6 +58,9 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	}
 	defer os.RemoveAll(dir)
 	var extra []string
+	if f.fanoutCPU > 0 {
+		extra = append(extra, "--watch-cpu", strconv.FormatFloat(f.fanoutCPU, 'g', -1, 64))
+	}
 	if f.cpuProfile != "" {
 		// The server runs in a process of its own: its profile goes beside the run's.
 		extra = append(extra, "--cpuprofile", f.cpuProfile+".server")
@@ -77,7 +82,7 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	if _, err := pub.Exec(ctx, "node "+heraldbench.Type+" { body: String }", nil); err != nil {
 		return err
 	}
-	rep := fanoutReport{Watchers: f.fanout, Rate: f.fanoutRate, Duration: f.fanoutDuration}
+	rep := fanoutReport{Watchers: f.fanout, Rate: f.fanoutRate, Duration: f.fanoutDuration, WatchCPU: f.fanoutCPU}
 	logf := func(format string, args ...any) {
 		if !f.noProgress {
 			fmt.Fprintf(stderr, format+"\n", args...)
@@ -140,8 +145,12 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 
 func writeFanout(w io.Writer, rep fanoutReport) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Fan-out: one publisher at %d msg/s for %v, confirmed publishes; then again with %d watch-mode streams on the same pattern (best_effort, initial: none).\n\n",
-		rep.Rate, rep.Duration, rep.Watchers)
+	share := "its default"
+	if rep.WatchCPU > 0 {
+		share = strconv.FormatFloat(rep.WatchCPU, 'g', -1, 64)
+	}
+	fmt.Fprintf(&b, "Fan-out: one publisher at %d msg/s for %v, confirmed publishes; then again with %d watch-mode streams on the same pattern (best_effort, initial: none); the server's --watch-cpu is %s.\n\n",
+		rep.Rate, rep.Duration, rep.Watchers, share)
 	b.WriteString("| publish latency | p50 | p99 | max |\n|---|---:|---:|---:|\n")
 	for _, r := range []struct {
 		name string

@@ -96,6 +96,7 @@ type benchFlags struct {
 	cpuProfile, traceFile, memProfile string
 	backlog                           int
 	fanout, fanoutRate                int
+	fanoutCPU                         float64
 	fanoutDuration                    time.Duration
 }
 
@@ -168,6 +169,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.IntVar(&f.backlog, "backlog", 0, "backlog mode: fill this many messages into a child server and measure it (Herald only)")
 	fl.IntVar(&f.fanout, "fanout", 0, "fan-out mode: this many watch-mode streams on the published pattern (Herald only)")
 	fl.IntVar(&f.fanoutRate, "fanout-rate", 1000, "fan-out mode: messages per second published")
+	fl.Float64Var(&f.fanoutCPU, "fanout-watch-cpu", 0, "fan-out mode: the server's --watch-cpu (0: its default)")
 	fl.DurationVar(&f.fanoutDuration, "fanout-duration", 10*time.Second, "fan-out mode: how long each of its two runs publishes")
 	return cmd
 }
