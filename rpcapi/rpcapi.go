@@ -25,6 +25,7 @@ import (
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/watch"
 )
 
@@ -82,6 +83,14 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxBodyBytes caps request messages; 0 means no limit beyond Connect's own.
 	MaxBodyBytes int64
+	// WatchLinger is how long a busy watch-mode stream gathers events before its next
+	// frame: after a frame, the next one waits until this much time has passed since
+	// it, so a stream of a thousand events a second sends tens of frames, not a
+	// thousand. The first event after a quiet spell goes out at once. 0 means
+	// DefaultWatchLinger; negative, no wait.
+	WatchLinger time.Duration
+	// Clock times the linger; nil means the real clock.
+	Clock herald.Clock
 	// MaxInflightPublishes caps, per authenticated principal, the published messages
 	// not yet durable across its publish streams; past it a frame's messages answer
 	// E4015. 0 means DefaultMaxInflightPublishes.
@@ -102,7 +111,12 @@ type Service struct {
 	// sendSlots bounds how many watch-mode streams encode and send a frame at once, so
 	// that a large fan-out takes at most half the CPUs and publishers keep the rest.
 	sendSlots chan struct{}
+	linger    time.Duration
+	clock     herald.Clock
 }
+
+// DefaultWatchLinger is Options.WatchLinger's default.
+const DefaultWatchLinger = 10 * time.Millisecond
 
 var _ heraldv1connect.HeraldHandler = (*Service)(nil)
 
@@ -118,6 +132,13 @@ func New(eng Engine, opts Options) *Service {
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	s.sendSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	s.linger, s.clock = opts.WatchLinger, opts.Clock
+	if s.linger == 0 {
+		s.linger = DefaultWatchLinger
+	}
+	if s.clock == nil {
+		s.clock = clock.Real()
+	}
 	return s
 }
 

@@ -54,6 +54,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 	}
 	events := st.Events()
 	var raw []byte
+	var last time.Time // when the last frame went out
 	for {
 		var first herald.Event
 		var ok bool
@@ -70,6 +71,10 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		}
 		if !ok {
 			return nil
+		}
+		// A busy stream gathers what comes during the linger into one frame.
+		if !s.lingered(ctx, last) {
+			return s.ended(ctx)
 		}
 		// Encoding takes one of a few slots, so that a large fan-out leaves CPU to the
 		// publishers; the send does not hold it (a client that does not read would
@@ -90,6 +95,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 			if err := out.Send(frame); err != nil {
 				return err
 			}
+			last = s.clock.Now()
 		}
 		if end != nil {
 			return end
@@ -124,6 +130,26 @@ func encodeFrame(raw []byte, first herald.Event, events <-chan herald.Event, d d
 		}
 	}
 	return raw, n, nil
+}
+
+// lingered waits until the linger has passed since the last frame went out (at last);
+// false when ctx ended meanwhile.
+func (s *Service) lingered(ctx context.Context, last time.Time) bool {
+	if s.linger <= 0 || last.IsZero() {
+		return true
+	}
+	wait := s.linger - s.clock.Now().Sub(last)
+	if wait <= 0 {
+		return true
+	}
+	t := s.clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // refill asks a stream that takes batches (d) to refill its emptied channel, and

@@ -100,6 +100,10 @@ type Config struct {
 	// WatchBufferBytes bounds, in bytes, what a watch-mode stream holds for a client
 	// that does not read; 0 means DefaultWatchBufferBytes.
 	WatchBufferBytes int
+	// WatchLinger is how long a busy watch-mode RPC stream gathers events into its next
+	// frame (rpcapi.Options.WatchLinger); 0 means rpcapi.DefaultWatchLinger, negative
+	// none.
+	WatchLinger time.Duration
 	// WatchCPUShare bounds the CPU that watch-mode fan-out may take, as a share of one
 	// CPU (watch.Config.CPUShare); 0 means watch.DefaultCPUShare, 1 or more no bound.
 	WatchCPUShare float64
@@ -273,6 +277,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		Queues:       queues,
 		Logger:       s.log.With("component", "rpc"),
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
+		WatchLinger:  s.cfg.WatchLinger,
+		Clock:        eng.Clock(),
 
 		MaxInflightPublishes: s.cfg.MaxInflightPublishes,
 	})
@@ -345,6 +351,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 // DefaultMaxInflightPublishes is Config.MaxInflightPublishes's default.
 const DefaultMaxInflightPublishes = rpcapi.DefaultMaxInflightPublishes
+
+// DefaultWatchLinger is Config.WatchLinger's default.
+const DefaultWatchLinger = rpcapi.DefaultWatchLinger
 
 // DefaultWatchCPUShare is Config.WatchCPUShare's default.
 const DefaultWatchCPUShare = watch.DefaultCPUShare

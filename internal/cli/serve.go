@@ -33,6 +33,7 @@ type serveFlags struct {
 	auth, authLoopback  bool
 	watchBytes          int
 	watchCPU            float64
+	watchLinger         time.Duration
 	principalWatches    int
 	maxConns            int
 	rate                float64
@@ -73,6 +74,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
+	fl.DurationVar(&f.watchLinger, "watch-linger", server.DefaultWatchLinger, "how long a busy watch-mode RPC stream gathers events into one frame (the first event after a quiet spell goes out at once); 0 for no wait")
 	fl.Float64Var(&f.watchCPU, "watch-cpu", server.DefaultWatchCPUShare, "share of one CPU that watch-mode fan-out may spend turning commits into events; past it watches lag (best_effort ones show gaps) and writers keep the CPUs; 1 for no bound")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
 	fl.IntVar(&f.principalPubs, "max-principal-inflight", server.DefaultMaxInflightPublishes, "with --auth, published messages one principal may have not yet durable, across its publish streams (E4015 past it)")
@@ -107,6 +109,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	if f.stmtTimeout < 0 || f.maxScanned < 0 {
 		return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned must not be negative (got %s and %d)", f.stmtTimeout, f.maxScanned))
+	}
+	if f.watchLinger < 0 {
+		return usageError(fmt.Errorf("--watch-linger must not be negative, got %s", f.watchLinger))
 	}
 	if f.watchCPU <= 0 {
 		return usageError(fmt.Errorf("--watch-cpu must be positive, got %g", f.watchCPU))
@@ -145,6 +150,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		AcceptDataLoss:         f.acceptLoss,
 		WatchBufferBytes:       f.watchBytes,
 		WatchCPUShare:          f.watchCPU,
+		WatchLinger:            linger(f.watchLinger),
 		TLSCertFile:            f.tlsCert,
 		TLSKeyFile:             f.tlsKey,
 		TLSClientCAFile:        f.tlsCA,
@@ -216,4 +222,13 @@ func noLimit[T int | int64 | time.Duration](v T) T {
 		return -1
 	}
 	return v
+}
+
+// linger maps the --watch-linger flag to server.Config.WatchLinger, where 0 means the
+// default and a negative value none.
+func linger(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
