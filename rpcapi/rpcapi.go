@@ -25,7 +25,6 @@ import (
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
-	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/watch"
 )
 
@@ -89,7 +88,7 @@ type Options struct {
 	// thousand. The first event after a quiet spell goes out at once. 0 means
 	// DefaultWatchLinger; negative, no wait.
 	WatchLinger time.Duration
-	// Clock times the linger; nil means the real clock.
+	// Clock times the linger; without one streams do not linger.
 	Clock herald.Clock
 	// MaxInflightPublishes caps, per authenticated principal, the published messages
 	// not yet durable across its publish streams; past it a frame's messages answer
@@ -137,7 +136,7 @@ func New(eng Engine, opts Options) *Service {
 		s.linger = DefaultWatchLinger
 	}
 	if s.clock == nil {
-		s.clock = clock.Real()
+		s.linger = -1
 	}
 	return s
 }

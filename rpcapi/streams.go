@@ -95,7 +95,9 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 			if err := out.Send(frame); err != nil {
 				return err
 			}
-			last = s.clock.Now()
+			if s.linger > 0 {
+				last = s.clock.Now()
+			}
 		}
 		if end != nil {
 			return end
