@@ -12,27 +12,35 @@ import (
 	"github.com/herald-mq/herald/store/memstore"
 )
 
+// trackWatches makes n _Watch nodes (w000, w001, …) and tracks their counters, the i-th
+// having delivered delivered(i) events at at; the tracking ends with the test.
+func trackWatches(t *testing.T, e *engine.Engine, n int, delivered func(i int) int, at time.Time) {
+	t.Helper()
+	attrs := herald.AttrsOf(map[string]herald.Value{"pattern": herald.String("WATCH t: Task RETURN t"), "mode": herald.String("watch"),
+		"status": herald.String("active"), "on_full": herald.String("drop")})
+	id := func(i int) herald.NodeID { return herald.NodeID(fmt.Sprintf("w%03d", i)) }
+	if _, _, err := e.System(context.Background(), func(tx *engine.SysTx) error {
+		for i := range n {
+			tx.PutNode(&herald.Node{ID: id(i), Type: "_Watch", Attrs: attrs})
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		st := e.TrackWatch(id(i), nil)
+		t.Cleanup(func() { e.UntrackWatch(st) })
+		st.Delivered(delivered(i), at)
+	}
+}
+
 // TestStatsFlushInChunks: the _Watch counters of many watches go out over several
 // small commits, not one large one, and every counter arrives.
 func TestStatsFlushInChunks(t *testing.T) {
 	ctx := context.Background()
 	e := openEngine(t, memstore.New(), engine.Config{Layer0Interval: 1000 * time.Hour})
 	const watches = 150
-	attrs := herald.AttrsOf(map[string]herald.Value{"pattern": herald.String("WATCH t: Task RETURN t"), "mode": herald.String("watch"),
-		"status": herald.String("active"), "on_full": herald.String("drop")})
-	if _, _, err := e.System(ctx, func(tx *engine.SysTx) error {
-		for i := range watches {
-			tx.PutNode(&herald.Node{ID: herald.NodeID(fmt.Sprintf("w%03d", i)), Type: "_Watch", Attrs: attrs})
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range watches {
-		st := e.TrackWatch(herald.NodeID(fmt.Sprintf("w%03d", i)), nil)
-		defer e.UntrackWatch(st)
-		st.Delivered(i+1, time.Unix(1700000000, 0))
-	}
+	trackWatches(t, e, watches, func(i int) int { return i + 1 }, time.Unix(1700000000, 0))
 	before, _ := e.Durable()
 	if err := e.FlushLayer0(ctx); err != nil {
 		t.Fatal(err)
@@ -50,26 +58,11 @@ func TestStatsFlushInChunks(t *testing.T) {
 // TestStatsRoundSpread: the periodic flush spreads a round over the interval, one
 // commit of at most 64 watches at a time, in node order.
 func TestStatsRoundSpread(t *testing.T) {
-	ctx := context.Background()
 	clk := clock.NewManual(time.Unix(1700000000, 0))
 	const interval = 3 * time.Second
 	e := openEngine(t, memstore.New(), engine.Config{Clock: clk, Layer0Interval: interval})
 	const watches = 150 // three commits: 64, 64, 22
-	attrs := herald.AttrsOf(map[string]herald.Value{"pattern": herald.String("WATCH t: Task RETURN t"), "mode": herald.String("watch"),
-		"status": herald.String("active"), "on_full": herald.String("drop")})
-	if _, _, err := e.System(ctx, func(tx *engine.SysTx) error {
-		for i := range watches {
-			tx.PutNode(&herald.Node{ID: herald.NodeID(fmt.Sprintf("w%03d", i)), Type: "_Watch", Attrs: attrs})
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range watches {
-		st := e.TrackWatch(herald.NodeID(fmt.Sprintf("w%03d", i)), nil)
-		defer e.UntrackWatch(st)
-		st.Delivered(1, clk.Now())
-	}
+	trackWatches(t, e, watches, func(int) int { return 1 }, clk.Now())
 	written := func() int64 {
 		r := exec(t, e, "MATCH w: _Watch WHERE w.events_delivered = 1 RETURN COUNT(w)")
 		return r.Results[0].Rows[0][0].AsInt()

@@ -55,6 +55,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 	events := st.Events()
 	var raw []byte
 	var last time.Time // when the last frame went out
+	d, _ := st.(drainer)
 	for {
 		var first herald.Event
 		var ok bool
@@ -86,7 +87,6 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		}
 		var n int
 		var end error
-		d, _ := st.(drainer)
 		raw, n, end = encodeFrame(raw[:0], first, events, d)
 		<-s.sendSlots
 		if n > 0 {

@@ -45,11 +45,12 @@ func (w *watcher) ackBatch() {
 	}
 }
 
-// pending counts the events waiting for the transport.
-func (w *watcher) pending() int {
+// full reports whether the events waiting for the transport have reached the watch's
+// buffer, or the bytes the service allows a stream (Config.MaxBufferBytes).
+func (w *watcher) full() bool {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
-	return w.outq.len() + len(w.events) + min(w.gap, 1)
+	return w.outq.len()+len(w.events)+min(w.gap, 1) >= w.sp.buffer || w.overBytesLocked()
 }
 
 // queuedEvents reports whether the queue has something for the channel.
@@ -174,7 +175,7 @@ func (w *watcher) send(ev herald.Event) bool {
 	default:
 	}
 	w.flush()
-	if w.pending() >= w.sp.buffer || w.overBytes() {
+	if w.full() {
 		switch {
 		case w.sp.reliable || w.sp.onFull == "block":
 			// Wait for the transport: this watch pauses, nothing else does.
@@ -238,14 +239,8 @@ func (w *watcher) dropOldest() {
 	}
 }
 
-// overBytes reports whether the events the stream holds for its client have reached
-// the bytes the service allows a stream (Config.MaxBufferBytes).
-func (w *watcher) overBytes() bool {
-	w.qmu.Lock()
-	defer w.qmu.Unlock()
-	return w.overBytesLocked()
-}
-
+// overBytesLocked reports whether the events the stream holds for its client have
+// reached the bytes the service allows a stream (Config.MaxBufferBytes).
 func (w *watcher) overBytesLocked() bool { return w.outq.bytes >= w.svc.cfg.MaxBufferBytes }
 
 // end delivers what is waiting, then ev (an error), and closes the stream.
