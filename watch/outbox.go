@@ -66,7 +66,7 @@ func (w *watcher) queuedLocked() bool { return w.gap > 0 || w.outq.len() > 0 }
 // the queue dropped events.
 func (w *watcher) headLocked() herald.Event {
 	if w.gap > 0 {
-		return herald.Event{Type: herald.EventGap, Count: w.gap, Seq: w.cursor, Tick: w.tick}
+		return herald.Event{Type: herald.EventGap, Count: w.gap, Seq: w.gapSeq, Tick: w.gapTick}
 	}
 	return w.outq.front()
 }
@@ -236,6 +236,11 @@ func (w *watcher) dropOldest() {
 	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.sp.buffer || w.overBytesLocked()) {
 		w.outq.popFront()
 		w.gap++
+	}
+	if w.gap > 0 {
+		// The gap shows the stream's position as of the drop: the transport may read the
+		// marker on its own goroutine, where the cursor is not to be read.
+		w.gapSeq, w.gapTick = w.cursor, w.tick
 	}
 }
 
