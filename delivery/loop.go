@@ -89,6 +89,7 @@ type work struct {
 }
 
 type letter struct {
+	kept     bool // its commit left the subject where it was (its body could not be read)
 	drop     recordDrop
 	watch    herald.NodeID
 	dest     herald.NodeID
@@ -170,6 +171,9 @@ func (s *Service) runOnce() time.Time {
 func (s *Service) unleaseRound(w *work) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, lt := range w.letters {
+		s.unletterLocked(lt.drop.subject)
+	}
 	for _, l := range w.leases {
 		if s.leases[l.key] != l {
 			continue
@@ -181,6 +185,15 @@ func (s *Service) unleaseRound(w *work) {
 	s.kick()
 }
 
+// unletterLocked gives a subject whose dead letter did not commit back to the groups:
+// the next round decides it again.
+func (s *Service) unletterLocked(id herald.NodeID) {
+	if s.lettering[id] {
+		delete(s.lettering, id)
+		s.redecide = append(s.redecide, id)
+	}
+}
+
 // sent sends a round's consumed events once its commit is durable.
 func (s *Service) sent(w *work, seq, tick uint64, err error) {
 	if err != nil {
@@ -190,6 +203,12 @@ func (s *Service) sent(w *work, seq, tick uint64, err error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, lt := range w.letters {
+		if lt.kept {
+			s.unletterLocked(lt.drop.subject)
+			s.kick()
+		}
+	}
 	s.count.delivered.Add(uint64(len(w.leases)))
 	s.count.deadLettered.Add(uint64(len(w.letters)))
 	for _, l := range w.leases {
@@ -225,8 +244,9 @@ func (s *Service) nextWake() time.Time {
 // write applies a round's work in a system transaction. It reads only what runOnce
 // copied under the lock.
 func (s *Service) write(tx *engine.SysTx, w *work, now time.Time) {
-	for _, lt := range w.letters {
+	for i, lt := range w.letters {
 		if _, failed, err := s.deadLetter(tx, lt.drop, lt.watch, lt.dest, lt.reason, lt.attempts, lt.match, now); err != nil {
+			w.letters[i].kept = true
 			s.log.Error("consume: a message past its redeliveries stays where it is: its body cannot be read", "node", lt.drop.subject, "err", err)
 		} else if failed != nil {
 			s.log.Warn("consume: dead letter recorded without its destination", "err", failed)
@@ -289,6 +309,7 @@ func (s *Service) settledLocked(l *lease, w *work) {
 	if spent >= 1+max {
 		w.letters = append(w.letters, letter{drop: dropLocked(sub), watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: spent, match: l.match})
 		s.dropSubjectLocked(sub)
+		s.lettering[sub.id] = true
 		return
 	}
 	if !l.sent {
@@ -411,6 +432,17 @@ func (s *Service) catchUpLocked(tx *graph.Tx) {
 	sets := s.pending
 	s.pending = nil
 	s.pendMu.Unlock()
+	if len(s.redecide) > 0 {
+		// Subjects whose dead letter did not commit: decided as if they had changed.
+		var changes []herald.Change
+		for _, id := range s.redecide {
+			if n := tx.Node(id); n != nil {
+				changes = append(changes, herald.Change{Kind: herald.NodeChange, NodeAfter: n})
+			}
+		}
+		s.redecide = nil
+		sets = append(sets, &herald.ChangeSet{Changes: changes})
+	}
 	if len(sets) > 0 {
 		s.applyChangesLocked(tx, sets)
 	}
@@ -457,6 +489,7 @@ func (s *Service) nodeChangedLocked(tx *graph.Tx, ch *herald.Change, full map[*g
 	}
 	now := tx.Node(id)
 	if now == nil {
+		delete(s.lettering, id) // its dead letter, if any, has applied
 		if sub := s.subjects[id]; sub != nil {
 			if sub.lease != nil && sub.lease.settling {
 				// Its ACK deleted it, or it was killed while a NACK or EXTEND of it was
@@ -532,7 +565,7 @@ func (s *Service) runLocked(tx *graph.Tx, g *group, found func(*herald.Node, *ma
 	seen := map[herald.NodeID]bool{}
 	_, err := sp.full.RunLenient(tx, ctx, func(row eval.Row) error {
 		n := row[slot].Node
-		if n == nil || seen[n.ID] {
+		if n == nil || seen[n.ID] || s.lettering[n.ID] {
 			return nil
 		}
 		info, err := sp.info(ctx, row)
@@ -573,6 +606,9 @@ func (s *Service) failingLocked(g *group, id herald.NodeID, err error) {
 // A node whose evaluation fails (say, a division by zero in WHERE) does not match: it is
 // logged once and decided again when it changes; it never holds up the other messages.
 func (s *Service) evalLocked(tx *graph.Tx, g *group, n *herald.Node) (*matchInfo, eval.Row) {
+	if s.lettering[n.ID] {
+		return nil, nil // its dead letter is committing
+	}
 	info, row, err := g.spec.evalMatch(tx, n)
 	if err == nil {
 		if n != nil && g.failing != nil {

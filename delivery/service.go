@@ -122,6 +122,12 @@ type Service struct {
 	specs     map[herald.NodeID]*spec // recovered watches' options, by _Watch id
 	released  []*lease                // leases whose consumer left: requeued, not yet persisted
 	retired   []herald.NodeID         // _Watch nodes of ended groups of one
+	// lettering holds the subjects a round dead-lettered (their lease ran out for the
+	// last time) until the commit that deletes them applies: untracked but still in the
+	// graph meanwhile, they must not be leased again. redecide holds those whose letter
+	// did not commit: the next round decides them again.
+	lettering map[herald.NodeID]bool
+	redecide  []herald.NodeID
 
 	pendMu  sync.Mutex
 	pending []*herald.ChangeSet
@@ -172,6 +178,7 @@ func New(cfg Config) *Service {
 		byType:    map[string][]*group{},
 		cleanup:   map[herald.NodeID]recordDrop{},
 		specs:     map[herald.NodeID]*spec{},
+		lettering: map[herald.NodeID]bool{},
 		wake:      make(chan struct{}, 1),
 		setWake:   make(chan struct{}, 1),
 		setDone:   make(chan struct{}),
