@@ -258,6 +258,14 @@ func (e *Engine) Changes(ctx context.Context, after uint64, limit int) ([]*heral
 	return cs, err
 }
 
+// Horizon is the position up to which the change log has been truncated: Changes
+// after an earlier position fails with E6001.
+func (e *Engine) Horizon() uint64 {
+	e.pipe.mu.Lock()
+	defer e.pipe.mu.Unlock()
+	return e.pipe.horizon
+}
+
 // Syncs reports how many group commits the pipeline has made and how many transactions
 // they held, for the group-commit benchmark.
 func (e *Engine) Syncs() (groups, txns uint64) { return e.pipe.stats() }

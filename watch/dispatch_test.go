@@ -140,3 +140,29 @@ func TestWakeAfterStreamEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestSharesReleased: identical watches hold one share key, a different one another;
+// each is forgotten once its last stream has ended.
+func TestSharesReleased(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	open := func(q string) herald.Stream {
+		st, err := h.svc.Open(ctx, "", q, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	const q1, q2 = `WATCH t: Task [initial: none] RETURN t.n`, `WATCH t: Task [initial: none] WHERE t.n > 1 RETURN t.n`
+	a, b, c := open(q1), open(q1), open(q2)
+	if n := h.svc.SharesHeld(); n != 2 {
+		t.Fatalf("three streams on two statements hold %d share keys, want 2", n)
+	}
+	for i, st := range []herald.Stream{a, b, c} {
+		st.Close()
+		<-st.Done()
+		if n, want := h.svc.SharesHeld(), []int{2, 1, 0}[i]; n != want {
+			t.Fatalf("after closing stream %d: %d share keys held, want %d", i, n, want)
+		}
+	}
+}

@@ -22,3 +22,10 @@ func WakeAsDispatcher(st herald.Stream) { st.(*watcher).wakeInRound() }
 
 // InRound is how many woken streams the dispatcher's round still waits for.
 func (s *Service) InRound() int64 { return s.inRound.Load() }
+
+// SharesHeld is how many distinct share keys open streams hold.
+func (s *Service) SharesHeld() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.shares)
+}

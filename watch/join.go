@@ -142,8 +142,8 @@ func (w *watcher) applyJoin(cs *herald.ChangeSet) ([]herald.Event, []eval.Row, e
 		p.advance(cs.Seq)
 		return nil, nil, nil
 	}
-	key := cacheKey{spec: w.share, seq: cs.Seq, join: true}
-	if w.share != "" {
+	key := cacheKey{share: w.shareID, seq: cs.Seq, join: true}
+	if w.shareID != 0 {
 		if v, ok := w.svc.cache.get(key); ok {
 			p.advance(cs.Seq)
 			r := v.(joinResult)
@@ -176,7 +176,7 @@ func (w *watcher) applyJoin(cs *herald.ChangeSet) ([]herald.Event, []eval.Row, e
 		return nil, nil, err
 	}
 	evs, binds := w.sp.diff(before, after, cs.Seq, cs.Tick)
-	if w.share != "" {
+	if w.shareID != 0 {
 		w.svc.cache.put(key, joinResult{evs: append([]herald.Event(nil), evs...), binds: binds})
 	}
 	return evs, binds, nil

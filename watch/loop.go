@@ -219,7 +219,7 @@ func (w *watcher) catchUp() bool {
 			if !w.takeSlot() {
 				return false
 			}
-			sets, err := w.svc.eng.Changes(context.Background(), w.cursor, logPage)
+			sets, err := w.svc.changes(w.cursor, logPage)
 			if err != nil {
 				if herald.CodeOf(err) == herald.CodeCompacted {
 					if !w.restart("the requested position is older than the change log keeps; a new snapshot follows") {
@@ -240,7 +240,7 @@ func (w *watcher) catchUp() bool {
 			w.mu.Lock()
 			w.behind, w.queue = false, nil
 			w.mu.Unlock()
-			sets, err = w.svc.eng.Changes(context.Background(), w.cursor, logPage)
+			sets, err = w.svc.changes(w.cursor, logPage)
 			if err != nil {
 				return w.fail(err)
 			}
@@ -384,10 +384,10 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 // sharedSingle is applySingle through the cache of identical watches. A watch whose
 // events depend on its own state (uncommitted changes shown) evaluates alone.
 func (w *watcher) sharedSingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.Node, []eval.Row, error) {
-	if w.share == "" || (w.shown != nil && len(w.shown) > 0) {
+	if w.shareID == 0 || (w.shown != nil && len(w.shown) > 0) {
 		return w.applySingle(cs)
 	}
-	key := cacheKey{spec: w.share, seq: cs.Seq}
+	key := cacheKey{share: w.shareID, seq: cs.Seq}
 	if v, ok := w.svc.cache.get(key); ok {
 		r := v.(singleResult)
 		return append([]herald.Event(nil), r.evs...), r.nodes, r.binds, nil

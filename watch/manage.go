@@ -350,8 +350,12 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	w.svc.index(w, false)
 	w.sp, w.stmt = req.sp, req.stmt
 	w.svc.index(w, true)
+	if w.svc.watchers[w.id] == w { // not yet removed: it holds a share to move
+		w.svc.releaseShare(w.share)
+		w.share = req.sp.shareKey(w.params, w.actor)
+		w.shareID = w.svc.internShare(w.share)
+	}
 	w.svc.mu.Unlock()
-	w.share = req.sp.shareKey(w.params, w.actor)
 	if w.sp.single {
 		w.past = nil
 	} else {

@@ -72,19 +72,22 @@ type Service struct {
 	clock herald.Clock
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	watchers map[string]*watcher
-	byType   map[string]map[*watcher]bool
-	byValue  map[eqKey]map[*watcher]bool
-	byNode   map[herald.NodeID]map[*watcher]bool
-	perTick  map[*watcher]bool
-	cache    evalCache // results shared by identical watches
-	handles  map[handleKey]*watcher
-	ending   map[*watcher]bool // closed, their goroutine still finishing
-	unlisten func()
-	started  bool
-	stopped  bool
-	wg       sync.WaitGroup
+	mu        sync.Mutex
+	watchers  map[string]*watcher
+	byType    map[string]map[*watcher]bool
+	byValue   map[eqKey]map[*watcher]bool
+	byNode    map[herald.NodeID]map[*watcher]bool
+	perTick   map[*watcher]bool
+	cache     evalCache // results shared by identical watches
+	shares    map[string]*shareRef
+	nextShare uint64
+	recent    recent // the latest durable change sets, for streams that fell behind
+	handles   map[handleKey]*watcher
+	ending    map[*watcher]bool // closed, their goroutine still finishing
+	unlisten  func()
+	started   bool
+	stopped   bool
+	wg        sync.WaitGroup
 
 	dispatchCommits atomic.Uint64 // commits handed to the dispatch index
 	dispatchNanos   atomic.Uint64 // time spent deciding which streams they wake
@@ -176,11 +179,13 @@ func New(cfg Config) *Service {
 		perTick:    map[*watcher]bool{},
 		handles:    map[handleKey]*watcher{},
 		ending:     map[*watcher]bool{},
+		shares:     map[string]*shareRef{},
 		inWake:     make(chan struct{}, 1),
 		roundDone:  make(chan struct{}, 1),
 		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
 		applySlots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 		budget:     b,
+		recent:     recent{max: recentCap},
 		dispMoved:  make(chan struct{}),
 		quit:       make(chan struct{}),
 		dispDone:   make(chan struct{}),
@@ -199,6 +204,7 @@ func (s *Service) Start(ctx context.Context) error {
 	}
 	// Read before listening: every commit after this position is heard.
 	s.dispSeq, s.dispTick = s.eng.Durable()
+	s.recent.start(s.dispSeq)
 	s.unlisten = s.eng.Listen(s.enqueue)
 	go s.dispatcher()
 	s.eng.AddExtension(s)
@@ -209,6 +215,7 @@ func (s *Service) Start(ctx context.Context) error {
 // enqueue is the engine's listener: it runs on the commit path, so it only queues the
 // durable change sets for the dispatcher.
 func (s *Service) enqueue(sets []*herald.ChangeSet) {
+	s.recent.add(sets)
 	s.inMu.Lock()
 	s.incoming = append(s.incoming, sets...)
 	s.inMu.Unlock()
@@ -479,6 +486,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	// Register before taking the snapshot, so no commit after it can be missed.
 	s.watchers[w.id] = w
 	s.index(w, true)
+	w.shareID = s.internShare(w.share)
 	s.wg.Add(1)
 	s.mu.Unlock()
 
@@ -541,6 +549,7 @@ func (s *Service) remove(w *watcher) {
 		return
 	}
 	delete(s.watchers, w.id)
+	s.releaseShare(w.share)
 	s.ending[w] = true
 	go func() {
 		<-w.done
@@ -655,6 +664,7 @@ type watcher struct {
 	// For ALTER WATCH: the statement and what it was compiled with.
 	stmt    *ast.WatchStmt
 	share   string // the evaluation this stream shares with identical ones ("" none)
+	shareID uint64 // share interned (0: none); owned by the stream's goroutine
 	params  map[string]herald.Value
 	actor   herald.NodeID
 	handle  string

@@ -15,12 +15,44 @@ import (
 // per position of the graph, which each stream then diffs with its own last result.
 
 // cacheSize bounds the shared results kept (oldest first out).
-const cacheSize = 4096
+const cacheSize = recentCap
 
 type cacheKey struct {
-	spec string // the statement, parameters and actor
-	seq  uint64
-	join bool
+	share uint64 // the interned share key (Service.internShare); 0 is never shared
+	seq   uint64
+	join  bool
+}
+
+// shareRef is an interned share key: its id, and how many streams use it.
+type shareRef struct {
+	id   uint64
+	refs int
+}
+
+// internShare returns the id of share key k ("" : 0, nothing shared), counting one more
+// stream on it. Ids are never reused, so a result cached under a released id is never
+// taken for another statement's. s.mu must be held.
+func (s *Service) internShare(k string) uint64 {
+	if k == "" {
+		return 0
+	}
+	r := s.shares[k]
+	if r == nil {
+		s.nextShare++
+		r = &shareRef{id: s.nextShare}
+		s.shares[k] = r
+	}
+	r.refs++
+	return r.id
+}
+
+// releaseShare counts one stream less on share key k. s.mu must be held.
+func (s *Service) releaseShare(k string) {
+	if r := s.shares[k]; r != nil {
+		if r.refs--; r.refs == 0 {
+			delete(s.shares, k)
+		}
+	}
 }
 
 type singleResult struct {
