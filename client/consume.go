@@ -309,15 +309,26 @@ type watchConn struct {
 	queue  []event
 }
 
-// openStream opens a Watch call and waits until the server has accepted the statement
-// (its first, empty frame).
+// openStream opens a watch-mode stream on the client's WatchMany call (a Watch call of
+// its own on a server without one) and waits until the server has accepted the
+// statement.
 func (t *transport) openStream(ctx context.Context, r streamRequest) (eventStream, error) {
 	params, err := wireParams(r.params)
 	if err != nil {
 		return nil, err
 	}
+	req := &heraldv1.WatchRequest{Query: r.statement, Params: params, Session: r.session, After: r.after}
+	t.watches.mu.Lock()
+	many := !t.watches.unsupported
+	t.watches.mu.Unlock()
+	if many {
+		st, err := t.watches.open(ctx, req)
+		if !errors.Is(err, errNoWatchMany) {
+			return st, err
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	call, err := t.rpc.Watch(ctx, connect.NewRequest(&heraldv1.WatchRequest{Query: r.statement, Params: params, Session: r.session, After: r.after}))
+	call, err := t.rpc.Watch(ctx, connect.NewRequest(req))
 	if err != nil {
 		cancel()
 		return nil, fromConnect(err)

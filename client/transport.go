@@ -24,9 +24,10 @@ import (
 // servers), unary calls for queries and sessions, and streams for publishing,
 // consuming and watching. Only the health check is a plain GET.
 type transport struct {
-	base string
-	hc   *http.Client
-	rpc  heraldv1connect.HeraldClient
+	base    string
+	hc      *http.Client
+	rpc     heraldv1connect.HeraldClient
+	watches watchMux // the watch-mode streams' shared call
 }
 
 // newHTTPClient returns the HTTP client of a new Client: HTTP/2 only, without TLS for
@@ -53,7 +54,9 @@ func newHTTPClient(base string, tc *tls.Config) *http.Client {
 }
 
 func newTransport(base string, hc *http.Client) *transport {
-	return &transport{base: base, hc: hc, rpc: heraldv1connect.NewHeraldClient(hc, base, connect.WithReadMaxBytes(64<<20))}
+	t := &transport{base: base, hc: hc, rpc: heraldv1connect.NewHeraldClient(hc, base, connect.WithReadMaxBytes(64<<20))}
+	t.watches.t = t
+	return t
 }
 
 func (t *transport) health(ctx context.Context) error {

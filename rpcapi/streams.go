@@ -26,24 +26,10 @@ const maxEventsPerFrame = 256
 // Watch streams a watch-mode statement as typed events: whatever is waiting when a frame
 // goes out goes in it, so a busy stream costs one frame per batch.
 func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.WatchRequest], out *connect.ServerStream[heraldv1.WatchResponse]) error {
-	m := req.Msg
-	if strings.TrimSpace(m.GetQuery()) == "" {
-		return toConnect(herald.Errorf(herald.CodeEmptyQuery, "the query is empty; expected a WATCH statement"))
-	}
-	if engine.ConsumeMode(m.GetQuery()) {
-		return toConnect(herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream; the Watch stream serves watch mode"))
-	}
-	if s.wat == nil {
-		return toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
-	}
-	params, err := convert.FromWireMap(m.GetParams(), "parameter")
-	if err != nil {
-		return toConnect(err)
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
-	st, err := s.wat.Open(ctx, m.GetSession(), m.GetQuery(), params, m.GetAfter())
+	st, err := s.openWatch(ctx, req.Msg)
 	if err != nil {
 		return toConnect(err)
 	}
@@ -103,6 +89,25 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 			return end
 		}
 	}
+}
+
+// openWatch opens the watch-mode stream a WatchRequest asks for, for as long as ctx
+// lasts.
+func (s *Service) openWatch(ctx context.Context, m *heraldv1.WatchRequest) (herald.Stream, error) {
+	if strings.TrimSpace(m.GetQuery()) == "" {
+		return nil, herald.Errorf(herald.CodeEmptyQuery, "the query is empty; expected a WATCH statement")
+	}
+	if engine.ConsumeMode(m.GetQuery()) {
+		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream; the Watch stream serves watch mode")
+	}
+	if s.wat == nil {
+		return nil, herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams")
+	}
+	params, err := convert.FromWireMap(m.GetParams(), "parameter")
+	if err != nil {
+		return nil, err
+	}
+	return s.wat.Open(ctx, m.GetSession(), m.GetQuery(), params, m.GetAfter())
 }
 
 // encodeFrame appends to raw first and the events waiting behind it (up to

@@ -55,6 +55,7 @@ func (w *watcher) loop() {
 	defer w.svc.wg.Done()
 	defer w.unctx()
 	defer close(w.done)
+	defer w.notify() // after the close: the transport reads that the stream ended
 	defer close(w.events)
 	defer w.dropNode()
 	defer w.exit()
@@ -100,6 +101,7 @@ func (w *watcher) loop() {
 			return
 		case out <- head:
 			w.popHead()
+			w.notify()
 		case <-w.room:
 		case <-w.wake:
 		case req := <-w.alters:

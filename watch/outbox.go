@@ -37,6 +37,18 @@ func (w *watcher) Drained() {
 	}
 }
 
+// SetNotify has fn called whenever the stream puts events into its channel or closes
+// it, so that a transport serving many streams learns which have something to read
+// without a goroutine waiting on each channel. fn must not block; it may run with the
+// stream's queue locked, and must not call back into the stream.
+func (w *watcher) SetNotify(fn func()) { w.notifyFn.Store(&fn) }
+
+func (w *watcher) notify() {
+	if fn := w.notifyFn.Load(); fn != nil {
+		(*fn)()
+	}
+}
+
 // ackBatch switches the stream's goroutine to batches once its transport has asked
 // for them. From then on it never holds a copy of the queue's head across a wait.
 func (w *watcher) ackBatch() {
@@ -115,10 +127,17 @@ func (w *watcher) flush() {
 
 // flushLocked is flush; with last it may fill the last slot too.
 func (w *watcher) flushLocked(last bool) {
+	moved := false
+	defer func() {
+		if moved {
+			w.notify()
+		}
+	}()
 	for w.queuedLocked() && (last || !w.channelFull()) {
 		select {
 		case w.events <- w.headLocked():
 			w.popHeadLocked()
+			moved = true
 		default:
 			return
 		}
@@ -158,6 +177,7 @@ func (w *watcher) drain() bool {
 		select {
 		case out <- head:
 			w.popHead()
+			w.notify()
 		case <-w.room:
 			w.ackBatch()
 		case <-w.stop:
@@ -185,6 +205,7 @@ func (w *watcher) send(ev herald.Event) bool {
 			w.idle()
 			select {
 			case w.events <- ev:
+				w.notify()
 				w.sent(ev)
 				return true
 			case <-w.stop:
@@ -254,6 +275,7 @@ func (w *watcher) end(ev herald.Event) bool {
 	if w.drain() {
 		select {
 		case w.events <- ev:
+			w.notify()
 		case <-w.stop:
 		}
 	}
@@ -282,6 +304,7 @@ func (w *watcher) deliverLast(ev herald.Event) {
 		select {
 		case out <- head:
 			w.popHead()
+			w.notify()
 		case <-w.room:
 			w.ackBatch()
 		case <-w.ctxDone:

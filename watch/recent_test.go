@@ -66,3 +66,31 @@ func TestRecent(t *testing.T) {
 		t.Errorf("after the ring wrapped: after(16) = %v %v, want [17 18 19]", seqsOf(got), ok)
 	}
 }
+
+// TestEvalCache: a result is found under its key only; the first result put for a key
+// stays; a key that lands on a taken slot replaces what was there.
+func TestEvalCache(t *testing.T) {
+	c := newEvalCache()
+	k := cacheKey{share: 1, seq: 7}
+	if _, ok := c.get(k); ok {
+		t.Fatal("found in an empty cache")
+	}
+	c.put(k, "first")
+	c.put(k, "second")
+	if v, ok := c.get(k); !ok || v != "first" {
+		t.Fatalf("get = %v %v, want the first result", v, ok)
+	}
+	for _, other := range []cacheKey{{share: 2, seq: 7}, {share: 1, seq: 8}, {share: 1, seq: 7, join: true}} {
+		if _, ok := c.get(other); ok {
+			t.Errorf("%+v found under %+v's result", other, k)
+		}
+	}
+	later := cacheKey{share: 1, seq: 7 + cacheSize} // the same slot
+	c.put(later, "later")
+	if _, ok := c.get(k); ok {
+		t.Error("a replaced result is still found")
+	}
+	if v, ok := c.get(later); !ok || v != "later" {
+		t.Errorf("get(later) = %v %v", v, ok)
+	}
+}

@@ -180,6 +180,7 @@ func New(cfg Config) *Service {
 		handles:    map[handleKey]*watcher{},
 		ending:     map[*watcher]bool{},
 		shares:     map[string]*shareRef{},
+		cache:      newEvalCache(),
 		inWake:     make(chan struct{}, 1),
 		roundDone:  make(chan struct{}, 1),
 		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
@@ -662,14 +663,15 @@ type watcher struct {
 	overflow  bool // ended by on_full: error; its _Watch node stays, cancelled
 
 	// For ALTER WATCH: the statement and what it was compiled with.
-	stmt    *ast.WatchStmt
-	share   string // the evaluation this stream shares with identical ones ("" none)
-	shareID uint64 // share interned (0: none); owned by the stream's goroutine
-	params  map[string]herald.Value
-	actor   herald.NodeID
-	handle  string
-	alters  chan alterReq
-	alterMu sync.Mutex
+	stmt     *ast.WatchStmt
+	share    string                 // the evaluation this stream shares with identical ones ("" none)
+	shareID  uint64                 // share interned (0: none); owned by the stream's goroutine
+	notifyFn atomic.Pointer[func()] // SetNotify's callback, nil: none
+	params   map[string]herald.Value
+	actor    herald.NodeID
+	handle   string
+	alters   chan alterReq
+	alterMu  sync.Mutex
 
 	slot  *engine.WatchSlot  // its place in its session (nil without one)
 	stats *engine.WatchStats // the counters its _Watch node shows, flushed periodically

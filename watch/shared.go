@@ -3,7 +3,7 @@ package watch
 import (
 	"encoding/binary"
 	"sort"
-	"sync"
+	"sync/atomic"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/lang/eval"
@@ -14,8 +14,9 @@ import (
 // single-node watch shares its events per commit; a join watch shares the match set
 // per position of the graph, which each stream then diffs with its own last result.
 
-// cacheSize bounds the shared results kept (oldest first out).
-const cacheSize = recentCap
+// cacheSize is how many shared results are kept: the change sets kept in memory
+// (recentCap), rounded up to a power of two.
+const cacheSize = 1 << 14
 
 type cacheKey struct {
 	share uint64 // the interned share key (Service.internShare); 0 is never shared
@@ -61,28 +62,46 @@ type singleResult struct {
 	binds []eval.Row
 }
 
-// evalCache holds the shared results. Every stream of a statement reads each result,
-// one writes it: reads take no lock (a thousand streams on one statement must not queue
-// on a mutex), writes take one to keep the eviction order.
+// evalCache holds the shared results in a fixed table of slots that streams read and
+// write without a lock: a thousand streams on one statement neither queue on a mutex
+// nor allocate to look a result up. A key has one slot; a newer key that lands on it
+// replaces the older one. The slots of one statement's commits are consecutive, so a
+// statement keeps its last cacheSize results, as long as others do not crowd them out.
 type evalCache struct {
-	m     sync.Map // cacheKey → singleResult or joinResult
-	mu    sync.Mutex
-	order []cacheKey
+	slots []atomic.Pointer[cacheEntry]
 }
 
-func (c *evalCache) get(k cacheKey) (any, bool) { return c.m.Load(k) }
+type cacheEntry struct {
+	key cacheKey
+	v   any
+}
 
+func newEvalCache() evalCache { return evalCache{slots: make([]atomic.Pointer[cacheEntry], cacheSize)} }
+
+func (c *evalCache) slot(k cacheKey) *atomic.Pointer[cacheEntry] {
+	i := k.seq + k.share*0x9E3779B97F4A7C15
+	if k.join {
+		i += cacheSize / 2
+	}
+	return &c.slots[i&(cacheSize-1)]
+}
+
+func (c *evalCache) get(k cacheKey) (any, bool) {
+	if e := c.slot(k).Load(); e != nil && e.key == k {
+		return e.v, true
+	}
+	return nil, false
+}
+
+// put keeps v for k unless another stream has just put k (the first result stays, so
+// every stream shares its encodings).
 func (c *evalCache) put(k cacheKey, v any) {
-	if _, loaded := c.m.LoadOrStore(k, v); loaded {
+	p := c.slot(k)
+	old := p.Load()
+	if old != nil && old.key == k {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.order = append(c.order, k)
-	if len(c.order) > cacheSize {
-		c.m.Delete(c.order[0])
-		c.order = c.order[1:]
-	}
+	p.CompareAndSwap(old, &cacheEntry{key: k, v: v})
 }
 
 // shareKey identifies a statement's evaluation: its text, parameters and actor. Watches

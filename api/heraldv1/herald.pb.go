@@ -79,7 +79,7 @@ func (x Settlement_Action) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Settlement_Action.Descriptor instead.
 func (Settlement_Action) EnumDescriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{38, 0}
+	return file_herald_proto_rawDescGZIP(), []int{41, 0}
 }
 
 // Value is a typed value of Herald's data model.
@@ -1412,6 +1412,216 @@ func (x *WatchResponse) GetEvents() []*WatchEvent {
 	return nil
 }
 
+// WatchManyRequest opens or closes one watch of a WatchMany call.
+type WatchManyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The client's id for the watch, unique on the call while the watch runs.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*WatchManyRequest_Open
+	//	*WatchManyRequest_Close
+	Op            isWatchManyRequest_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchManyRequest) Reset() {
+	*x = WatchManyRequest{}
+	mi := &file_herald_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchManyRequest) ProtoMessage() {}
+
+func (x *WatchManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchManyRequest.ProtoReflect.Descriptor instead.
+func (*WatchManyRequest) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *WatchManyRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WatchManyRequest) GetOp() isWatchManyRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *WatchManyRequest) GetOpen() *WatchRequest {
+	if x != nil {
+		if x, ok := x.Op.(*WatchManyRequest_Open); ok {
+			return x.Open
+		}
+	}
+	return nil
+}
+
+func (x *WatchManyRequest) GetClose() bool {
+	if x != nil {
+		if x, ok := x.Op.(*WatchManyRequest_Close); ok {
+			return x.Close
+		}
+	}
+	return false
+}
+
+type isWatchManyRequest_Op interface {
+	isWatchManyRequest_Op()
+}
+
+type WatchManyRequest_Open struct {
+	// Start the watch: the same request as Watch's.
+	Open *WatchRequest `protobuf:"bytes,2,opt,name=open,proto3,oneof"`
+}
+
+type WatchManyRequest_Close struct {
+	// End the watch; the server answers with an ended batch.
+	Close bool `protobuf:"varint,3,opt,name=close,proto3,oneof"`
+}
+
+func (*WatchManyRequest_Open) isWatchManyRequest_Op() {}
+
+func (*WatchManyRequest_Close) isWatchManyRequest_Op() {}
+
+type WatchManyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batches       []*WatchBatch          `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchManyResponse) Reset() {
+	*x = WatchManyResponse{}
+	mi := &file_herald_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchManyResponse) ProtoMessage() {}
+
+func (x *WatchManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchManyResponse.ProtoReflect.Descriptor instead.
+func (*WatchManyResponse) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *WatchManyResponse) GetBatches() []*WatchBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// WatchBatch is what one frame of a WatchMany call carries for one watch.
+type WatchBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The watch is registered: the answer to its open, before any of its events.
+	Opened bool          `protobuf:"varint,2,opt,name=opened,proto3" json:"opened,omitempty"`
+	Events []*WatchEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// The watch has ended (closed by the client, or by the error event in events); the
+	// id may be used again.
+	Ended         bool `protobuf:"varint,4,opt,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchBatch) Reset() {
+	*x = WatchBatch{}
+	mi := &file_herald_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchBatch) ProtoMessage() {}
+
+func (x *WatchBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_herald_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchBatch.ProtoReflect.Descriptor instead.
+func (*WatchBatch) Descriptor() ([]byte, []int) {
+	return file_herald_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *WatchBatch) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WatchBatch) GetOpened() bool {
+	if x != nil {
+		return x.Opened
+	}
+	return false
+}
+
+func (x *WatchBatch) GetEvents() []*WatchEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WatchBatch) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
 // WatchEvent is one event of a watch-mode stream (and a consume stream's timeouts).
 type WatchEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1441,7 +1651,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_herald_proto_msgTypes[20]
+	mi := &file_herald_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1663,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[20]
+	mi := &file_herald_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1676,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{20}
+	return file_herald_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchEvent) GetType() string {
@@ -1574,7 +1784,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_herald_proto_msgTypes[21]
+	mi := &file_herald_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1796,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[21]
+	mi := &file_herald_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1809,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{21}
+	return file_herald_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueryRequest) GetQuery() string {
@@ -1636,7 +1846,7 @@ type QueryResponse struct {
 
 func (x *QueryResponse) Reset() {
 	*x = QueryResponse{}
-	mi := &file_herald_proto_msgTypes[22]
+	mi := &file_herald_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1858,7 @@ func (x *QueryResponse) String() string {
 func (*QueryResponse) ProtoMessage() {}
 
 func (x *QueryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[22]
+	mi := &file_herald_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1871,7 @@ func (x *QueryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryResponse.ProtoReflect.Descriptor instead.
 func (*QueryResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{22}
+	return file_herald_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *QueryResponse) GetResults() []*Result {
@@ -1697,7 +1907,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_herald_proto_msgTypes[23]
+	mi := &file_herald_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1919,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[23]
+	mi := &file_herald_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1932,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{23}
+	return file_herald_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Result) GetColumns() []string {
@@ -1763,7 +1973,7 @@ type Stats struct {
 
 func (x *Stats) Reset() {
 	*x = Stats{}
-	mi := &file_herald_proto_msgTypes[24]
+	mi := &file_herald_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1985,7 @@ func (x *Stats) String() string {
 func (*Stats) ProtoMessage() {}
 
 func (x *Stats) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[24]
+	mi := &file_herald_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1998,7 @@ func (x *Stats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stats.ProtoReflect.Descriptor instead.
 func (*Stats) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{24}
+	return file_herald_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Stats) GetNodesCreated() int64 {
@@ -1855,7 +2065,7 @@ type OpenSessionRequest struct {
 
 func (x *OpenSessionRequest) Reset() {
 	*x = OpenSessionRequest{}
-	mi := &file_herald_proto_msgTypes[25]
+	mi := &file_herald_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2077,7 @@ func (x *OpenSessionRequest) String() string {
 func (*OpenSessionRequest) ProtoMessage() {}
 
 func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[25]
+	mi := &file_herald_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2090,7 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{25}
+	return file_herald_proto_rawDescGZIP(), []int{28}
 }
 
 type OpenSessionResponse struct {
@@ -1892,7 +2102,7 @@ type OpenSessionResponse struct {
 
 func (x *OpenSessionResponse) Reset() {
 	*x = OpenSessionResponse{}
-	mi := &file_herald_proto_msgTypes[26]
+	mi := &file_herald_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2114,7 @@ func (x *OpenSessionResponse) String() string {
 func (*OpenSessionResponse) ProtoMessage() {}
 
 func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[26]
+	mi := &file_herald_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2127,7 @@ func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
 func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{26}
+	return file_herald_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *OpenSessionResponse) GetSession() string {
@@ -1936,7 +2146,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_herald_proto_msgTypes[27]
+	mi := &file_herald_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2158,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[27]
+	mi := &file_herald_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2171,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{27}
+	return file_herald_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CloseSessionRequest) GetSession() string {
@@ -1979,7 +2189,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_herald_proto_msgTypes[28]
+	mi := &file_herald_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2201,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[28]
+	mi := &file_herald_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2214,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{28}
+	return file_herald_proto_rawDescGZIP(), []int{31}
 }
 
 type ConsumeRequest struct {
@@ -2025,7 +2235,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_herald_proto_msgTypes[29]
+	mi := &file_herald_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2247,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[29]
+	mi := &file_herald_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2260,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{29}
+	return file_herald_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConsumeRequest) GetQuery() string {
@@ -2117,7 +2327,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_herald_proto_msgTypes[30]
+	mi := &file_herald_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2339,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[30]
+	mi := &file_herald_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2352,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{30}
+	return file_herald_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Event) GetType() string {
@@ -2238,7 +2448,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_herald_proto_msgTypes[31]
+	mi := &file_herald_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2460,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[31]
+	mi := &file_herald_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2473,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{31}
+	return file_herald_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AckRequest) GetDeliveryId() string {
@@ -2281,7 +2491,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_herald_proto_msgTypes[32]
+	mi := &file_herald_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2503,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[32]
+	mi := &file_herald_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2516,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{32}
+	return file_herald_proto_rawDescGZIP(), []int{35}
 }
 
 type NackRequest struct {
@@ -2323,7 +2533,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_herald_proto_msgTypes[33]
+	mi := &file_herald_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2545,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[33]
+	mi := &file_herald_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2558,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{33}
+	return file_herald_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NackRequest) GetDeliveryId() string {
@@ -2380,7 +2590,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_herald_proto_msgTypes[34]
+	mi := &file_herald_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2602,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[34]
+	mi := &file_herald_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2615,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{34}
+	return file_herald_proto_rawDescGZIP(), []int{37}
 }
 
 type ExtendRequest struct {
@@ -2419,7 +2629,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_herald_proto_msgTypes[35]
+	mi := &file_herald_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2641,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[35]
+	mi := &file_herald_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2654,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{35}
+	return file_herald_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExtendRequest) GetDeliveryId() string {
@@ -2470,7 +2680,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_herald_proto_msgTypes[36]
+	mi := &file_herald_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2692,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[36]
+	mi := &file_herald_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2705,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{36}
+	return file_herald_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExtendResponse) GetDeadline() *timestamppb.Timestamp {
@@ -2514,7 +2724,7 @@ type SettleRequest struct {
 
 func (x *SettleRequest) Reset() {
 	*x = SettleRequest{}
-	mi := &file_herald_proto_msgTypes[37]
+	mi := &file_herald_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2736,7 @@ func (x *SettleRequest) String() string {
 func (*SettleRequest) ProtoMessage() {}
 
 func (x *SettleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[37]
+	mi := &file_herald_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2749,7 @@ func (x *SettleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
 func (*SettleRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{37}
+	return file_herald_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SettleRequest) GetSettlements() []*Settlement {
@@ -2564,7 +2774,7 @@ type Settlement struct {
 
 func (x *Settlement) Reset() {
 	*x = Settlement{}
-	mi := &file_herald_proto_msgTypes[38]
+	mi := &file_herald_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2786,7 @@ func (x *Settlement) String() string {
 func (*Settlement) ProtoMessage() {}
 
 func (x *Settlement) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[38]
+	mi := &file_herald_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2799,7 @@ func (x *Settlement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settlement.ProtoReflect.Descriptor instead.
 func (*Settlement) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{38}
+	return file_herald_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Settlement) GetDeliveryId() string {
@@ -2633,7 +2843,7 @@ type SettleResponse struct {
 
 func (x *SettleResponse) Reset() {
 	*x = SettleResponse{}
-	mi := &file_herald_proto_msgTypes[39]
+	mi := &file_herald_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2855,7 @@ func (x *SettleResponse) String() string {
 func (*SettleResponse) ProtoMessage() {}
 
 func (x *SettleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[39]
+	mi := &file_herald_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2868,7 @@ func (x *SettleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
 func (*SettleResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{39}
+	return file_herald_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SettleResponse) GetResults() []*SettleResult {
@@ -2696,7 +2906,7 @@ type SettleResult struct {
 
 func (x *SettleResult) Reset() {
 	*x = SettleResult{}
-	mi := &file_herald_proto_msgTypes[40]
+	mi := &file_herald_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2918,7 @@ func (x *SettleResult) String() string {
 func (*SettleResult) ProtoMessage() {}
 
 func (x *SettleResult) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[40]
+	mi := &file_herald_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2931,7 @@ func (x *SettleResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleResult.ProtoReflect.Descriptor instead.
 func (*SettleResult) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{40}
+	return file_herald_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SettleResult) GetDeliveryId() string {
@@ -2770,7 +2980,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_herald_proto_msgTypes[41]
+	mi := &file_herald_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +2992,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[41]
+	mi := &file_herald_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +3005,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{41}
+	return file_herald_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ErrorDetail) GetCode() string {
@@ -2854,7 +3064,7 @@ type CreateQueueRequest struct {
 
 func (x *CreateQueueRequest) Reset() {
 	*x = CreateQueueRequest{}
-	mi := &file_herald_proto_msgTypes[42]
+	mi := &file_herald_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +3076,7 @@ func (x *CreateQueueRequest) String() string {
 func (*CreateQueueRequest) ProtoMessage() {}
 
 func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[42]
+	mi := &file_herald_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +3089,7 @@ func (x *CreateQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueRequest.ProtoReflect.Descriptor instead.
 func (*CreateQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{42}
+	return file_herald_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateQueueRequest) GetName() string {
@@ -2926,7 +3136,7 @@ type CreateQueueResponse struct {
 
 func (x *CreateQueueResponse) Reset() {
 	*x = CreateQueueResponse{}
-	mi := &file_herald_proto_msgTypes[43]
+	mi := &file_herald_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2938,7 +3148,7 @@ func (x *CreateQueueResponse) String() string {
 func (*CreateQueueResponse) ProtoMessage() {}
 
 func (x *CreateQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[43]
+	mi := &file_herald_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2951,7 +3161,7 @@ func (x *CreateQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateQueueResponse.ProtoReflect.Descriptor instead.
 func (*CreateQueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{43}
+	return file_herald_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateQueueResponse) GetQueue() *Queue {
@@ -2976,7 +3186,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_herald_proto_msgTypes[44]
+	mi := &file_herald_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3198,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[44]
+	mi := &file_herald_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3211,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{44}
+	return file_herald_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Queue) GetName() string {
@@ -3055,7 +3265,7 @@ type DeleteQueueRequest struct {
 
 func (x *DeleteQueueRequest) Reset() {
 	*x = DeleteQueueRequest{}
-	mi := &file_herald_proto_msgTypes[45]
+	mi := &file_herald_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3277,7 @@ func (x *DeleteQueueRequest) String() string {
 func (*DeleteQueueRequest) ProtoMessage() {}
 
 func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[45]
+	mi := &file_herald_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3290,7 @@ func (x *DeleteQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{45}
+	return file_herald_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteQueueRequest) GetName() string {
@@ -3100,7 +3310,7 @@ type DeleteQueueResponse struct {
 
 func (x *DeleteQueueResponse) Reset() {
 	*x = DeleteQueueResponse{}
-	mi := &file_herald_proto_msgTypes[46]
+	mi := &file_herald_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3112,7 +3322,7 @@ func (x *DeleteQueueResponse) String() string {
 func (*DeleteQueueResponse) ProtoMessage() {}
 
 func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[46]
+	mi := &file_herald_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3125,7 +3335,7 @@ func (x *DeleteQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueueResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{46}
+	return file_herald_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteQueueResponse) GetMessagesDeleted() int64 {
@@ -3153,7 +3363,7 @@ type EnqueueRequest struct {
 
 func (x *EnqueueRequest) Reset() {
 	*x = EnqueueRequest{}
-	mi := &file_herald_proto_msgTypes[47]
+	mi := &file_herald_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3165,7 +3375,7 @@ func (x *EnqueueRequest) String() string {
 func (*EnqueueRequest) ProtoMessage() {}
 
 func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[47]
+	mi := &file_herald_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3178,7 +3388,7 @@ func (x *EnqueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueRequest.ProtoReflect.Descriptor instead.
 func (*EnqueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{47}
+	return file_herald_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EnqueueRequest) GetQueue() string {
@@ -3232,7 +3442,7 @@ type EnqueueResponse struct {
 
 func (x *EnqueueResponse) Reset() {
 	*x = EnqueueResponse{}
-	mi := &file_herald_proto_msgTypes[48]
+	mi := &file_herald_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3454,7 @@ func (x *EnqueueResponse) String() string {
 func (*EnqueueResponse) ProtoMessage() {}
 
 func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[48]
+	mi := &file_herald_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3467,7 @@ func (x *EnqueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueResponse.ProtoReflect.Descriptor instead.
 func (*EnqueueResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{48}
+	return file_herald_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EnqueueResponse) GetMessageId() string {
@@ -3276,7 +3486,7 @@ type ConsumeQueueRequest struct {
 
 func (x *ConsumeQueueRequest) Reset() {
 	*x = ConsumeQueueRequest{}
-	mi := &file_herald_proto_msgTypes[49]
+	mi := &file_herald_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3498,7 @@ func (x *ConsumeQueueRequest) String() string {
 func (*ConsumeQueueRequest) ProtoMessage() {}
 
 func (x *ConsumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[49]
+	mi := &file_herald_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3511,7 @@ func (x *ConsumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{49}
+	return file_herald_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConsumeQueueRequest) GetQueue() string {
@@ -3333,7 +3543,7 @@ type QueueMessage struct {
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_herald_proto_msgTypes[50]
+	mi := &file_herald_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3345,7 +3555,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[50]
+	mi := &file_herald_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3358,7 +3568,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{50}
+	return file_herald_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QueueMessage) GetMessageId() string {
@@ -3441,7 +3651,7 @@ type QueueAckRequest struct {
 
 func (x *QueueAckRequest) Reset() {
 	*x = QueueAckRequest{}
-	mi := &file_herald_proto_msgTypes[51]
+	mi := &file_herald_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3453,7 +3663,7 @@ func (x *QueueAckRequest) String() string {
 func (*QueueAckRequest) ProtoMessage() {}
 
 func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[51]
+	mi := &file_herald_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3466,7 +3676,7 @@ func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckRequest.ProtoReflect.Descriptor instead.
 func (*QueueAckRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{51}
+	return file_herald_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QueueAckRequest) GetQueue() string {
@@ -3491,7 +3701,7 @@ type QueueAckResponse struct {
 
 func (x *QueueAckResponse) Reset() {
 	*x = QueueAckResponse{}
-	mi := &file_herald_proto_msgTypes[52]
+	mi := &file_herald_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3503,7 +3713,7 @@ func (x *QueueAckResponse) String() string {
 func (*QueueAckResponse) ProtoMessage() {}
 
 func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[52]
+	mi := &file_herald_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3516,7 +3726,7 @@ func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckResponse.ProtoReflect.Descriptor instead.
 func (*QueueAckResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{52}
+	return file_herald_proto_rawDescGZIP(), []int{55}
 }
 
 type QueueNackRequest struct {
@@ -3533,7 +3743,7 @@ type QueueNackRequest struct {
 
 func (x *QueueNackRequest) Reset() {
 	*x = QueueNackRequest{}
-	mi := &file_herald_proto_msgTypes[53]
+	mi := &file_herald_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3755,7 @@ func (x *QueueNackRequest) String() string {
 func (*QueueNackRequest) ProtoMessage() {}
 
 func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[53]
+	mi := &file_herald_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3768,7 @@ func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackRequest.ProtoReflect.Descriptor instead.
 func (*QueueNackRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{53}
+	return file_herald_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *QueueNackRequest) GetQueue() string {
@@ -3597,7 +3807,7 @@ type QueueNackResponse struct {
 
 func (x *QueueNackResponse) Reset() {
 	*x = QueueNackResponse{}
-	mi := &file_herald_proto_msgTypes[54]
+	mi := &file_herald_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3819,7 @@ func (x *QueueNackResponse) String() string {
 func (*QueueNackResponse) ProtoMessage() {}
 
 func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[54]
+	mi := &file_herald_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3832,7 @@ func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackResponse.ProtoReflect.Descriptor instead.
 func (*QueueNackResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{54}
+	return file_herald_proto_rawDescGZIP(), []int{57}
 }
 
 type QueueExtendRequest struct {
@@ -3638,7 +3848,7 @@ type QueueExtendRequest struct {
 
 func (x *QueueExtendRequest) Reset() {
 	*x = QueueExtendRequest{}
-	mi := &file_herald_proto_msgTypes[55]
+	mi := &file_herald_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3650,7 +3860,7 @@ func (x *QueueExtendRequest) String() string {
 func (*QueueExtendRequest) ProtoMessage() {}
 
 func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[55]
+	mi := &file_herald_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3663,7 +3873,7 @@ func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendRequest.ProtoReflect.Descriptor instead.
 func (*QueueExtendRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{55}
+	return file_herald_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *QueueExtendRequest) GetQueue() string {
@@ -3696,7 +3906,7 @@ type QueueExtendResponse struct {
 
 func (x *QueueExtendResponse) Reset() {
 	*x = QueueExtendResponse{}
-	mi := &file_herald_proto_msgTypes[56]
+	mi := &file_herald_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3708,7 +3918,7 @@ func (x *QueueExtendResponse) String() string {
 func (*QueueExtendResponse) ProtoMessage() {}
 
 func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[56]
+	mi := &file_herald_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3721,7 +3931,7 @@ func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendResponse.ProtoReflect.Descriptor instead.
 func (*QueueExtendResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{56}
+	return file_herald_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *QueueExtendResponse) GetDeadline() *timestamppb.Timestamp {
@@ -3740,7 +3950,7 @@ type RedriveDeadLettersRequest struct {
 
 func (x *RedriveDeadLettersRequest) Reset() {
 	*x = RedriveDeadLettersRequest{}
-	mi := &file_herald_proto_msgTypes[57]
+	mi := &file_herald_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3752,7 +3962,7 @@ func (x *RedriveDeadLettersRequest) String() string {
 func (*RedriveDeadLettersRequest) ProtoMessage() {}
 
 func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[57]
+	mi := &file_herald_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3765,7 +3975,7 @@ func (x *RedriveDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{57}
+	return file_herald_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *RedriveDeadLettersRequest) GetQueue() string {
@@ -3785,7 +3995,7 @@ type RedriveDeadLettersResponse struct {
 
 func (x *RedriveDeadLettersResponse) Reset() {
 	*x = RedriveDeadLettersResponse{}
-	mi := &file_herald_proto_msgTypes[58]
+	mi := &file_herald_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3797,7 +4007,7 @@ func (x *RedriveDeadLettersResponse) String() string {
 func (*RedriveDeadLettersResponse) ProtoMessage() {}
 
 func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_herald_proto_msgTypes[58]
+	mi := &file_herald_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3810,7 +4020,7 @@ func (x *RedriveDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*RedriveDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_herald_proto_rawDescGZIP(), []int{58}
+	return file_herald_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RedriveDeadLettersResponse) GetRedriven() int64 {
@@ -3928,7 +4138,20 @@ const file_herald_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
 	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\">\n" +
 	"\rWatchResponse\x12-\n" +
-	"\x06events\x18\x01 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xe5\x02\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"o\n" +
+	"\x10WatchManyRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
+	"\x04open\x18\x02 \x01(\v2\x17.herald.v1.WatchRequestH\x00R\x04open\x12\x16\n" +
+	"\x05close\x18\x03 \x01(\bH\x00R\x05closeB\x04\n" +
+	"\x02op\"D\n" +
+	"\x11WatchManyResponse\x12/\n" +
+	"\abatches\x18\x01 \x03(\v2\x15.herald.v1.WatchBatchR\abatches\"y\n" +
+	"\n" +
+	"WatchBatch\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06opened\x18\x02 \x01(\bR\x06opened\x12-\n" +
+	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\x12\x14\n" +
+	"\x05ended\x18\x04 \x01(\bR\x05ended\"\xe5\x02\n" +
 	"\n" +
 	"WatchEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12&\n" +
@@ -4129,7 +4352,7 @@ const file_herald_proto_rawDesc = "" +
 	"\x19RedriveDeadLettersRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"8\n" +
 	"\x1aRedriveDeadLettersResponse\x12\x1a\n" +
-	"\bredriven\x18\x01 \x01(\x03R\bredriven2\x9d\a\n" +
+	"\bredriven\x18\x01 \x01(\x03R\bredriven2\xe9\a\n" +
 	"\x06Herald\x12:\n" +
 	"\x05Query\x12\x17.herald.v1.QueryRequest\x1a\x18.herald.v1.QueryResponse\x12L\n" +
 	"\vOpenSession\x12\x1d.herald.v1.OpenSessionRequest\x1a\x1e.herald.v1.OpenSessionResponse\x12O\n" +
@@ -4144,7 +4367,8 @@ const file_herald_proto_rawDesc = "" +
 	"\tUnprepare\x12\x1b.herald.v1.UnprepareRequest\x1a\x1c.herald.v1.UnprepareResponse\x12D\n" +
 	"\aPublish\x12\x19.herald.v1.PublishRequest\x1a\x1a.herald.v1.PublishResponse(\x010\x01\x12J\n" +
 	"\tSubscribe\x12\x1b.herald.v1.SubscribeRequest\x1a\x1c.herald.v1.SubscribeResponse(\x010\x01\x12<\n" +
-	"\x05Watch\x12\x17.herald.v1.WatchRequest\x1a\x18.herald.v1.WatchResponse0\x012\xe0\x04\n" +
+	"\x05Watch\x12\x17.herald.v1.WatchRequest\x1a\x18.herald.v1.WatchResponse0\x01\x12J\n" +
+	"\tWatchMany\x12\x1b.herald.v1.WatchManyRequest\x1a\x1c.herald.v1.WatchManyResponse(\x010\x012\xe0\x04\n" +
 	"\x06Queues\x12L\n" +
 	"\vCreateQueue\x12\x1d.herald.v1.CreateQueueRequest\x1a\x1e.herald.v1.CreateQueueResponse\x12L\n" +
 	"\vDeleteQueue\x12\x1d.herald.v1.DeleteQueueRequest\x1a\x1e.herald.v1.DeleteQueueResponse\x12@\n" +
@@ -4168,7 +4392,7 @@ func file_herald_proto_rawDescGZIP() []byte {
 }
 
 var file_herald_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_herald_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_herald_proto_goTypes = []any{
 	(Settlement_Action)(0),             // 0: herald.v1.Settlement.Action
 	(*Value)(nil),                      // 1: herald.v1.Value
@@ -4191,171 +4415,179 @@ var file_herald_proto_goTypes = []any{
 	(*Delivery)(nil),                   // 18: herald.v1.Delivery
 	(*WatchRequest)(nil),               // 19: herald.v1.WatchRequest
 	(*WatchResponse)(nil),              // 20: herald.v1.WatchResponse
-	(*WatchEvent)(nil),                 // 21: herald.v1.WatchEvent
-	(*QueryRequest)(nil),               // 22: herald.v1.QueryRequest
-	(*QueryResponse)(nil),              // 23: herald.v1.QueryResponse
-	(*Result)(nil),                     // 24: herald.v1.Result
-	(*Stats)(nil),                      // 25: herald.v1.Stats
-	(*OpenSessionRequest)(nil),         // 26: herald.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil),        // 27: herald.v1.OpenSessionResponse
-	(*CloseSessionRequest)(nil),        // 28: herald.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),       // 29: herald.v1.CloseSessionResponse
-	(*ConsumeRequest)(nil),             // 30: herald.v1.ConsumeRequest
-	(*Event)(nil),                      // 31: herald.v1.Event
-	(*AckRequest)(nil),                 // 32: herald.v1.AckRequest
-	(*AckResponse)(nil),                // 33: herald.v1.AckResponse
-	(*NackRequest)(nil),                // 34: herald.v1.NackRequest
-	(*NackResponse)(nil),               // 35: herald.v1.NackResponse
-	(*ExtendRequest)(nil),              // 36: herald.v1.ExtendRequest
-	(*ExtendResponse)(nil),             // 37: herald.v1.ExtendResponse
-	(*SettleRequest)(nil),              // 38: herald.v1.SettleRequest
-	(*Settlement)(nil),                 // 39: herald.v1.Settlement
-	(*SettleResponse)(nil),             // 40: herald.v1.SettleResponse
-	(*SettleResult)(nil),               // 41: herald.v1.SettleResult
-	(*ErrorDetail)(nil),                // 42: herald.v1.ErrorDetail
-	(*CreateQueueRequest)(nil),         // 43: herald.v1.CreateQueueRequest
-	(*CreateQueueResponse)(nil),        // 44: herald.v1.CreateQueueResponse
-	(*Queue)(nil),                      // 45: herald.v1.Queue
-	(*DeleteQueueRequest)(nil),         // 46: herald.v1.DeleteQueueRequest
-	(*DeleteQueueResponse)(nil),        // 47: herald.v1.DeleteQueueResponse
-	(*EnqueueRequest)(nil),             // 48: herald.v1.EnqueueRequest
-	(*EnqueueResponse)(nil),            // 49: herald.v1.EnqueueResponse
-	(*ConsumeQueueRequest)(nil),        // 50: herald.v1.ConsumeQueueRequest
-	(*QueueMessage)(nil),               // 51: herald.v1.QueueMessage
-	(*QueueAckRequest)(nil),            // 52: herald.v1.QueueAckRequest
-	(*QueueAckResponse)(nil),           // 53: herald.v1.QueueAckResponse
-	(*QueueNackRequest)(nil),           // 54: herald.v1.QueueNackRequest
-	(*QueueNackResponse)(nil),          // 55: herald.v1.QueueNackResponse
-	(*QueueExtendRequest)(nil),         // 56: herald.v1.QueueExtendRequest
-	(*QueueExtendResponse)(nil),        // 57: herald.v1.QueueExtendResponse
-	(*RedriveDeadLettersRequest)(nil),  // 58: herald.v1.RedriveDeadLettersRequest
-	(*RedriveDeadLettersResponse)(nil), // 59: herald.v1.RedriveDeadLettersResponse
-	nil,                                // 60: herald.v1.ExecRequest.ParamsEntry
-	nil,                                // 61: herald.v1.PublishMessage.AttrsEntry
-	nil,                                // 62: herald.v1.SubscribeOpen.ParamsEntry
-	nil,                                // 63: herald.v1.WatchRequest.ParamsEntry
-	nil,                                // 64: herald.v1.QueryRequest.ParamsEntry
-	nil,                                // 65: herald.v1.ConsumeRequest.ParamsEntry
-	nil,                                // 66: herald.v1.CreateQueueRequest.FairnessWeightsEntry
-	nil,                                // 67: herald.v1.Queue.FairnessWeightsEntry
-	nil,                                // 68: herald.v1.EnqueueRequest.HeadersEntry
-	nil,                                // 69: herald.v1.QueueMessage.HeadersEntry
-	(*structpb.ListValue)(nil),         // 70: google.protobuf.ListValue
-	(*structpb.Value)(nil),             // 71: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil),      // 72: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 73: google.protobuf.Duration
+	(*WatchManyRequest)(nil),           // 21: herald.v1.WatchManyRequest
+	(*WatchManyResponse)(nil),          // 22: herald.v1.WatchManyResponse
+	(*WatchBatch)(nil),                 // 23: herald.v1.WatchBatch
+	(*WatchEvent)(nil),                 // 24: herald.v1.WatchEvent
+	(*QueryRequest)(nil),               // 25: herald.v1.QueryRequest
+	(*QueryResponse)(nil),              // 26: herald.v1.QueryResponse
+	(*Result)(nil),                     // 27: herald.v1.Result
+	(*Stats)(nil),                      // 28: herald.v1.Stats
+	(*OpenSessionRequest)(nil),         // 29: herald.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),        // 30: herald.v1.OpenSessionResponse
+	(*CloseSessionRequest)(nil),        // 31: herald.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),       // 32: herald.v1.CloseSessionResponse
+	(*ConsumeRequest)(nil),             // 33: herald.v1.ConsumeRequest
+	(*Event)(nil),                      // 34: herald.v1.Event
+	(*AckRequest)(nil),                 // 35: herald.v1.AckRequest
+	(*AckResponse)(nil),                // 36: herald.v1.AckResponse
+	(*NackRequest)(nil),                // 37: herald.v1.NackRequest
+	(*NackResponse)(nil),               // 38: herald.v1.NackResponse
+	(*ExtendRequest)(nil),              // 39: herald.v1.ExtendRequest
+	(*ExtendResponse)(nil),             // 40: herald.v1.ExtendResponse
+	(*SettleRequest)(nil),              // 41: herald.v1.SettleRequest
+	(*Settlement)(nil),                 // 42: herald.v1.Settlement
+	(*SettleResponse)(nil),             // 43: herald.v1.SettleResponse
+	(*SettleResult)(nil),               // 44: herald.v1.SettleResult
+	(*ErrorDetail)(nil),                // 45: herald.v1.ErrorDetail
+	(*CreateQueueRequest)(nil),         // 46: herald.v1.CreateQueueRequest
+	(*CreateQueueResponse)(nil),        // 47: herald.v1.CreateQueueResponse
+	(*Queue)(nil),                      // 48: herald.v1.Queue
+	(*DeleteQueueRequest)(nil),         // 49: herald.v1.DeleteQueueRequest
+	(*DeleteQueueResponse)(nil),        // 50: herald.v1.DeleteQueueResponse
+	(*EnqueueRequest)(nil),             // 51: herald.v1.EnqueueRequest
+	(*EnqueueResponse)(nil),            // 52: herald.v1.EnqueueResponse
+	(*ConsumeQueueRequest)(nil),        // 53: herald.v1.ConsumeQueueRequest
+	(*QueueMessage)(nil),               // 54: herald.v1.QueueMessage
+	(*QueueAckRequest)(nil),            // 55: herald.v1.QueueAckRequest
+	(*QueueAckResponse)(nil),           // 56: herald.v1.QueueAckResponse
+	(*QueueNackRequest)(nil),           // 57: herald.v1.QueueNackRequest
+	(*QueueNackResponse)(nil),          // 58: herald.v1.QueueNackResponse
+	(*QueueExtendRequest)(nil),         // 59: herald.v1.QueueExtendRequest
+	(*QueueExtendResponse)(nil),        // 60: herald.v1.QueueExtendResponse
+	(*RedriveDeadLettersRequest)(nil),  // 61: herald.v1.RedriveDeadLettersRequest
+	(*RedriveDeadLettersResponse)(nil), // 62: herald.v1.RedriveDeadLettersResponse
+	nil,                                // 63: herald.v1.ExecRequest.ParamsEntry
+	nil,                                // 64: herald.v1.PublishMessage.AttrsEntry
+	nil,                                // 65: herald.v1.SubscribeOpen.ParamsEntry
+	nil,                                // 66: herald.v1.WatchRequest.ParamsEntry
+	nil,                                // 67: herald.v1.QueryRequest.ParamsEntry
+	nil,                                // 68: herald.v1.ConsumeRequest.ParamsEntry
+	nil,                                // 69: herald.v1.CreateQueueRequest.FairnessWeightsEntry
+	nil,                                // 70: herald.v1.Queue.FairnessWeightsEntry
+	nil,                                // 71: herald.v1.EnqueueRequest.HeadersEntry
+	nil,                                // 72: herald.v1.QueueMessage.HeadersEntry
+	(*structpb.ListValue)(nil),         // 73: google.protobuf.ListValue
+	(*structpb.Value)(nil),             // 74: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil),      // 75: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 76: google.protobuf.Duration
 }
 var file_herald_proto_depIdxs = []int32{
 	2,  // 0: herald.v1.Value.list_value:type_name -> herald.v1.ValueList
 	3,  // 1: herald.v1.Value.map_value:type_name -> herald.v1.ValueMap
 	1,  // 2: herald.v1.ValueList.values:type_name -> herald.v1.Value
 	1,  // 3: herald.v1.ValueMap.values:type_name -> herald.v1.Value
-	60, // 4: herald.v1.ExecRequest.params:type_name -> herald.v1.ExecRequest.ParamsEntry
+	63, // 4: herald.v1.ExecRequest.params:type_name -> herald.v1.ExecRequest.ParamsEntry
 	6,  // 5: herald.v1.ExecResponse.results:type_name -> herald.v1.TypedResult
 	2,  // 6: herald.v1.TypedResult.rows:type_name -> herald.v1.ValueList
-	25, // 7: herald.v1.TypedResult.stats:type_name -> herald.v1.Stats
+	28, // 7: herald.v1.TypedResult.stats:type_name -> herald.v1.Stats
 	12, // 8: herald.v1.PublishRequest.messages:type_name -> herald.v1.PublishMessage
-	61, // 9: herald.v1.PublishMessage.attrs:type_name -> herald.v1.PublishMessage.AttrsEntry
+	64, // 9: herald.v1.PublishMessage.attrs:type_name -> herald.v1.PublishMessage.AttrsEntry
 	14, // 10: herald.v1.PublishResponse.acks:type_name -> herald.v1.PublishAck
-	42, // 11: herald.v1.PublishAck.error:type_name -> herald.v1.ErrorDetail
+	45, // 11: herald.v1.PublishAck.error:type_name -> herald.v1.ErrorDetail
 	16, // 12: herald.v1.SubscribeRequest.open:type_name -> herald.v1.SubscribeOpen
-	39, // 13: herald.v1.SubscribeRequest.settle:type_name -> herald.v1.Settlement
-	62, // 14: herald.v1.SubscribeOpen.params:type_name -> herald.v1.SubscribeOpen.ParamsEntry
+	42, // 13: herald.v1.SubscribeRequest.settle:type_name -> herald.v1.Settlement
+	65, // 14: herald.v1.SubscribeOpen.params:type_name -> herald.v1.SubscribeOpen.ParamsEntry
 	18, // 15: herald.v1.SubscribeResponse.deliveries:type_name -> herald.v1.Delivery
-	41, // 16: herald.v1.SubscribeResponse.settled:type_name -> herald.v1.SettleResult
-	21, // 17: herald.v1.SubscribeResponse.events:type_name -> herald.v1.WatchEvent
+	44, // 16: herald.v1.SubscribeResponse.settled:type_name -> herald.v1.SettleResult
+	24, // 17: herald.v1.SubscribeResponse.events:type_name -> herald.v1.WatchEvent
 	1,  // 18: herald.v1.Delivery.match:type_name -> herald.v1.Value
-	63, // 19: herald.v1.WatchRequest.params:type_name -> herald.v1.WatchRequest.ParamsEntry
-	21, // 20: herald.v1.WatchResponse.events:type_name -> herald.v1.WatchEvent
-	1,  // 21: herald.v1.WatchEvent.match:type_name -> herald.v1.Value
-	1,  // 22: herald.v1.WatchEvent.prev:type_name -> herald.v1.Value
-	64, // 23: herald.v1.QueryRequest.params:type_name -> herald.v1.QueryRequest.ParamsEntry
-	24, // 24: herald.v1.QueryResponse.results:type_name -> herald.v1.Result
-	70, // 25: herald.v1.Result.rows:type_name -> google.protobuf.ListValue
-	25, // 26: herald.v1.Result.stats:type_name -> herald.v1.Stats
-	65, // 27: herald.v1.ConsumeRequest.params:type_name -> herald.v1.ConsumeRequest.ParamsEntry
-	71, // 28: herald.v1.Event.match:type_name -> google.protobuf.Value
-	72, // 29: herald.v1.Event.deadline:type_name -> google.protobuf.Timestamp
-	71, // 30: herald.v1.Event.prev:type_name -> google.protobuf.Value
-	73, // 31: herald.v1.NackRequest.delay:type_name -> google.protobuf.Duration
-	73, // 32: herald.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
-	72, // 33: herald.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	39, // 34: herald.v1.SettleRequest.settlements:type_name -> herald.v1.Settlement
-	0,  // 35: herald.v1.Settlement.action:type_name -> herald.v1.Settlement.Action
-	73, // 36: herald.v1.Settlement.delay:type_name -> google.protobuf.Duration
-	73, // 37: herald.v1.Settlement.by:type_name -> google.protobuf.Duration
-	41, // 38: herald.v1.SettleResponse.results:type_name -> herald.v1.SettleResult
-	72, // 39: herald.v1.SettleResult.deadline:type_name -> google.protobuf.Timestamp
-	42, // 40: herald.v1.SettleResult.error:type_name -> herald.v1.ErrorDetail
-	73, // 41: herald.v1.CreateQueueRequest.visibility_timeout:type_name -> google.protobuf.Duration
-	66, // 42: herald.v1.CreateQueueRequest.fairness_weights:type_name -> herald.v1.CreateQueueRequest.FairnessWeightsEntry
-	45, // 43: herald.v1.CreateQueueResponse.queue:type_name -> herald.v1.Queue
-	73, // 44: herald.v1.Queue.visibility_timeout:type_name -> google.protobuf.Duration
-	67, // 45: herald.v1.Queue.fairness_weights:type_name -> herald.v1.Queue.FairnessWeightsEntry
-	72, // 46: herald.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
-	68, // 47: herald.v1.EnqueueRequest.headers:type_name -> herald.v1.EnqueueRequest.HeadersEntry
-	73, // 48: herald.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
-	69, // 49: herald.v1.QueueMessage.headers:type_name -> herald.v1.QueueMessage.HeadersEntry
-	72, // 50: herald.v1.QueueMessage.deadline:type_name -> google.protobuf.Timestamp
-	72, // 51: herald.v1.QueueMessage.enqueued_at:type_name -> google.protobuf.Timestamp
-	73, // 52: herald.v1.QueueNackRequest.delay:type_name -> google.protobuf.Duration
-	73, // 53: herald.v1.QueueExtendRequest.by:type_name -> google.protobuf.Duration
-	72, // 54: herald.v1.QueueExtendResponse.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 55: herald.v1.ExecRequest.ParamsEntry.value:type_name -> herald.v1.Value
-	1,  // 56: herald.v1.PublishMessage.AttrsEntry.value:type_name -> herald.v1.Value
-	1,  // 57: herald.v1.SubscribeOpen.ParamsEntry.value:type_name -> herald.v1.Value
-	1,  // 58: herald.v1.WatchRequest.ParamsEntry.value:type_name -> herald.v1.Value
-	71, // 59: herald.v1.QueryRequest.ParamsEntry.value:type_name -> google.protobuf.Value
-	71, // 60: herald.v1.ConsumeRequest.ParamsEntry.value:type_name -> google.protobuf.Value
-	22, // 61: herald.v1.Herald.Query:input_type -> herald.v1.QueryRequest
-	26, // 62: herald.v1.Herald.OpenSession:input_type -> herald.v1.OpenSessionRequest
-	28, // 63: herald.v1.Herald.CloseSession:input_type -> herald.v1.CloseSessionRequest
-	30, // 64: herald.v1.Herald.Consume:input_type -> herald.v1.ConsumeRequest
-	32, // 65: herald.v1.Herald.Ack:input_type -> herald.v1.AckRequest
-	34, // 66: herald.v1.Herald.Nack:input_type -> herald.v1.NackRequest
-	36, // 67: herald.v1.Herald.Extend:input_type -> herald.v1.ExtendRequest
-	38, // 68: herald.v1.Herald.Settle:input_type -> herald.v1.SettleRequest
-	4,  // 69: herald.v1.Herald.Exec:input_type -> herald.v1.ExecRequest
-	7,  // 70: herald.v1.Herald.Prepare:input_type -> herald.v1.PrepareRequest
-	9,  // 71: herald.v1.Herald.Unprepare:input_type -> herald.v1.UnprepareRequest
-	11, // 72: herald.v1.Herald.Publish:input_type -> herald.v1.PublishRequest
-	15, // 73: herald.v1.Herald.Subscribe:input_type -> herald.v1.SubscribeRequest
-	19, // 74: herald.v1.Herald.Watch:input_type -> herald.v1.WatchRequest
-	43, // 75: herald.v1.Queues.CreateQueue:input_type -> herald.v1.CreateQueueRequest
-	46, // 76: herald.v1.Queues.DeleteQueue:input_type -> herald.v1.DeleteQueueRequest
-	48, // 77: herald.v1.Queues.Enqueue:input_type -> herald.v1.EnqueueRequest
-	50, // 78: herald.v1.Queues.ConsumeQueue:input_type -> herald.v1.ConsumeQueueRequest
-	52, // 79: herald.v1.Queues.Ack:input_type -> herald.v1.QueueAckRequest
-	54, // 80: herald.v1.Queues.Nack:input_type -> herald.v1.QueueNackRequest
-	56, // 81: herald.v1.Queues.Extend:input_type -> herald.v1.QueueExtendRequest
-	58, // 82: herald.v1.Queues.RedriveDeadLetters:input_type -> herald.v1.RedriveDeadLettersRequest
-	23, // 83: herald.v1.Herald.Query:output_type -> herald.v1.QueryResponse
-	27, // 84: herald.v1.Herald.OpenSession:output_type -> herald.v1.OpenSessionResponse
-	29, // 85: herald.v1.Herald.CloseSession:output_type -> herald.v1.CloseSessionResponse
-	31, // 86: herald.v1.Herald.Consume:output_type -> herald.v1.Event
-	33, // 87: herald.v1.Herald.Ack:output_type -> herald.v1.AckResponse
-	35, // 88: herald.v1.Herald.Nack:output_type -> herald.v1.NackResponse
-	37, // 89: herald.v1.Herald.Extend:output_type -> herald.v1.ExtendResponse
-	40, // 90: herald.v1.Herald.Settle:output_type -> herald.v1.SettleResponse
-	5,  // 91: herald.v1.Herald.Exec:output_type -> herald.v1.ExecResponse
-	8,  // 92: herald.v1.Herald.Prepare:output_type -> herald.v1.PrepareResponse
-	10, // 93: herald.v1.Herald.Unprepare:output_type -> herald.v1.UnprepareResponse
-	13, // 94: herald.v1.Herald.Publish:output_type -> herald.v1.PublishResponse
-	17, // 95: herald.v1.Herald.Subscribe:output_type -> herald.v1.SubscribeResponse
-	20, // 96: herald.v1.Herald.Watch:output_type -> herald.v1.WatchResponse
-	44, // 97: herald.v1.Queues.CreateQueue:output_type -> herald.v1.CreateQueueResponse
-	47, // 98: herald.v1.Queues.DeleteQueue:output_type -> herald.v1.DeleteQueueResponse
-	49, // 99: herald.v1.Queues.Enqueue:output_type -> herald.v1.EnqueueResponse
-	51, // 100: herald.v1.Queues.ConsumeQueue:output_type -> herald.v1.QueueMessage
-	53, // 101: herald.v1.Queues.Ack:output_type -> herald.v1.QueueAckResponse
-	55, // 102: herald.v1.Queues.Nack:output_type -> herald.v1.QueueNackResponse
-	57, // 103: herald.v1.Queues.Extend:output_type -> herald.v1.QueueExtendResponse
-	59, // 104: herald.v1.Queues.RedriveDeadLetters:output_type -> herald.v1.RedriveDeadLettersResponse
-	83, // [83:105] is the sub-list for method output_type
-	61, // [61:83] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	66, // 19: herald.v1.WatchRequest.params:type_name -> herald.v1.WatchRequest.ParamsEntry
+	24, // 20: herald.v1.WatchResponse.events:type_name -> herald.v1.WatchEvent
+	19, // 21: herald.v1.WatchManyRequest.open:type_name -> herald.v1.WatchRequest
+	23, // 22: herald.v1.WatchManyResponse.batches:type_name -> herald.v1.WatchBatch
+	24, // 23: herald.v1.WatchBatch.events:type_name -> herald.v1.WatchEvent
+	1,  // 24: herald.v1.WatchEvent.match:type_name -> herald.v1.Value
+	1,  // 25: herald.v1.WatchEvent.prev:type_name -> herald.v1.Value
+	67, // 26: herald.v1.QueryRequest.params:type_name -> herald.v1.QueryRequest.ParamsEntry
+	27, // 27: herald.v1.QueryResponse.results:type_name -> herald.v1.Result
+	73, // 28: herald.v1.Result.rows:type_name -> google.protobuf.ListValue
+	28, // 29: herald.v1.Result.stats:type_name -> herald.v1.Stats
+	68, // 30: herald.v1.ConsumeRequest.params:type_name -> herald.v1.ConsumeRequest.ParamsEntry
+	74, // 31: herald.v1.Event.match:type_name -> google.protobuf.Value
+	75, // 32: herald.v1.Event.deadline:type_name -> google.protobuf.Timestamp
+	74, // 33: herald.v1.Event.prev:type_name -> google.protobuf.Value
+	76, // 34: herald.v1.NackRequest.delay:type_name -> google.protobuf.Duration
+	76, // 35: herald.v1.ExtendRequest.by:type_name -> google.protobuf.Duration
+	75, // 36: herald.v1.ExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	42, // 37: herald.v1.SettleRequest.settlements:type_name -> herald.v1.Settlement
+	0,  // 38: herald.v1.Settlement.action:type_name -> herald.v1.Settlement.Action
+	76, // 39: herald.v1.Settlement.delay:type_name -> google.protobuf.Duration
+	76, // 40: herald.v1.Settlement.by:type_name -> google.protobuf.Duration
+	44, // 41: herald.v1.SettleResponse.results:type_name -> herald.v1.SettleResult
+	75, // 42: herald.v1.SettleResult.deadline:type_name -> google.protobuf.Timestamp
+	45, // 43: herald.v1.SettleResult.error:type_name -> herald.v1.ErrorDetail
+	76, // 44: herald.v1.CreateQueueRequest.visibility_timeout:type_name -> google.protobuf.Duration
+	69, // 45: herald.v1.CreateQueueRequest.fairness_weights:type_name -> herald.v1.CreateQueueRequest.FairnessWeightsEntry
+	48, // 46: herald.v1.CreateQueueResponse.queue:type_name -> herald.v1.Queue
+	76, // 47: herald.v1.Queue.visibility_timeout:type_name -> google.protobuf.Duration
+	70, // 48: herald.v1.Queue.fairness_weights:type_name -> herald.v1.Queue.FairnessWeightsEntry
+	75, // 49: herald.v1.Queue.created_at:type_name -> google.protobuf.Timestamp
+	71, // 50: herald.v1.EnqueueRequest.headers:type_name -> herald.v1.EnqueueRequest.HeadersEntry
+	76, // 51: herald.v1.EnqueueRequest.delay:type_name -> google.protobuf.Duration
+	72, // 52: herald.v1.QueueMessage.headers:type_name -> herald.v1.QueueMessage.HeadersEntry
+	75, // 53: herald.v1.QueueMessage.deadline:type_name -> google.protobuf.Timestamp
+	75, // 54: herald.v1.QueueMessage.enqueued_at:type_name -> google.protobuf.Timestamp
+	76, // 55: herald.v1.QueueNackRequest.delay:type_name -> google.protobuf.Duration
+	76, // 56: herald.v1.QueueExtendRequest.by:type_name -> google.protobuf.Duration
+	75, // 57: herald.v1.QueueExtendResponse.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 58: herald.v1.ExecRequest.ParamsEntry.value:type_name -> herald.v1.Value
+	1,  // 59: herald.v1.PublishMessage.AttrsEntry.value:type_name -> herald.v1.Value
+	1,  // 60: herald.v1.SubscribeOpen.ParamsEntry.value:type_name -> herald.v1.Value
+	1,  // 61: herald.v1.WatchRequest.ParamsEntry.value:type_name -> herald.v1.Value
+	74, // 62: herald.v1.QueryRequest.ParamsEntry.value:type_name -> google.protobuf.Value
+	74, // 63: herald.v1.ConsumeRequest.ParamsEntry.value:type_name -> google.protobuf.Value
+	25, // 64: herald.v1.Herald.Query:input_type -> herald.v1.QueryRequest
+	29, // 65: herald.v1.Herald.OpenSession:input_type -> herald.v1.OpenSessionRequest
+	31, // 66: herald.v1.Herald.CloseSession:input_type -> herald.v1.CloseSessionRequest
+	33, // 67: herald.v1.Herald.Consume:input_type -> herald.v1.ConsumeRequest
+	35, // 68: herald.v1.Herald.Ack:input_type -> herald.v1.AckRequest
+	37, // 69: herald.v1.Herald.Nack:input_type -> herald.v1.NackRequest
+	39, // 70: herald.v1.Herald.Extend:input_type -> herald.v1.ExtendRequest
+	41, // 71: herald.v1.Herald.Settle:input_type -> herald.v1.SettleRequest
+	4,  // 72: herald.v1.Herald.Exec:input_type -> herald.v1.ExecRequest
+	7,  // 73: herald.v1.Herald.Prepare:input_type -> herald.v1.PrepareRequest
+	9,  // 74: herald.v1.Herald.Unprepare:input_type -> herald.v1.UnprepareRequest
+	11, // 75: herald.v1.Herald.Publish:input_type -> herald.v1.PublishRequest
+	15, // 76: herald.v1.Herald.Subscribe:input_type -> herald.v1.SubscribeRequest
+	19, // 77: herald.v1.Herald.Watch:input_type -> herald.v1.WatchRequest
+	21, // 78: herald.v1.Herald.WatchMany:input_type -> herald.v1.WatchManyRequest
+	46, // 79: herald.v1.Queues.CreateQueue:input_type -> herald.v1.CreateQueueRequest
+	49, // 80: herald.v1.Queues.DeleteQueue:input_type -> herald.v1.DeleteQueueRequest
+	51, // 81: herald.v1.Queues.Enqueue:input_type -> herald.v1.EnqueueRequest
+	53, // 82: herald.v1.Queues.ConsumeQueue:input_type -> herald.v1.ConsumeQueueRequest
+	55, // 83: herald.v1.Queues.Ack:input_type -> herald.v1.QueueAckRequest
+	57, // 84: herald.v1.Queues.Nack:input_type -> herald.v1.QueueNackRequest
+	59, // 85: herald.v1.Queues.Extend:input_type -> herald.v1.QueueExtendRequest
+	61, // 86: herald.v1.Queues.RedriveDeadLetters:input_type -> herald.v1.RedriveDeadLettersRequest
+	26, // 87: herald.v1.Herald.Query:output_type -> herald.v1.QueryResponse
+	30, // 88: herald.v1.Herald.OpenSession:output_type -> herald.v1.OpenSessionResponse
+	32, // 89: herald.v1.Herald.CloseSession:output_type -> herald.v1.CloseSessionResponse
+	34, // 90: herald.v1.Herald.Consume:output_type -> herald.v1.Event
+	36, // 91: herald.v1.Herald.Ack:output_type -> herald.v1.AckResponse
+	38, // 92: herald.v1.Herald.Nack:output_type -> herald.v1.NackResponse
+	40, // 93: herald.v1.Herald.Extend:output_type -> herald.v1.ExtendResponse
+	43, // 94: herald.v1.Herald.Settle:output_type -> herald.v1.SettleResponse
+	5,  // 95: herald.v1.Herald.Exec:output_type -> herald.v1.ExecResponse
+	8,  // 96: herald.v1.Herald.Prepare:output_type -> herald.v1.PrepareResponse
+	10, // 97: herald.v1.Herald.Unprepare:output_type -> herald.v1.UnprepareResponse
+	13, // 98: herald.v1.Herald.Publish:output_type -> herald.v1.PublishResponse
+	17, // 99: herald.v1.Herald.Subscribe:output_type -> herald.v1.SubscribeResponse
+	20, // 100: herald.v1.Herald.Watch:output_type -> herald.v1.WatchResponse
+	22, // 101: herald.v1.Herald.WatchMany:output_type -> herald.v1.WatchManyResponse
+	47, // 102: herald.v1.Queues.CreateQueue:output_type -> herald.v1.CreateQueueResponse
+	50, // 103: herald.v1.Queues.DeleteQueue:output_type -> herald.v1.DeleteQueueResponse
+	52, // 104: herald.v1.Queues.Enqueue:output_type -> herald.v1.EnqueueResponse
+	54, // 105: herald.v1.Queues.ConsumeQueue:output_type -> herald.v1.QueueMessage
+	56, // 106: herald.v1.Queues.Ack:output_type -> herald.v1.QueueAckResponse
+	58, // 107: herald.v1.Queues.Nack:output_type -> herald.v1.QueueNackResponse
+	60, // 108: herald.v1.Queues.Extend:output_type -> herald.v1.QueueExtendResponse
+	62, // 109: herald.v1.Queues.RedriveDeadLetters:output_type -> herald.v1.RedriveDeadLettersResponse
+	87, // [87:110] is the sub-list for method output_type
+	64, // [64:87] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_herald_proto_init() }
@@ -4374,13 +4606,17 @@ func file_herald_proto_init() {
 		(*Value_ListValue)(nil),
 		(*Value_MapValue)(nil),
 	}
+	file_herald_proto_msgTypes[20].OneofWrappers = []any{
+		(*WatchManyRequest_Open)(nil),
+		(*WatchManyRequest_Close)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_herald_proto_rawDesc), len(file_herald_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   69,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -66,6 +66,8 @@ const (
 	HeraldSubscribeProcedure = "/herald.v1.Herald/Subscribe"
 	// HeraldWatchProcedure is the fully-qualified name of the Herald's Watch RPC.
 	HeraldWatchProcedure = "/herald.v1.Herald/Watch"
+	// HeraldWatchManyProcedure is the fully-qualified name of the Herald's WatchMany RPC.
+	HeraldWatchManyProcedure = "/herald.v1.Herald/WatchMany"
 	// QueuesCreateQueueProcedure is the fully-qualified name of the Queues's CreateQueue RPC.
 	QueuesCreateQueueProcedure = "/herald.v1.Queues/CreateQueue"
 	// QueuesDeleteQueueProcedure is the fully-qualified name of the Queues's DeleteQueue RPC.
@@ -136,6 +138,11 @@ type HeraldClient interface {
 	// Watch streams a watch-mode WATCH statement as typed events, several per frame when
 	// they are waiting; WatchRequest.after resumes after a position.
 	Watch(context.Context, *connect.Request[heraldv1.WatchRequest]) (*connect.ServerStreamForClient[heraldv1.WatchResponse], error)
+	// WatchMany carries any number of watch-mode streams on one call: the client opens
+	// and closes watches under ids of its own choosing, and each response frame carries
+	// the events of every watch that had some, so a connection with many watches costs
+	// one stream and one frame per batch, not one per watch.
+	WatchMany(context.Context) *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]
 }
 
 // NewHeraldClient constructs a client for the herald.v1.Herald service. By default, it uses the
@@ -233,6 +240,12 @@ func NewHeraldClient(httpClient connect.HTTPClient, baseURL string, opts ...conn
 			connect.WithSchema(heraldMethods.ByName("Watch")),
 			connect.WithClientOptions(opts...),
 		),
+		watchMany: connect.NewClient[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse](
+			httpClient,
+			baseURL+HeraldWatchManyProcedure,
+			connect.WithSchema(heraldMethods.ByName("WatchMany")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -252,6 +265,7 @@ type heraldClient struct {
 	publish      *connect.Client[heraldv1.PublishRequest, heraldv1.PublishResponse]
 	subscribe    *connect.Client[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
 	watch        *connect.Client[heraldv1.WatchRequest, heraldv1.WatchResponse]
+	watchMany    *connect.Client[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]
 }
 
 // Query calls herald.v1.Herald.Query.
@@ -324,6 +338,11 @@ func (c *heraldClient) Watch(ctx context.Context, req *connect.Request[heraldv1.
 	return c.watch.CallServerStream(ctx, req)
 }
 
+// WatchMany calls herald.v1.Herald.WatchMany.
+func (c *heraldClient) WatchMany(ctx context.Context) *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse] {
+	return c.watchMany.CallBidiStream(ctx)
+}
+
 // HeraldHandler is an implementation of the herald.v1.Herald service.
 type HeraldHandler interface {
 	// Query runs one or more statements, like POST /v1/query.
@@ -375,6 +394,11 @@ type HeraldHandler interface {
 	// Watch streams a watch-mode WATCH statement as typed events, several per frame when
 	// they are waiting; WatchRequest.after resumes after a position.
 	Watch(context.Context, *connect.Request[heraldv1.WatchRequest], *connect.ServerStream[heraldv1.WatchResponse]) error
+	// WatchMany carries any number of watch-mode streams on one call: the client opens
+	// and closes watches under ids of its own choosing, and each response frame carries
+	// the events of every watch that had some, so a connection with many watches costs
+	// one stream and one frame per batch, not one per watch.
+	WatchMany(context.Context, *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]) error
 }
 
 // NewHeraldHandler builds an HTTP handler from the service implementation. It returns the path on
@@ -468,6 +492,12 @@ func NewHeraldHandler(svc HeraldHandler, opts ...connect.HandlerOption) (string,
 		connect.WithSchema(heraldMethods.ByName("Watch")),
 		connect.WithHandlerOptions(opts...),
 	)
+	heraldWatchManyHandler := connect.NewBidiStreamHandler(
+		HeraldWatchManyProcedure,
+		svc.WatchMany,
+		connect.WithSchema(heraldMethods.ByName("WatchMany")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/herald.v1.Herald/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HeraldQueryProcedure:
@@ -498,6 +528,8 @@ func NewHeraldHandler(svc HeraldHandler, opts ...connect.HandlerOption) (string,
 			heraldSubscribeHandler.ServeHTTP(w, r)
 		case HeraldWatchProcedure:
 			heraldWatchHandler.ServeHTTP(w, r)
+		case HeraldWatchManyProcedure:
+			heraldWatchManyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -561,6 +593,10 @@ func (UnimplementedHeraldHandler) Subscribe(context.Context, *connect.BidiStream
 
 func (UnimplementedHeraldHandler) Watch(context.Context, *connect.Request[heraldv1.WatchRequest], *connect.ServerStream[heraldv1.WatchResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.Watch is not implemented"))
+}
+
+func (UnimplementedHeraldHandler) WatchMany(context.Context, *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("herald.v1.Herald.WatchMany is not implemented"))
 }
 
 // QueuesClient is a client for the herald.v1.Queues service.

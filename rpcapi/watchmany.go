@@ -1,0 +1,387 @@
+package rpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+)
+
+// A WatchMany call carries many watch-mode streams. The call's goroutine reads the
+// requests (opens and closes); one writer goroutine sends frames. A stream tells the
+// writer when it has put events in its channel (notifier), so that no goroutine waits
+// on each channel: the writer takes the streams that have something, one frame for all
+// of them.
+
+// notifier is a stream that calls back when it has events to read or has ended.
+type notifier interface{ SetNotify(func()) }
+
+// Field numbers of WatchManyResponse and WatchBatch, for frames assembled from events
+// already encoded.
+const (
+	manyBatchesField   = 1
+	batchIDField       = 1
+	batchOpenedField   = 2
+	batchEventsField   = 3
+	batchEndedField    = 4
+	maxWatchesPerFrame = 256
+)
+
+// manyWatch is one watch of a WatchMany call.
+type manyWatch struct {
+	id     uint64
+	st     herald.Stream
+	d      drainer
+	queued bool // in the mux's ready list (under the mux's lock)
+}
+
+// manyAnswer is the answer to an open: registered, or refused with err.
+type manyAnswer struct {
+	id  uint64
+	err error
+}
+
+// watchMux is the shared state of one WatchMany call.
+type watchMux struct {
+	mu      sync.Mutex
+	watches map[uint64]*manyWatch
+	ready   []*manyWatch
+	answers []manyAnswer
+	closed  bool
+	wake    chan struct{}
+}
+
+func (m *watchMux) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// markReady queues w for the writer.
+func (m *watchMux) markReady(w *manyWatch) {
+	m.mu.Lock()
+	if !w.queued {
+		w.queued = true
+		m.ready = append(m.ready, w)
+	}
+	m.mu.Unlock()
+	m.signal()
+}
+
+func (m *watchMux) answer(a manyAnswer) {
+	m.mu.Lock()
+	m.answers = append(m.answers, a)
+	m.mu.Unlock()
+	m.signal()
+}
+
+// closeAll ends every watch of the call; later opens are refused.
+func (m *watchMux) closeAll() {
+	m.mu.Lock()
+	m.closed = true
+	ws := m.watches
+	m.watches = nil
+	m.mu.Unlock()
+	for _, w := range ws {
+		w.st.Close()
+	}
+}
+
+// WatchMany serves many watch-mode streams on one call (see the proto).
+func (s *Service) WatchMany(ctx context.Context, stream *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]) error {
+	if s.wat == nil {
+		return toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)()
+	m := &watchMux{watches: map[uint64]*manyWatch{}, wake: make(chan struct{}, 1)}
+	defer m.closeAll()
+	done := make(chan error, 1)
+	go func() { done <- s.writeMany(ctx, stream, m) }()
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Receive()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if err := s.handleMany(ctx, m, req); err != nil {
+				recvErr <- toConnect(err)
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case err := <-recvErr:
+		if errors.Is(err, io.EOF) {
+			// The caller closed its side: its watches end, and their ends go out.
+			m.closeAll()
+			m.signal()
+			return <-done
+		}
+		cancel()
+		<-done
+		return err
+	}
+}
+
+// handleMany opens or closes one watch. A watch that cannot open is answered on the
+// stream; only a malformed request ends the call.
+func (s *Service) handleMany(ctx context.Context, m *watchMux, req *heraldv1.WatchManyRequest) error {
+	id := req.GetId()
+	switch {
+	case req.GetOpen() != nil:
+		m.mu.Lock()
+		_, taken := m.watches[id]
+		m.mu.Unlock()
+		if taken {
+			return herald.Errorf(herald.CodeMalformedRequest, "watch id %d is already open on this call", id)
+		}
+		st, err := s.openWatch(ctx, req.GetOpen())
+		if err != nil {
+			m.answer(manyAnswer{id: id, err: err})
+			return nil
+		}
+		n, ok := st.(notifier)
+		if !ok {
+			r := newRelay(st)
+			st, n = r, r
+		}
+		w := &manyWatch{id: id, st: st}
+		w.d, _ = st.(drainer)
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			st.Close()
+			return nil
+		}
+		m.watches[id] = w
+		m.answers = append(m.answers, manyAnswer{id: id})
+		m.mu.Unlock()
+		n.SetNotify(func() { m.markReady(w) })
+		m.markReady(w) // what it put in its channel before the callback was set
+	case req.GetClose():
+		m.mu.Lock()
+		w := m.watches[id]
+		m.mu.Unlock()
+		if w != nil {
+			w.st.Close() // its channel closes; the writer then sends its end
+		}
+	default:
+		return herald.Errorf(herald.CodeMalformedRequest, "a WatchMany request opens or closes a watch: set open or close")
+	}
+	return nil
+}
+
+// writeMany sends frames until ctx ends, gathering what every ready watch has (after
+// the linger, as Watch does).
+func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse], m *watchMux) error {
+	var raw, batch []byte
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return s.ended(ctx)
+		case <-m.wake:
+		}
+		if !s.lingered(ctx, last) {
+			return s.ended(ctx)
+		}
+		select {
+		case s.sendSlots <- struct{}{}:
+		case <-ctx.Done():
+			return s.ended(ctx)
+		}
+		m.mu.Lock()
+		answers, ready := m.answers, m.ready
+		m.answers, m.ready = nil, nil
+		if len(ready) > maxWatchesPerFrame {
+			m.ready, ready = ready[maxWatchesPerFrame:], ready[:maxWatchesPerFrame]
+			m.signal()
+		}
+		for _, w := range ready {
+			w.queued = false
+		}
+		closed, empty := m.closed, len(m.watches) == 0
+		m.mu.Unlock()
+		raw = raw[:0]
+		for _, a := range answers {
+			batch = appendAnswer(batch[:0], a)
+			raw = appendBatch(raw, batch)
+		}
+		for _, w := range ready {
+			var ended bool
+			batch, ended = s.drainMany(batch[:0], w)
+			if ended {
+				m.mu.Lock()
+				if m.watches[w.id] == w {
+					delete(m.watches, w.id)
+				}
+				empty = len(m.watches) == 0
+				m.mu.Unlock()
+			} else if len(w.st.Events()) > 0 {
+				m.markReady(w) // more than a frame's share waits
+			}
+			if len(batch) > 0 {
+				raw = appendBatch(raw, batch)
+			}
+		}
+		<-s.sendSlots
+		if len(raw) > 0 {
+			frame := &heraldv1.WatchManyResponse{}
+			frame.ProtoReflect().SetUnknown(raw)
+			if err := stream.Send(frame); err != nil {
+				return err
+			}
+			if s.linger > 0 {
+				last = s.clock.Now()
+			}
+		}
+		if closed && empty {
+			return nil // the caller closed its side and every watch has ended
+		}
+	}
+}
+
+// drainMany encodes the events waiting for w (up to maxEventsPerFrame) as one batch,
+// and reports whether the watch ended: its channel closed, or an error event came.
+func (s *Service) drainMany(batch []byte, w *manyWatch) ([]byte, bool) {
+	events := w.st.Events()
+	batch = protowire.AppendTag(batch, batchIDField, protowire.VarintType)
+	batch = protowire.AppendVarint(batch, w.id)
+	head := len(batch)
+	for n := 0; n < maxEventsPerFrame; n++ {
+		var ev herald.Event
+		var ok bool
+		select {
+		case ev, ok = <-events:
+		default:
+			if ok = refill(w.d, events, &ev); !ok {
+				if n == 0 {
+					return batch[:0], false // nothing yet: the stream refilled nothing
+				}
+				return batch, false
+			}
+		}
+		if !ok {
+			return appendEnded(batch), true
+		}
+		b, err := encodedEvent(ev)
+		if err != nil {
+			ev = herald.Event{Type: herald.EventError, Code: herald.CodeOf(err), Message: err.Error()}
+			b, _ = encodedEvent(ev)
+		}
+		batch = protowire.AppendTag(batch, batchEventsField, protowire.BytesType)
+		batch = protowire.AppendBytes(batch, b)
+		if ev.Type == herald.EventError {
+			w.st.Close()
+			return appendEnded(batch), true
+		}
+	}
+	if len(batch) == head {
+		return batch[:0], false
+	}
+	return batch, false
+}
+
+func appendEnded(batch []byte) []byte {
+	batch = protowire.AppendTag(batch, batchEndedField, protowire.VarintType)
+	return protowire.AppendVarint(batch, 1)
+}
+
+// appendAnswer encodes the answer to an open: opened, or the error event that ends it.
+func appendAnswer(batch []byte, a manyAnswer) []byte {
+	batch = protowire.AppendTag(batch, batchIDField, protowire.VarintType)
+	batch = protowire.AppendVarint(batch, a.id)
+	if a.err == nil {
+		batch = protowire.AppendTag(batch, batchOpenedField, protowire.VarintType)
+		return protowire.AppendVarint(batch, 1)
+	}
+	he := herald.AsError(a.err)
+	b, _ := encodedEvent(herald.Event{Type: herald.EventError, Code: he.Code, Message: he.Message})
+	batch = protowire.AppendTag(batch, batchEventsField, protowire.BytesType)
+	batch = protowire.AppendBytes(batch, b)
+	return appendEnded(batch)
+}
+
+// appendBatch appends one encoded WatchBatch to a WatchManyResponse's bytes.
+func appendBatch(raw, batch []byte) []byte {
+	raw = protowire.AppendTag(raw, manyBatchesField, protowire.BytesType)
+	return protowire.AppendBytes(raw, batch)
+}
+
+// relay carries a stream that does not call back (notifier) on a WatchMany call: a
+// goroutine of its own moves its events to a channel that does.
+type relay struct {
+	herald.Stream
+	events chan herald.Event
+	stop   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	notify func()
+}
+
+func newRelay(st herald.Stream) *relay {
+	r := &relay{Stream: st, events: make(chan herald.Event, 16), stop: make(chan struct{})}
+	go func() {
+		defer func() { close(r.events); r.poke() }()
+		for {
+			var ev herald.Event
+			var ok bool
+			select {
+			case ev, ok = <-st.Events():
+			case <-st.Done():
+				select { // what it queued before it ended still goes out
+				case ev, ok = <-st.Events():
+				default:
+					return
+				}
+			}
+			if !ok {
+				return
+			}
+			select {
+			case r.events <- ev:
+				r.poke()
+			case <-r.stop:
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// Close ends the stream and its relay.
+func (r *relay) Close() {
+	r.once.Do(func() { close(r.stop) })
+	r.Stream.Close()
+}
+
+func (r *relay) Events() <-chan herald.Event { return r.events }
+
+func (r *relay) SetNotify(fn func()) {
+	r.mu.Lock()
+	r.notify = fn
+	r.mu.Unlock()
+}
+
+func (r *relay) poke() {
+	r.mu.Lock()
+	fn := r.notify
+	r.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}

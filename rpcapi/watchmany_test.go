@@ -1,0 +1,169 @@
+package rpcapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
+)
+
+// notifyStream is a watch-mode stream that tells its transport when it has events, as
+// the watch service's streams do.
+type notifyStream struct {
+	events chan herald.Event
+	done   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	notify func()
+}
+
+func newNotifyStream() *notifyStream {
+	return &notifyStream{events: make(chan herald.Event, 16), done: make(chan struct{})}
+}
+
+func (s *notifyStream) ID() string                  { return "n" }
+func (s *notifyStream) Events() <-chan herald.Event { return s.events }
+func (s *notifyStream) Done() <-chan struct{}       { return s.done }
+func (s *notifyStream) SetNotify(fn func())         { s.mu.Lock(); s.notify = fn; s.mu.Unlock() }
+func (s *notifyStream) poke() {
+	s.mu.Lock()
+	fn := s.notify
+	s.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+func (s *notifyStream) push(ev herald.Event) { s.events <- ev; s.poke() }
+func (s *notifyStream) Close() {
+	s.once.Do(func() { close(s.events); close(s.done); s.poke() })
+}
+
+const qA, qB, qBad = "WATCH a: A RETURN a", "WATCH b: B RETURN b", "WATCH x: Bad RETURN x"
+
+// manyWatcher opens a notifyStream per statement; qBad is refused.
+type manyWatcher struct {
+	mu      sync.Mutex
+	streams map[string]*notifyStream
+	opened  chan string
+}
+
+func (f *manyWatcher) Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
+	if query == qBad {
+		return nil, herald.Errorf(herald.CodeInvalidQuery, "no such statement")
+	}
+	st := newNotifyStream()
+	f.mu.Lock()
+	f.streams[query] = st
+	f.mu.Unlock()
+	f.opened <- query
+	return st, nil
+}
+
+func (f *manyWatcher) stream(q string) *notifyStream {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.streams[q]
+}
+
+// TestWatchMany carries three watches on one call: a refused open is answered without
+// ending the call, each watch's events arrive under its id, closing one ends it alone,
+// and closing the request side ends the call and every watch still on it.
+func TestWatchMany(t *testing.T) {
+	wat := &manyWatcher{streams: map[string]*notifyStream{}, opened: make(chan string, 4)}
+	svc := New(&fakeEngine{}, Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	mux := http.NewServeMux()
+	mux.Handle(svc.Handler())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
+	call := c.WatchMany(context.Background())
+	open := func(id uint64, q string) {
+		t.Helper()
+		if err := call.Send(&heraldv1.WatchManyRequest{Id: id, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: q}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// await collects batches until want holds, by id: "opened", event types, "ended".
+	seen := map[uint64][]string{}
+	await := func(want map[uint64][]string) {
+		t.Helper()
+		for !contains(seen, want) {
+			resp, err := call.Receive()
+			if err != nil {
+				t.Fatalf("waiting for %v, have %v: %v", want, seen, err)
+			}
+			for _, b := range resp.GetBatches() {
+				if b.GetOpened() {
+					seen[b.GetId()] = append(seen[b.GetId()], "opened")
+				}
+				for _, ev := range b.GetEvents() {
+					seen[b.GetId()] = append(seen[b.GetId()], ev.GetType()+":"+ev.GetCode())
+				}
+				if b.GetEnded() {
+					seen[b.GetId()] = append(seen[b.GetId()], "ended")
+				}
+			}
+		}
+	}
+	open(1, qA)
+	open(2, qB)
+	open(3, qBad)
+	await(map[uint64][]string{1: {"opened"}, 2: {"opened"}, 3: {"error:E1004", "ended"}})
+	<-wat.opened
+	<-wat.opened
+	a, b := wat.stream(qA), wat.stream(qB)
+	a.push(herald.Event{Type: herald.EventAdded, Seq: 5, Tick: 5})
+	b.push(herald.Event{Type: herald.EventRemoved, Seq: 5, Tick: 5})
+	a.push(herald.Event{Type: herald.EventChanged, Seq: 6, Tick: 6})
+	await(map[uint64][]string{1: {"opened", "added:", "changed:"}, 2: {"opened", "removed:"}})
+
+	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Close{Close: true}}); err != nil {
+		t.Fatal(err)
+	}
+	await(map[uint64][]string{1: {"opened", "added:", "changed:", "ended"}})
+	<-a.done
+	b.push(herald.Event{Type: herald.EventAdded, Seq: 7, Tick: 7})
+	await(map[uint64][]string{2: {"opened", "removed:", "added:"}})
+
+	if err := call.CloseRequest(); err != nil {
+		t.Fatal(err)
+	}
+	<-b.done // the call's end closes the watches still on it
+	for {
+		if _, err := call.Receive(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("the call ended with %v, want a clean end", err)
+			}
+			break
+		}
+	}
+	if err := call.CloseResponse(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// contains reports whether have holds every want[id] exactly.
+func contains(have, want map[uint64][]string) bool {
+	for id, w := range want {
+		h := have[id]
+		if len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if h[i] != w[i] {
+				return false
+			}
+		}
+	}
+	return true
+}
