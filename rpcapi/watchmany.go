@@ -50,7 +50,9 @@ type manyAnswer struct {
 
 // watchMux is the shared state of one WatchMany call.
 type watchMux struct {
+	opens   sync.WaitGroup // opens under way (handleMany)
 	mu      sync.Mutex
+	opening map[uint64]bool
 	watches map[uint64]*manyWatch
 	ready   []*manyWatch
 	answers []manyAnswer
@@ -103,8 +105,12 @@ func (s *Service) WatchMany(ctx context.Context, stream *connect.BidiStream[hera
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
-	m := &watchMux{watches: map[uint64]*manyWatch{}, wake: make(chan struct{}, 1)}
-	defer m.closeAll()
+	m := &watchMux{watches: map[uint64]*manyWatch{}, opening: map[uint64]bool{}, wake: make(chan struct{}, 1)}
+	defer func() {
+		cancel()
+		m.closeAll()
+		m.opens.Wait() // an open that finishes now closes what it opened
+	}()
 	done := make(chan error, 1)
 	go func() { done <- s.writeMany(ctx, stream, m) }()
 	recvErr := make(chan error, 1)
@@ -138,40 +144,29 @@ func (s *Service) WatchMany(ctx context.Context, stream *connect.BidiStream[hera
 }
 
 // handleMany opens or closes one watch. A watch that cannot open is answered on the
-// stream; only a malformed request ends the call.
+// stream; only a malformed request ends the call. Opens run side by side (each one
+// commits its _Watch node), so a client that opens many watches at once waits for about
+// one commit, not one per watch.
 func (s *Service) handleMany(ctx context.Context, m *watchMux, req *heraldv1.WatchManyRequest) error {
 	id := req.GetId()
 	switch {
 	case req.GetOpen() != nil:
 		m.mu.Lock()
 		_, taken := m.watches[id]
-		m.mu.Unlock()
-		if taken {
-			return herald.Errorf(herald.CodeMalformedRequest, "watch id %d is already open on this call", id)
-		}
-		st, err := s.openWatch(ctx, req.GetOpen())
-		if err != nil {
-			m.answer(manyAnswer{id: id, err: err})
-			return nil
-		}
-		n, ok := st.(notifier)
-		if !ok {
-			r := newRelay(st)
-			st, n = r, r
-		}
-		w := &manyWatch{id: id, st: st}
-		w.d, _ = st.(drainer)
-		m.mu.Lock()
-		if m.closed {
+		if taken || m.opening[id] || m.closed {
 			m.mu.Unlock()
-			st.Close()
+			if taken || m.opening[id] {
+				return herald.Errorf(herald.CodeMalformedRequest, "watch id %d is already open on this call", id)
+			}
 			return nil
 		}
-		m.watches[id] = w
-		m.answers = append(m.answers, manyAnswer{id: id})
+		m.opening[id] = true
+		m.opens.Add(1)
 		m.mu.Unlock()
-		n.SetNotify(func() { m.markReady(w) })
-		m.markReady(w) // what it put in its channel before the callback was set
+		go func() {
+			defer m.opens.Done()
+			s.openMany(ctx, m, id, req.GetOpen())
+		}()
 	case req.GetClose():
 		m.mu.Lock()
 		w := m.watches[id]
@@ -183,6 +178,37 @@ func (s *Service) handleMany(ctx context.Context, m *watchMux, req *heraldv1.Wat
 		return herald.Errorf(herald.CodeMalformedRequest, "a WatchMany request opens or closes a watch: set open or close")
 	}
 	return nil
+}
+
+// openMany opens watch id and registers it with the call's writer, or answers why not.
+func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *heraldv1.WatchRequest) {
+	st, err := s.openWatch(ctx, req)
+	if err != nil {
+		m.mu.Lock()
+		delete(m.opening, id)
+		m.mu.Unlock()
+		m.answer(manyAnswer{id: id, err: err})
+		return
+	}
+	n, ok := st.(notifier)
+	if !ok {
+		r := newRelay(st)
+		st, n = r, r
+	}
+	w := &manyWatch{id: id, st: st}
+	w.d, _ = st.(drainer)
+	m.mu.Lock()
+	delete(m.opening, id)
+	if m.closed {
+		m.mu.Unlock()
+		st.Close()
+		return
+	}
+	m.watches[id] = w
+	m.answers = append(m.answers, manyAnswer{id: id})
+	m.mu.Unlock()
+	n.SetNotify(func() { m.markReady(w) })
+	m.markReady(w) // what it put in its channel before the callback was set
 }
 
 // writeMany sends frames until ctx ends, gathering what every ready watch has (after

@@ -2,6 +2,8 @@ package rpcapi
 
 import (
 	"context"
+
+	"connectrpc.com/connect"
 	"errors"
 	"io"
 	"log/slog"
@@ -50,6 +52,7 @@ const qA, qB, qBad = "WATCH a: A RETURN a", "WATCH b: B RETURN b", "WATCH x: Bad
 
 // manyWatcher opens a notifyStream per statement; qBad is refused.
 type manyWatcher struct {
+	gate    chan struct{} // when set, opening qA waits for it
 	mu      sync.Mutex
 	streams map[string]*notifyStream
 	opened  chan string
@@ -58,6 +61,9 @@ type manyWatcher struct {
 func (f *manyWatcher) Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
 	if query == qBad {
 		return nil, herald.Errorf(herald.CodeInvalidQuery, "no such statement")
+	}
+	if query == qA && f.gate != nil {
+		<-f.gate
 	}
 	st := newNotifyStream()
 	f.mu.Lock()
@@ -78,43 +84,7 @@ func (f *manyWatcher) stream(q string) *notifyStream {
 // and closing the request side ends the call and every watch still on it.
 func TestWatchMany(t *testing.T) {
 	wat := &manyWatcher{streams: map[string]*notifyStream{}, opened: make(chan string, 4)}
-	svc := New(&fakeEngine{}, Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	mux := http.NewServeMux()
-	mux.Handle(svc.Handler())
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
-	call := c.WatchMany(context.Background())
-	open := func(id uint64, q string) {
-		t.Helper()
-		if err := call.Send(&heraldv1.WatchManyRequest{Id: id, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: q}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// await collects batches until want holds, by id: "opened", event types, "ended".
-	seen := map[uint64][]string{}
-	await := func(want map[uint64][]string) {
-		t.Helper()
-		for !contains(seen, want) {
-			resp, err := call.Receive()
-			if err != nil {
-				t.Fatalf("waiting for %v, have %v: %v", want, seen, err)
-			}
-			for _, b := range resp.GetBatches() {
-				if b.GetOpened() {
-					seen[b.GetId()] = append(seen[b.GetId()], "opened")
-				}
-				for _, ev := range b.GetEvents() {
-					seen[b.GetId()] = append(seen[b.GetId()], ev.GetType()+":"+ev.GetCode())
-				}
-				if b.GetEnded() {
-					seen[b.GetId()] = append(seen[b.GetId()], "ended")
-				}
-			}
-		}
-	}
+	call, open, await := manyCall(t, wat)
 	open(1, qA)
 	open(2, qB)
 	open(3, qBad)
@@ -150,6 +120,65 @@ func TestWatchMany(t *testing.T) {
 	if err := call.CloseResponse(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+type manyCallT = *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]
+
+// manyCall serves wat over HTTP/2 and opens a WatchMany call, with helpers that open a
+// watch and collect batches until want holds, by id: "opened", "type:code" per event,
+// "ended".
+func manyCall(t *testing.T, wat *manyWatcher) (manyCallT, func(uint64, string), func(map[uint64][]string)) {
+	svc := New(&fakeEngine{}, Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	mux := http.NewServeMux()
+	mux.Handle(svc.Handler())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
+	call := c.WatchMany(context.Background())
+	open := func(id uint64, q string) {
+		t.Helper()
+		if err := call.Send(&heraldv1.WatchManyRequest{Id: id, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: q}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint64][]string{}
+	await := func(want map[uint64][]string) {
+		t.Helper()
+		for !contains(seen, want) {
+			resp, err := call.Receive()
+			if err != nil {
+				t.Fatalf("waiting for %v, have %v: %v", want, seen, err)
+			}
+			for _, b := range resp.GetBatches() {
+				if b.GetOpened() {
+					seen[b.GetId()] = append(seen[b.GetId()], "opened")
+				}
+				for _, ev := range b.GetEvents() {
+					seen[b.GetId()] = append(seen[b.GetId()], ev.GetType()+":"+ev.GetCode())
+				}
+				if b.GetEnded() {
+					seen[b.GetId()] = append(seen[b.GetId()], "ended")
+				}
+			}
+		}
+	}
+	return call, open, await
+}
+
+// TestWatchManyOpensSideBySide: an open that takes long (its commit, its snapshot)
+// does not hold up the opens after it on the same call.
+func TestWatchManyOpensSideBySide(t *testing.T) {
+	wat := &manyWatcher{streams: map[string]*notifyStream{}, opened: make(chan string, 4), gate: make(chan struct{})}
+	call, open, await := manyCall(t, wat)
+	open(1, qA) // waits at the gate
+	open(2, qB)
+	await(map[uint64][]string{2: {"opened"}})
+	close(wat.gate)
+	await(map[uint64][]string{1: {"opened"}, 2: {"opened"}})
+	_ = call.CloseRequest()
+	_ = call.CloseResponse()
 }
 
 // contains reports whether have holds every want[id] exactly.
