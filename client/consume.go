@@ -51,8 +51,8 @@ type consumeConn struct {
 
 	sendMu  sync.Mutex // serializes the request side
 	mu      sync.Mutex
-	waiting map[string][]chan settleOutcome // settlements sent, by delivery id
-	pending []*heraldv1.Settlement          // settlements to send
+	waiting map[string][]func(settleOutcome) // settlements sent, by delivery id: who takes the outcome
+	pending []*heraldv1.Settlement           // settlements to send
 	sending bool
 	ended   error // set once the stream has ended
 	wg      sync.WaitGroup
@@ -71,7 +71,7 @@ func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen)
 		cancel()
 		return nil, fromConnect(err)
 	}
-	c := &consumeConn{call: call, cancel: cancel, waiting: map[string][]chan settleOutcome{}}
+	c := &consumeConn{call: call, cancel: cancel, waiting: map[string][]func(settleOutcome){}}
 	// A cancelled request context does not always wake a Receive already waiting on
 	// the HTTP/2 response body; closing the response side does.
 	context.AfterFunc(ctx, func() { _ = call.CloseResponse() })
@@ -117,8 +117,12 @@ func (c *consumeConn) settled(results []*heraldv1.SettleResult) {
 	if len(results) == 0 {
 		return
 	}
+	type answer struct {
+		to  func(settleOutcome)
+		out settleOutcome
+	}
+	answers := make([]answer, 0, len(results))
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, r := range results {
 		id := r.GetDeliveryId()
 		ws := c.waiting[id]
@@ -141,7 +145,11 @@ func (c *consumeConn) settled(results []*heraldv1.SettleResult) {
 		if d := r.GetDeadline(); d != nil {
 			out.deadline = d.AsTime()
 		}
-		w <- out
+		answers = append(answers, answer{w, out})
+	}
+	c.mu.Unlock()
+	for _, a := range answers {
+		a.to(a.out)
 	}
 }
 
@@ -155,12 +163,26 @@ type settleOutcome struct {
 // for its outcome, or for ctx. A settlement whose caller stopped waiting is still sent.
 func (c *consumeConn) settle(ctx context.Context, s *heraldv1.Settlement) settleOutcome {
 	w := make(chan settleOutcome, 1)
+	c.settleAsync(s, func(out settleOutcome) { w <- out })
+	select {
+	case out := <-w:
+		return out
+	case <-ctx.Done():
+		return settleOutcome{err: ctx.Err()}
+	}
+}
+
+// settleAsync sends one settlement (with those of other callers made meanwhile); done
+// takes its outcome once the server has answered, or the stream has ended. done must
+// not block.
+func (c *consumeConn) settleAsync(s *heraldv1.Settlement, done func(settleOutcome)) {
 	c.mu.Lock()
 	if err := c.ended; err != nil {
 		c.mu.Unlock()
-		return settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v), so the server released the message", ErrLeaseExpired, err)}
+		done(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v), so the server released the message", ErrLeaseExpired, err)})
+		return
 	}
-	c.waiting[s.GetDeliveryId()] = append(c.waiting[s.GetDeliveryId()], w)
+	c.waiting[s.GetDeliveryId()] = append(c.waiting[s.GetDeliveryId()], done)
 	c.pending = append(c.pending, s)
 	if !c.sending {
 		c.sending = true
@@ -168,12 +190,6 @@ func (c *consumeConn) settle(ctx context.Context, s *heraldv1.Settlement) settle
 		go c.sendSettlements()
 	}
 	c.mu.Unlock()
-	select {
-	case out := <-w:
-		return out
-	case <-ctx.Done():
-		return settleOutcome{err: ctx.Err()}
-	}
 }
 
 // settleBatch bounds the settlements of one frame.
@@ -228,12 +244,12 @@ func (c *consumeConn) end(err error) {
 	}
 	c.ended = err
 	waiting := c.waiting
-	c.waiting = map[string][]chan settleOutcome{}
+	c.waiting = map[string][]func(settleOutcome){}
 	c.pending = nil
 	c.mu.Unlock()
 	for _, ws := range waiting {
 		for _, w := range ws {
-			w <- settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v) before the server answered", ErrLeaseExpired, err)}
+			w(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v) before the server answered", ErrLeaseExpired, err)})
 		}
 	}
 }

@@ -57,6 +57,12 @@
 //     together, work handed to another goroutine): settle each message explicitly, and
 //     Extend its lease while the work goes on.
 //
+// Ack and Nack wait until the server has made the settlement durable. AckAsync and
+// NackAsync queue it and return a SettleFuture instead, so one handler can take the
+// next message while the last one's settlement is syncing; the delivery counts against
+// the prefetch until the server has answered, and one whose settlement fails comes back
+// as any unsettled message does.
+//
 // When the handler's work is writing to Herald itself, Client.Transactional makes it
 // exactly once: the handler writes through a Tx, and its writes commit together with
 // the message's ACK, or not at all (the server refuses the commit when the lease is no

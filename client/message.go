@@ -97,20 +97,81 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	return m.sub.conn.settle(ctx, settlement(m.DeliveryID, "extend", d)).err
 }
 
-// settle makes the one settlement of m: how is ack, nack (after delay, if positive) or
-// reject.
-func (m *Message) settle(ctx context.Context, how string, delay time.Duration) error {
+// AckAsync is Ack without waiting: it queues the ACK (sent with the other settlements
+// of the moment) and returns at once. The future reports the outcome once the server
+// has answered, that is once the ACK is durable; until then the delivery still counts
+// against the subscription's prefetch, and an ACK the server refuses (the lease expired
+// meanwhile) is redelivered as any unsettled message is. A handler that acks this way
+// can take the next message while the last one's ACK is syncing.
+func (m *Message) AckAsync() *SettleFuture { return m.settleAsync("ack", 0) }
+
+// NackAsync is Nack without waiting, as AckAsync is Ack.
+func (m *Message) NackAsync() *SettleFuture { return m.settleAsync("nack", 0) }
+
+func (m *Message) settleAsync(how string, delay time.Duration) *SettleFuture {
+	f := &SettleFuture{done: make(chan struct{})}
+	if err := m.claim(how); err != nil {
+		f.finish(err)
+		return f
+	}
+	m.sub.conn.settleAsync(settlement(m.DeliveryID, how, delay), func(out settleOutcome) {
+		m.sub.forget(m)
+		f.finish(out.err)
+	})
+	return f
+}
+
+// SettleFuture is the outcome of a settlement made without waiting (AckAsync,
+// NackAsync).
+type SettleFuture struct {
+	done chan struct{}
+	err  error
+}
+
+// Done is closed once the server has answered (or the subscription's stream ended).
+func (f *SettleFuture) Done() <-chan struct{} { return f.done }
+
+// Err is the settlement's outcome once Done is closed: nil when it took effect.
+func (f *SettleFuture) Err() error {
+	<-f.done
+	return f.err
+}
+
+// Wait waits for the outcome, or for ctx (the settlement still completes then).
+func (f *SettleFuture) Wait(ctx context.Context) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *SettleFuture) finish(err error) {
+	f.err = err
+	close(f.done)
+}
+
+// claim marks m settled by how, or says why it cannot be.
+func (m *Message) claim(how string) error {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	switch {
 	case m.expired != nil:
-		m.mu.Unlock()
 		return m.expired
 	case m.settled != "":
-		m.mu.Unlock()
 		return fmt.Errorf("%w (%s)", ErrSettled, m.settledHow())
 	}
 	m.settled = how
-	m.mu.Unlock()
+	return nil
+}
+
+// settle makes the one settlement of m: how is ack, nack (after delay, if positive) or
+// reject.
+func (m *Message) settle(ctx context.Context, how string, delay time.Duration) error {
+	if err := m.claim(how); err != nil {
+		return err
+	}
 	err := m.sub.conn.settle(ctx, settlement(m.DeliveryID, how, delay)).err
 	m.sub.forget(m)
 	return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -512,5 +513,47 @@ func TestPanicError(t *testing.T) {
 		if p.String() != want {
 			t.Errorf("%d.String() = %q", int(p), p.String())
 		}
+	}
+}
+
+// AckAsync and NackAsync return before the server answers: the handler goes on to the
+// next message, and each future reports its settlement's outcome, an error the server
+// returned included; a message settles once either way.
+func TestAsyncSettlements(t *testing.T) {
+	f := newFakeServer(t)
+	f.settled["d2"] = true // the server already settled it: E8004
+	futures := make(chan *SettleFuture, 3)
+	again := make(chan error, 1)
+	_, st, done := subscription(t, f, func(ctx context.Context, m *Message) error {
+		switch m.DeliveryID {
+		case "d1":
+			futures <- m.AckAsync()
+			again <- m.Ack(ctx)
+		case "d2":
+			futures <- m.AckAsync()
+		default:
+			futures <- m.NackAsync()
+		}
+		return nil
+	}, WithPolicy(Manual))
+	st.consumed("d1", 1, 1)
+	st.consumed("d2", 2, 1)
+	st.consumed("d3", 3, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, want := range []herald.Code{"", herald.CodeInvalidDeliveryID, ""} {
+		err := recv(t, futures).Wait(ctx)
+		if (want == "" && err != nil) || (want != "" && herald.CodeOf(err) != want) {
+			t.Errorf("settlement %d: %v, want %q", i+1, err, want)
+		}
+	}
+	if err := recv(t, again); !errors.Is(err, ErrSettled) {
+		t.Errorf("Ack after AckAsync: %v, want ErrSettled", err)
+	}
+	recv(t, done)
+	stmts := f.drainStmts()
+	sort.Strings(stmts)
+	if want := []string{`ACK "d1"`, `NACK "d3"`}; !reflect.DeepEqual(stmts, want) { // d2 was refused
+		t.Fatalf("statements %q, want %q", stmts, want)
 	}
 }

@@ -74,9 +74,10 @@ func (m *watchMux) open(ctx context.Context, req *heraldv1.WatchRequest) (eventS
 	s.room = sync.NewCond(&s.mu)
 	c.subs[s.id] = s
 	m.mu.Unlock()
-	if err := c.send(&heraldv1.WatchManyRequest{Id: s.id, Op: &heraldv1.WatchManyRequest_Open{Open: req}}); err != nil {
+	if err := c.send(&heraldv1.WatchManyRequest{Id: s.id, Op: &heraldv1.WatchManyRequest_Open{Open: req}}); err != nil && !errors.Is(err, io.EOF) {
 		c.fail(err)
-	}
+	} // io.EOF: the server ended the call, and the reader learns why from Receive
+
 	select {
 	case err := <-s.opened:
 		if err != nil {

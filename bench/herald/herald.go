@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-mq/herald/bench"
@@ -94,36 +95,70 @@ func (b *Broker) Check(ctx context.Context) error {
 }
 
 // Consume implements bench.Broker with n subscriptions to one group, each with its own
-// stream, prefetch as its credit and as many handlers, settling manually.
-func (b *Broker) Consume(ctx context.Context, n, prefetch int, handler func(context.Context, bench.Msg) error) error {
+// stream and prefetch as its credit, settling manually. Like the peers' consumers, each
+// runs one handler at a time and does not wait for its ACK (or NACK) to be confirmed:
+// AckAsync queues it, the server confirms it once it is durable, and only then is its
+// credit back. A settlement that fails fails the run; the phase's end waits for every
+// settlement made to be confirmed.
+func (b *Broker) Consume(ctx context.Context, n, prefetch int, handler func(context.Context, bench.Msg) error) (err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var once sync.Once
-	fail := func(err error) { once.Do(func() { cancel(err) }) }
+	var failure error
+	fail := func(err error) {
+		once.Do(func() {
+			failure = err
+			cancel(err)
+		})
+	}
+	// Settlements are checked in the order made, by one goroutine per consumer.
+	var pending atomic.Int64
+	checks := make([]chan *client.SettleFuture, 0, n)
+	var checkers sync.WaitGroup
 	// The streams outlive ctx until Close has stopped them gracefully: unsettled
 	// deliveries go back to the queue at once.
 	subCtx, subCancel := context.WithCancel(context.WithoutCancel(ctx))
 	subs := make([]*client.Subscription, 0, n)
 	defer func() {
+		for end := time.Now().Add(5 * time.Second); pending.Load() > 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond) // the last settlements are still syncing
+		}
 		cctx, ccancel := context.WithTimeout(subCtx, 5*time.Second)
 		defer ccancel()
 		for _, s := range subs {
 			_ = s.Close(cctx)
 		}
 		subCancel()
+		for _, c := range checks {
+			close(c)
+		}
+		checkers.Wait()
+		if err == nil && failure != nil {
+			err = failure // a settlement confirmed after the phase ended failed
+		}
 	}()
 	for range n {
+		check := make(chan *client.SettleFuture, prefetch)
+		checks = append(checks, check)
+		checkers.Go(func() {
+			for f := range check {
+				if err := f.Err(); err != nil {
+					fail(fmt.Errorf("herald: a settlement failed: %w", err))
+				}
+				pending.Add(-1)
+			}
+		})
 		sub, err := b.c.Subscribe(subCtx, watch, func(hctx context.Context, m *client.Message) error {
 			body, ok := m.Match["body"].(string)
 			if !ok {
 				fail(fmt.Errorf("herald: delivery %s has no string body: %v", m.DeliveryID, m.Match))
 				return nil
 			}
-			if err := handler(hctx, msg{m: m, body: []byte(body)}); err != nil {
+			if err := handler(hctx, msg{m: m, body: []byte(body), check: check, pending: &pending}); err != nil {
 				fail(err)
 			}
 			return nil
-		}, client.WithPolicy(client.Manual), client.WithConcurrency(prefetch), client.WithPrefetch(prefetch))
+		}, client.WithPolicy(client.Manual), client.WithPrefetch(prefetch))
 		if err != nil {
 			return err
 		}
@@ -149,14 +184,28 @@ func (b *Broker) Consume(ctx context.Context, n, prefetch int, handler func(cont
 func (b *Broker) Close() error { return b.c.Close() }
 
 type msg struct {
-	m    *client.Message
-	body []byte
+	m       *client.Message
+	body    []byte
+	check   chan<- *client.SettleFuture
+	pending *atomic.Int64
 }
 
 func (m msg) Payload() []byte { return m.body }
 
-// Ack sends ACK with the delivery id; it returns once the settlement is durable.
-func (m msg) Ack(ctx context.Context) error { return m.m.Ack(ctx) }
+// Ack queues ACK with the delivery id and returns; the settlement is confirmed once
+// durable (see Consume).
+func (m msg) Ack(ctx context.Context) error { return m.queue(ctx, m.m.AckAsync()) }
 
-// Nack sends NACK with the delivery id: the message is redelivered, attempt + 1.
-func (m msg) Nack(ctx context.Context) error { return m.m.Nack(ctx) }
+// Nack queues NACK with the delivery id: the message is redelivered, attempt + 1.
+func (m msg) Nack(ctx context.Context) error { return m.queue(ctx, m.m.NackAsync()) }
+
+func (m msg) queue(ctx context.Context, f *client.SettleFuture) error {
+	m.pending.Add(1)
+	select {
+	case m.check <- f:
+		return nil
+	case <-ctx.Done():
+		m.pending.Add(-1)
+		return ctx.Err()
+	}
+}
