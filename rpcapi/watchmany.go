@@ -248,8 +248,8 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			raw = appendBatch(raw, batch)
 		}
 		for _, w := range ready {
-			var ended bool
-			batch, ended = s.drainMany(batch[:0], w)
+			var ended, full bool
+			batch, ended, full = s.drainMany(batch[:0], w)
 			if ended {
 				m.mu.Lock()
 				if m.watches[w.id] == w {
@@ -257,8 +257,8 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 				}
 				empty = len(m.watches) == 0
 				m.mu.Unlock()
-			} else if len(w.st.Events()) > 0 {
-				m.markReady(w) // more than a frame's share waits
+			} else if full {
+				m.markReady(w) // more than a frame's share may wait: the next frame goes on
 			}
 			if len(batch) > 0 {
 				raw = appendBatch(raw, batch)
@@ -282,8 +282,9 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 }
 
 // drainMany encodes the events waiting for w (up to maxEventsPerFrame) as one batch,
-// and reports whether the watch ended: its channel closed, or an error event came.
-func (s *Service) drainMany(batch []byte, w *manyWatch) ([]byte, bool) {
+// and reports whether the watch ended (its channel closed, or an error event came) and
+// whether the batch is full (more may wait).
+func (s *Service) drainMany(batch []byte, w *manyWatch) (out []byte, ended, full bool) {
 	events := w.st.Events()
 	batch = protowire.AppendTag(batch, batchIDField, protowire.VarintType)
 	batch = protowire.AppendVarint(batch, w.id)
@@ -295,14 +296,14 @@ func (s *Service) drainMany(batch []byte, w *manyWatch) ([]byte, bool) {
 		case ev, ok = <-events:
 		default:
 			if ok = refill(w.d, events, &ev); !ok {
-				if n == 0 {
-					return batch[:0], false // nothing yet: the stream refilled nothing
+				if len(batch) == head {
+					return batch[:0], false, false // nothing yet: the stream refilled nothing
 				}
-				return batch, false
+				return batch, false, false
 			}
 		}
 		if !ok {
-			return appendEnded(batch), true
+			return appendEnded(batch), true, false
 		}
 		b, err := encodedEvent(ev)
 		if err != nil {
@@ -313,13 +314,10 @@ func (s *Service) drainMany(batch []byte, w *manyWatch) ([]byte, bool) {
 		batch = protowire.AppendBytes(batch, b)
 		if ev.Type == herald.EventError {
 			w.st.Close()
-			return appendEnded(batch), true
+			return appendEnded(batch), true, false
 		}
 	}
-	if len(batch) == head {
-		return batch[:0], false
-	}
-	return batch, false
+	return batch, false, true
 }
 
 func appendEnded(batch []byte) []byte {

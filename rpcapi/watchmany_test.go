@@ -196,3 +196,65 @@ func contains(have, want map[uint64][]string) bool {
 	}
 	return true
 }
+
+// drainStream is a stream that takes batches (drainer): Drained refills its channel
+// from its queue without calling back, as a watch stream may when nothing new came.
+type drainStream struct {
+	*notifyStream
+	mu    sync.Mutex
+	queue []herald.Event
+}
+
+func (s *drainStream) Drained() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) > 0 && len(s.events) < cap(s.events) {
+		s.events <- s.queue[0]
+		s.queue = s.queue[1:]
+	}
+}
+
+type drainWatcher struct{ st *drainStream }
+
+func (f *drainWatcher) Open(context.Context, string, string, map[string]herald.Value, uint64) (herald.Stream, error) {
+	return f.st, nil
+}
+
+// TestWatchManyFullFrames: a watch with more waiting than a frame carries gets the rest
+// in the next frames, without waiting for anything new to happen.
+func TestWatchManyFullFrames(t *testing.T) {
+	const n = 4 * maxEventsPerFrame
+	st := &drainStream{notifyStream: newNotifyStream()}
+	for i := range n {
+		st.queue = append(st.queue, herald.Event{Type: herald.EventAdded, Seq: uint64(i + 1), Tick: uint64(i + 1)})
+	}
+	svc := New(&fakeEngine{}, Options{Watch: &drainWatcher{st}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	mux := http.NewServeMux()
+	mux.Handle(svc.Handler())
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	call := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL).WatchMany(context.Background())
+	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: qA}}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Drained()
+	st.poke()
+	got := 0
+	for got < n {
+		resp, err := call.Receive()
+		if err != nil {
+			t.Fatalf("after %d of %d events: %v", got, n, err)
+		}
+		for _, b := range resp.GetBatches() {
+			for _, ev := range b.GetEvents() {
+				if got++; ev.GetSeq() != uint64(got) {
+					t.Fatalf("event %d has seq %d", got, ev.GetSeq())
+				}
+			}
+		}
+	}
+	_ = call.CloseRequest()
+	_ = call.CloseResponse()
+}
