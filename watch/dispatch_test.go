@@ -166,3 +166,32 @@ func TestSharesReleased(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotLargerThanChannel: a snapshot many times larger than a stream's channel
+// arrives whole, nothing lost and nothing twice, as the reader makes room.
+func TestSnapshotLargerThanChannel(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const n = 200
+	for i := range n {
+		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 20 {
+		st, err := h.svc.Open(ctx, "", `WATCH t: Task RETURN t.n`, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.svc.Flush()
+		evs, _ := watch.Drain(st)
+		seen := map[int64]bool{}
+		for _, ev := range evs {
+			seen[ev.Match.MapGet("t.n").AsInt()] = true
+		}
+		if len(evs) != n || len(seen) != n || !evs[n-1].Last {
+			t.Fatalf("round %d: %d events, %d distinct, want %d with the last marked", round, len(evs), len(seen), n)
+		}
+		st.Close()
+	}
+}

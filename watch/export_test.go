@@ -1,6 +1,10 @@
 package watch
 
-import "github.com/herald-mq/herald"
+import (
+	"runtime"
+
+	"github.com/herald-mq/herald"
+)
 
 // SetMaxPast lowers the bound on what a join watch replays, for tests; the returned
 // function restores it.
@@ -28,4 +32,29 @@ func (s *Service) SharesHeld() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.shares)
+}
+
+// Drain returns the events a stream has ready, in its channel and in its queue behind
+// the channel, without waiting for anything new; closed reports that the stream ended.
+// (After Flush every durable commit has become events, but the channel holds only a
+// few of them: the stream's goroutine hands on the rest as the reader makes room.)
+func Drain(st herald.Stream) (evs []herald.Event, closed bool) {
+	w := st.(*watcher)
+	for {
+		select {
+		case ev, ok := <-w.events:
+			if !ok {
+				return evs, true
+			}
+			evs = append(evs, ev)
+			continue
+		default:
+		}
+		// Nothing is waiting once the queue is empty and, after that, the channel too
+		// (the stream's goroutine may have just moved the queue's last event over).
+		if !w.queuedEvents() && len(w.events) == 0 {
+			return evs, false
+		}
+		runtime.Gosched()
+	}
 }

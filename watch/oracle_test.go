@@ -185,18 +185,11 @@ func oracleEventLine(ev herald.Event) string {
 
 // oracleDrain returns what st has ready after a Flush, without waiting.
 func oracleDrain(t *rapid.T, st herald.Stream) []herald.Event {
-	var out []herald.Event
-	for {
-		select {
-		case ev, ok := <-st.Events():
-			if !ok {
-				t.Fatalf("stream ended; events so far %v", out)
-			}
-			out = append(out, ev)
-		default:
-			return out
-		}
+	out, closed := watch.Drain(st)
+	if closed {
+		t.Fatalf("stream ended; events so far %v", out)
 	}
+	return out
 }
 
 func oracleLines(evs []herald.Event) []string {
@@ -679,13 +672,9 @@ func TestWatchNodeRefCondition(t *testing.T) {
 				}
 				e.svc.Flush()
 				var got []string
-				for more := true; more; {
-					select {
-					case ev := <-st.Events():
-						got = append(got, oracleEventLine(ev))
-					default:
-						more = false
-					}
+				evs, _ := watch.Drain(st)
+				for _, ev := range evs {
+					got = append(got, oracleEventLine(ev))
 				}
 				if len(got) != 1 || got[0] != step.want {
 					t.Fatalf("%s: got %q, want %q", step.q, got, step.want)

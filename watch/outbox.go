@@ -15,7 +15,7 @@ import "github.com/herald-mq/herald"
 // the queue for that reason.
 
 // chanCap bounds the events waiting in a stream's channel.
-const chanCap = 16
+const chanCap = 4
 
 // chanCapFor is the channel share of a watch's buffer, plus one slot that only the
 // event ending the stream uses (so an error can follow a full buffer without waiting

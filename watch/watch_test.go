@@ -133,19 +133,14 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		h.svc.Flush()
 		var b strings.Builder
-		for {
-			select {
-			case ev, ok := <-st.Events():
-				if !ok {
-					b.WriteString("closed\n")
-					return b.String()
-				}
-				h.last[name] = ev.Seq
-				b.WriteString(format(ev))
-				continue
-			default:
-			}
-			break
+		evs, closed := watch.Drain(st)
+		for _, ev := range evs {
+			h.last[name] = ev.Seq
+			b.WriteString(format(ev))
+		}
+		if closed {
+			b.WriteString("closed\n")
+			return b.String()
 		}
 		if b.Len() == 0 {
 			return "nothing\n"
