@@ -141,8 +141,8 @@ func TestWakeAfterStreamEnded(t *testing.T) {
 	}
 }
 
-// TestSharesReleased: identical watches hold one share key, a different one another;
-// each is forgotten once its last stream has ended.
+// TestSharesReleased: identical watches hold one share key and one compiled statement,
+// a different one others; each is forgotten once its last stream has ended.
 func TestSharesReleased(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
@@ -155,14 +155,15 @@ func TestSharesReleased(t *testing.T) {
 	}
 	const q1, q2 = `WATCH t: Task [initial: none] RETURN t.n`, `WATCH t: Task [initial: none] WHERE t.n > 1 RETURN t.n`
 	a, b, c := open(q1), open(q1), open(q2)
-	if n := h.svc.SharesHeld(); n != 2 {
-		t.Fatalf("three streams on two statements hold %d share keys, want 2", n)
+	if n, m := h.svc.SharesHeld(), h.svc.CompiledHeld(); n != 2 || m != 2 {
+		t.Fatalf("three streams on two statements hold %d share keys and %d compiled statements, want 2 and 2", n, m)
 	}
 	for i, st := range []herald.Stream{a, b, c} {
 		st.Close()
 		<-st.Done()
-		if n, want := h.svc.SharesHeld(), []int{2, 1, 0}[i]; n != want {
-			t.Fatalf("after closing stream %d: %d share keys held, want %d", i, n, want)
+		want := []int{2, 1, 0}[i]
+		if n, m := h.svc.SharesHeld(), h.svc.CompiledHeld(); n != want || m != want {
+			t.Fatalf("after closing stream %d: %d share keys and %d compiled statements held, want %d", i, n, m, want)
 		}
 	}
 }

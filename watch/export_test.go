@@ -58,3 +58,10 @@ func Drain(st herald.Stream) (evs []herald.Event, closed bool) {
 		runtime.Gosched()
 	}
 }
+
+// CompiledHeld is how many compiled statements open streams share.
+func (s *Service) CompiledHeld() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.compiledRefs)
+}

@@ -348,6 +348,9 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	// deliver_on.
 	w.svc.mu.Lock()
 	w.svc.index(w, false)
+	if w.svc.watchers[w.id] == w {
+		w.svc.releaseCompiled(w) // the altered statement is its own
+	}
 	w.sp, w.stmt = req.sp, req.stmt
 	w.svc.index(w, true)
 	if w.svc.watchers[w.id] == w { // not yet removed: it holds a share to move

@@ -72,22 +72,23 @@ type Service struct {
 	clock herald.Clock
 	log   *slog.Logger
 
-	mu        sync.Mutex
-	watchers  map[string]*watcher
-	byType    map[string]map[*watcher]bool
-	byValue   map[eqKey]map[*watcher]bool
-	byNode    map[herald.NodeID]map[*watcher]bool
-	perTick   map[*watcher]bool
-	cache     evalCache // results shared by identical watches
-	shares    map[string]*shareRef
-	nextShare uint64
-	recent    recent // the latest durable change sets, for streams that fell behind
-	handles   map[handleKey]*watcher
-	ending    map[*watcher]bool // closed, their goroutine still finishing
-	unlisten  func()
-	started   bool
-	stopped   bool
-	wg        sync.WaitGroup
+	mu           sync.Mutex
+	watchers     map[string]*watcher
+	byType       map[string]map[*watcher]bool
+	byValue      map[eqKey]map[*watcher]bool
+	byNode       map[herald.NodeID]map[*watcher]bool
+	perTick      map[*watcher]bool
+	cache        evalCache // results shared by identical watches
+	shares       map[string]*shareRef
+	compiledRefs map[string]*compiledRef // statements compiled for open watches
+	nextShare    uint64
+	recent       recent // the latest durable change sets, for streams that fell behind
+	handles      map[handleKey]*watcher
+	ending       map[*watcher]bool // closed, their goroutine still finishing
+	unlisten     func()
+	started      bool
+	stopped      bool
+	wg           sync.WaitGroup
 
 	dispatchCommits atomic.Uint64 // commits handed to the dispatch index
 	dispatchNanos   atomic.Uint64 // time spent deciding which streams they wake
@@ -168,28 +169,29 @@ func New(cfg Config) *Service {
 		b = newBudget(cfg.Engine.Clock(), budgetWindow, cfg.CPUShare)
 	}
 	return &Service{
-		cfg:        cfg,
-		eng:        cfg.Engine,
-		clock:      cfg.Engine.Clock(),
-		log:        cfg.Logger,
-		watchers:   map[string]*watcher{},
-		byType:     map[string]map[*watcher]bool{},
-		byValue:    map[eqKey]map[*watcher]bool{},
-		byNode:     map[herald.NodeID]map[*watcher]bool{},
-		perTick:    map[*watcher]bool{},
-		handles:    map[handleKey]*watcher{},
-		ending:     map[*watcher]bool{},
-		shares:     map[string]*shareRef{},
-		cache:      newEvalCache(),
-		inWake:     make(chan struct{}, 1),
-		roundDone:  make(chan struct{}, 1),
-		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
-		applySlots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
-		budget:     b,
-		recent:     recent{max: recentCap},
-		dispMoved:  make(chan struct{}),
-		quit:       make(chan struct{}),
-		dispDone:   make(chan struct{}),
+		cfg:          cfg,
+		eng:          cfg.Engine,
+		clock:        cfg.Engine.Clock(),
+		log:          cfg.Logger,
+		watchers:     map[string]*watcher{},
+		byType:       map[string]map[*watcher]bool{},
+		byValue:      map[eqKey]map[*watcher]bool{},
+		byNode:       map[herald.NodeID]map[*watcher]bool{},
+		perTick:      map[*watcher]bool{},
+		handles:      map[handleKey]*watcher{},
+		ending:       map[*watcher]bool{},
+		shares:       map[string]*shareRef{},
+		compiledRefs: map[string]*compiledRef{},
+		cache:        newEvalCache(),
+		inWake:       make(chan struct{}, 1),
+		roundDone:    make(chan struct{}, 1),
+		wakeBatch:    max(1, runtime.GOMAXPROCS(0)/2),
+		applySlots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		budget:       b,
+		recent:       recent{max: recentCap},
+		dispMoved:    make(chan struct{}),
+		quit:         make(chan struct{}),
+		dispDone:     make(chan struct{}),
 	}
 }
 
@@ -430,7 +432,8 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 			return nil, err
 		}
 	}
-	sp, stmt, err := compile(s.eng, query, params, actor, sessionID)
+	ckey := compiledKey(query, params, actor, sessionID)
+	sp, stmt, err := s.compiled(ckey, query, params, actor, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -442,22 +445,23 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		return nil, err
 	}
 	w := &watcher{
-		id:      randToken(12),
-		svc:     s,
-		sp:      sp,
-		session: sessionID,
-		stmt:    stmt,
-		share:   sp.shareKey(params, actor),
-		params:  params,
-		actor:   actor,
-		alters:  make(chan alterReq),
-		events:  make(chan herald.Event, chanCapFor(sp.buffer)),
-		ctxDone: ctx.Done(),
-		wake:    make(chan struct{}, 1),
-		room:    make(chan struct{}, 1),
-		sync:    make(chan chan struct{}),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		id:          randToken(12),
+		svc:         s,
+		sp:          sp,
+		session:     sessionID,
+		stmt:        stmt,
+		compiledKey: ckey,
+		share:       sp.shareKey(params, actor),
+		params:      params,
+		actor:       actor,
+		alters:      make(chan alterReq),
+		events:      make(chan herald.Event, chanCapFor(sp.buffer)),
+		ctxDone:     ctx.Done(),
+		wake:        make(chan struct{}, 1),
+		room:        make(chan struct{}, 1),
+		sync:        make(chan chan struct{}),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	// The session's limit counts watches of both modes (E8006).
 	if w.slot, err = s.eng.AttachWatch(ctx, sessionID); err != nil {
@@ -488,6 +492,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	s.watchers[w.id] = w
 	s.index(w, true)
 	w.shareID = s.internShare(w.share)
+	s.holdCompiled(w)
 	s.wg.Add(1)
 	s.mu.Unlock()
 
@@ -551,6 +556,7 @@ func (s *Service) remove(w *watcher) {
 	}
 	delete(s.watchers, w.id)
 	s.releaseShare(w.share)
+	s.releaseCompiled(w)
 	s.ending[w] = true
 	go func() {
 		<-w.done
@@ -663,15 +669,18 @@ type watcher struct {
 	overflow  bool // ended by on_full: error; its _Watch node stays, cancelled
 
 	// For ALTER WATCH: the statement and what it was compiled with.
-	stmt     *ast.WatchStmt
-	share    string                 // the evaluation this stream shares with identical ones ("" none)
-	shareID  uint64                 // share interned (0: none); owned by the stream's goroutine
-	notifyFn atomic.Pointer[func()] // SetNotify's callback, nil: none
-	params   map[string]herald.Value
-	actor    herald.NodeID
-	handle   string
-	alters   chan alterReq
-	alterMu  sync.Mutex
+	stmt    *ast.WatchStmt
+	share   string // the evaluation this stream shares with identical ones ("" none)
+	shareID uint64 // share interned (0: none); owned by the stream's goroutine
+	// compiledKey names the compiled statement it shares with identical watches ("" when
+	// it holds one of its own); under the service\'s mu once registered.
+	compiledKey string
+	notifyFn    atomic.Pointer[func()] // SetNotify's callback, nil: none
+	params      map[string]herald.Value
+	actor       herald.NodeID
+	handle      string
+	alters      chan alterReq
+	alterMu     sync.Mutex
 
 	slot  *engine.WatchSlot  // its place in its session (nil without one)
 	stats *engine.WatchStats // the counters its _Watch node shows, flushed periodically

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/eval"
 )
 
@@ -102,6 +103,76 @@ func (c *evalCache) put(k cacheKey, v any) {
 		return
 	}
 	p.CompareAndSwap(old, &cacheEntry{key: k, v: v})
+}
+
+// Identical watches also share their compiled statement: the spec and syntax tree of a
+// statement are read-only once compiled, so the watches with the same text, parameters,
+// actor and session hold one copy (a thousand idle watches on one statement hold one).
+type compiledRef struct {
+	sp   *spec
+	stmt *ast.WatchStmt
+	refs int
+}
+
+// compiledKey identifies a compilation: the text as written, the parameters, the actor
+// and the session.
+func compiledKey(query string, params map[string]herald.Value, actor herald.NodeID, session string) string {
+	b := []byte(query)
+	b = append(b, 0)
+	b = append(b, actor...)
+	b = append(b, 0)
+	b = append(b, session...)
+	names := make([]string, 0, len(params))
+	for n := range params {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b = append(b, 0)
+		b = append(b, n...)
+		b = params[n].AppendBinary(b)
+	}
+	return string(b)
+}
+
+// compiled returns the statement compiled for key k by a watch still open, or compiles
+// it.
+func (s *Service) compiled(k, query string, params map[string]herald.Value, actor herald.NodeID, session string) (*spec, *ast.WatchStmt, error) {
+	s.mu.Lock()
+	r := s.compiledRefs[k]
+	s.mu.Unlock()
+	if r != nil {
+		return r.sp, r.stmt, nil
+	}
+	return compile(s.eng, query, params, actor, session)
+}
+
+// holdCompiled counts w on its compiled statement (keeping it for the next identical
+// watch), or, when another compilation of the same key is held, keeps w's to itself.
+// s.mu must be held.
+func (s *Service) holdCompiled(w *watcher) {
+	r := s.compiledRefs[w.compiledKey]
+	switch {
+	case r == nil:
+		s.compiledRefs[w.compiledKey] = &compiledRef{sp: w.sp, stmt: w.stmt, refs: 1}
+	case r.sp == w.sp:
+		r.refs++
+	default:
+		w.compiledKey = ""
+	}
+}
+
+// releaseCompiled counts w off its compiled statement. s.mu must be held.
+func (s *Service) releaseCompiled(w *watcher) {
+	if w.compiledKey == "" {
+		return
+	}
+	if r := s.compiledRefs[w.compiledKey]; r != nil && r.sp == w.sp {
+		if r.refs--; r.refs == 0 {
+			delete(s.compiledRefs, w.compiledKey)
+		}
+	}
+	w.compiledKey = ""
 }
 
 // shareKey identifies a statement's evaluation: its text, parameters and actor. Watches
