@@ -307,6 +307,25 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 		<-done
 		return toConnect(err)
 	}
+	recvErr := receiveAll(stream, handle)
+	select {
+	case err := <-done:
+		return err
+	case err := <-recvErr:
+		cancel()
+		werr := <-done
+		if errors.Is(err, io.EOF) {
+			return werr // the caller closed its side: end once the writer is done
+		}
+		return err
+	}
+}
+
+// receiveAll reads a bidirectional call's requests on a goroutine of its own and hands
+// each to handle, until the request side ends or handle fails; the returned channel
+// then receives why (io.EOF when the caller closed its side). The goroutine ends by
+// itself once the call's handler has returned and the request body is closed.
+func receiveAll[Req, Res any](stream *connect.BidiStream[Req, Res], handle func(*Req) error) <-chan error {
 	recvErr := make(chan error, 1)
 	go func() {
 		for {
@@ -321,17 +340,7 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 			}
 		}
 	}()
-	select {
-	case err := <-done:
-		return err
-	case err := <-recvErr:
-		cancel()
-		werr := <-done
-		if errors.Is(err, io.EOF) {
-			return werr // the caller closed its side: end once the writer is done
-		}
-		return err
-	}
+	return recvErr
 }
 
 // subscribeWriter is the response side of one Subscribe call.

@@ -113,20 +113,7 @@ func (s *Service) WatchMany(ctx context.Context, stream *connect.BidiStream[hera
 	}()
 	done := make(chan error, 1)
 	go func() { done <- s.writeMany(ctx, stream, m) }()
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			req, err := stream.Receive()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			if err := s.handleMany(ctx, m, req); err != nil {
-				recvErr <- toConnect(err)
-				return
-			}
-		}
-	}()
+	recvErr := receiveAll(stream, func(req *heraldv1.WatchManyRequest) error { return s.handleMany(ctx, m, req) })
 	select {
 	case err := <-done:
 		return err

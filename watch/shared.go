@@ -122,6 +122,13 @@ func compiledKey(query string, params map[string]herald.Value, actor herald.Node
 	b = append(b, actor...)
 	b = append(b, 0)
 	b = append(b, session...)
+	b, _ = appendParams(b, params)
+	return string(b)
+}
+
+// appendParams appends the parameters, in the order of their names, and returns how
+// many there are.
+func appendParams(b []byte, params map[string]herald.Value) ([]byte, int) {
 	names := make([]string, 0, len(params))
 	for n := range params {
 		names = append(names, n)
@@ -132,7 +139,7 @@ func compiledKey(query string, params map[string]herald.Value, actor herald.Node
 		b = append(b, n...)
 		b = params[n].AppendBinary(b)
 	}
-	return string(b)
+	return b, len(names)
 }
 
 // compiled returns the statement compiled for key k by a watch still open, or compiles
@@ -184,15 +191,6 @@ func (s *spec) shareKey(params map[string]herald.Value, actor herald.NodeID) str
 	b := []byte(s.text)
 	b = append(b, 0)
 	b = append(b, actor...)
-	names := make([]string, 0, len(params))
-	for n := range params {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		b = append(b, 0)
-		b = append(b, n...)
-		b = params[n].AppendBinary(b)
-	}
-	return string(binary.AppendUvarint(b, uint64(len(names))))
+	b, n := appendParams(b, params)
+	return string(binary.AppendUvarint(b, uint64(n)))
 }
