@@ -56,8 +56,13 @@ type posIndex struct {
 }
 
 func newPosIndex(gen uint64) *posIndex {
-	return &posIndex{gen: gen, t: btree.NewG[Pos](degree, posLess)}
+	return &posIndex{gen: gen, t: btree.NewWithFreeListG[Pos](degree, posLess, posFree)}
 }
+
+// posFree is the free list every posIndex shares. A tree of its own would come with a
+// list of its own (32 slots, about 300 bytes), and an attribute value that one node
+// holds has an index of its own: most indexes are that small.
+var posFree = btree.NewFreeListG[Pos](btree.DefaultFreeListSize)
 
 // pair is a key under a prefix: an edge key under its type or under an endpoint.
 type pair struct {
