@@ -65,3 +65,6 @@ func (s *Service) CompiledHeld() int {
 	defer s.mu.Unlock()
 	return len(s.compiledRefs)
 }
+
+// HintIdle runs the service's idle check now, as its timer does every parkAfter.
+func (s *Service) HintIdle() { s.hintIdle() }

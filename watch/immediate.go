@@ -20,10 +20,7 @@ func (w *watcher) onTx(ev engine.TxEvent) {
 	w.mu.Lock()
 	w.txq = append(w.txq, ev)
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	w.signal(w.wake)
 }
 
 // applyTx handles the queued transaction events. It reports false when the stream ended.

@@ -51,85 +51,119 @@ func (w *watcher) beginSince(ctx context.Context) error {
 	return nil
 }
 
+// loop runs a stream from its open: the reset and the snapshot first, then its
+// service loop (run).
 func (w *watcher) loop() {
-	defer w.svc.wg.Done()
-	defer w.unctx()
-	defer close(w.done)
-	defer w.notify() // after the close: the transport reads that the stream ended
-	defer close(w.events)
-	defer w.dropNode()
-	defer w.exit()
-	defer func() {
-		w.mu.Lock()
-		cancelled := w.cancelled
-		w.mu.Unlock()
-		if cancelled {
-			err := herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled")
-			w.deliverLast(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
-		}
-	}()
 	if w.reset != nil {
 		if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: w.reset.Code, Message: w.reset.Message}) {
+			w.finish()
 			return
 		}
 	}
 	if !w.sendInitial() {
+		w.finish()
 		return
 	}
-	// The timers were started by startTimers when the stream opened.
+	w.run()
+}
+
+// run serves the stream until it ends, then finishes it; or until it parks (see
+// park.go), when a kick runs it again on a new goroutine.
+func (w *watcher) run() {
+	w.active.Store(true)
+	if w.serve() {
+		return // parked
+	}
+	w.finish()
+}
+
+// finish ends a stream whose loop has returned: a cancelled stream's last event, then
+// its registrations, its channel and its goroutine's place in the service.
+func (w *watcher) finish() {
+	if w.heartTimer != nil {
+		w.heartTimer.Stop()
+	}
+	if w.winTimer != nil {
+		w.winTimer.Stop()
+	}
+	w.mu.Lock()
+	cancelled := w.cancelled
+	w.mu.Unlock()
+	if cancelled {
+		err := herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled")
+		w.deliverLast(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
+	}
+	w.exit()
+	w.dropNode()
+	close(w.events)
+	w.notify() // after the close: the transport reads that the stream ended
+	close(w.done)
+	w.unctx()
+	w.svc.wg.Done()
+}
+
+// serve is the stream's loop: it applies what reaches the stream and hands the events
+// on, and answers its timers and requests. It returns true when the stream parked, false
+// when it ended.
+func (w *watcher) serve() bool {
+	// The timers were started by startTimers when the stream opened; finish stops them.
 	timer, wtimer := w.heartTimer, w.winTimer
 	var tc, wc <-chan time.Time
 	if timer != nil {
-		defer timer.Stop()
 		tc = timer.C()
 	}
 	if wtimer != nil {
-		defer wtimer.Stop()
 		wc = wtimer.C()
 	}
 	for {
 		if !w.isPaused() && !w.catchUp() {
-			return
+			return false
 		}
 		w.idle()
 		if w.ackBatch(); w.batchAck.Load() {
 			w.flush() // the transport may have emptied the channel before the switch
 		}
 		out, head := w.out()
+		if out == nil && tc == nil && wc == nil && w.park() {
+			return true
+		}
 		select {
 		case <-w.stop:
-			return
+			return false
 		case out <- head:
 			w.popHead()
 			w.notify()
 		case <-w.room:
 		case <-w.wake:
 		case req := <-w.alters:
+			w.received()
 			if !w.applyAlter(req) {
-				return
+				return false
 			}
 		case <-wc:
 			if !w.windowsDue(wtimer) {
-				return
+				return false
 			}
 		case reply := <-w.sync:
+			w.received()
 			// A test stepping the clock expects what the clock made due to be done too.
 			ok := w.isPaused() || (w.catchUp() && w.windowsDue(wtimer) && w.heartbeatDue(timer))
 			close(reply)
 			if !ok {
-				return
+				return false
 			}
 		case <-tc:
 			if !w.heartbeatDue(timer) {
-				return
+				return false
 			}
 		}
+		w.active.Store(true)
 	}
 }
 
 // startTimers starts the heartbeat and window timers when the stream opens (before
 // Open returns), so the first window is measured from the open, whenever the stream's
-// goroutine gets to run. The loop owns and stops them.
+// goroutine gets to run. The loop owns them; finish stops them.
 func (w *watcher) startTimers() {
 	w.last = w.svc.clock.Now()
 	if w.sp.heart > 0 {

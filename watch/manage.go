@@ -256,10 +256,7 @@ func (w *watcher) setPaused(p bool) {
 		w.behind, w.queue = true, nil
 	}
 	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	w.signal(w.wake)
 }
 
 // cancel ends the stream for good.
@@ -288,11 +285,14 @@ func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
 		return herald.Errorf(herald.CodeInvalidQuery, "ALTER WATCH cannot add, remove or resize a window")
 	}
 	req := alterReq{sp: sp, stmt: &next, done: make(chan error, 1)}
+	w.call()
 	select {
 	case w.alters <- req:
 	case <-w.done:
+		w.uncall()
 		return herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
 	case <-ctx.Done():
+		w.uncall()
 		return ctx.Err()
 	}
 	select {

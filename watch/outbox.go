@@ -31,10 +31,7 @@ func (w *watcher) Drained() {
 	if w.batchAck.Load() {
 		w.flush()
 	}
-	select {
-	case w.room <- struct{}{}:
-	default:
-	}
+	w.signal(w.room)
 }
 
 // SetNotify has fn called whenever the stream puts events into its channel or closes

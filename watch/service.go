@@ -118,11 +118,14 @@ type Service struct {
 	// the CPUs' run queues hold a few of them ahead of the writers, not thousands.
 	applySlots chan struct{}
 	budget     *budget // nil: no bound on the slots' time
+
+	parkedStreams atomic.Int64 // streams without a goroutine (park.go)
 }
 
 // Stats are a Service's counters.
 type Stats struct {
 	Streams         int           // open watch-mode streams
+	Parked          int           // of them, idle without a goroutine (park.go)
 	Commits         uint64        // commits dispatched since start
 	DispatchTime    time.Duration // total time spent dispatching them
 	DispatchPerCall time.Duration // DispatchTime / Commits
@@ -133,6 +136,7 @@ func (s *Service) Metrics() []herald.Metric {
 	st := s.Stats()
 	return []herald.Metric{
 		{Name: "herald_watch_streams", Help: "Open watch-mode streams.", Value: float64(st.Streams)},
+		{Name: "herald_watch_streams_parked", Help: "Open watch-mode streams idle without a goroutine of their own.", Value: float64(st.Parked)},
 		{Name: "herald_watch_dispatched_commits_total", Help: "Commits the watch service decided which streams to wake for.", Counter: true, Value: float64(st.Commits)},
 		{Name: "herald_watch_dispatch_seconds_total", Help: "Time spent deciding which streams each commit wakes.", Counter: true, Value: st.DispatchTime.Seconds()},
 	}
@@ -143,7 +147,7 @@ func (s *Service) Stats() Stats {
 	s.mu.Lock()
 	n := len(s.watchers)
 	s.mu.Unlock()
-	st := Stats{Streams: n, Commits: s.dispatchCommits.Load(), DispatchTime: time.Duration(s.dispatchNanos.Load())}
+	st := Stats{Streams: n, Parked: int(s.parkedStreams.Load()), Commits: s.dispatchCommits.Load(), DispatchTime: time.Duration(s.dispatchNanos.Load())}
 	if st.Commits > 0 {
 		st.DispatchPerCall = st.DispatchTime / time.Duration(st.Commits)
 	}
@@ -237,9 +241,15 @@ func (s *Service) dispatcher() {
 		s.dispMoved = make(chan struct{})
 		s.mu.Unlock()
 	}()
+	idleCheck := s.clock.NewTimer(parkAfter)
+	defer idleCheck.Stop()
 	for {
 		select {
 		case <-s.inWake:
+		case <-idleCheck.C():
+			s.hintIdle()
+			idleCheck.Reset(parkAfter)
+			continue
 		case <-s.quit:
 			return
 		}
@@ -537,6 +547,7 @@ func (s *Service) Flush() {
 	}
 	for _, w := range ws {
 		reply := make(chan struct{})
+		w.call()
 		select {
 		case w.sync <- reply:
 			select {
@@ -544,6 +555,7 @@ func (s *Service) Flush() {
 			case <-w.done:
 			}
 		case <-w.done:
+			w.uncall()
 		}
 	}
 }
@@ -657,6 +669,12 @@ type watcher struct {
 	batchAck atomic.Bool   // ... and the stream's goroutine has switched to them
 	busy     atomic.Bool   // in the dispatcher's current round (see Service.inRound)
 	exited   atomic.Bool   // the stream's goroutine has ended, or never started (see exit)
+	// Parking (park.go): an idle stream without a goroutine.
+	parked   atomic.Bool  // no goroutine runs the loop: a kick starts one
+	kicked   atomic.Bool  // a signal came since the loop last looked
+	parkHint atomic.Bool  // the idle check found the stream idle: park when possible
+	active   atomic.Bool  // the loop did something since the last idle check
+	callers  atomic.Int32 // requests on alters or sync not yet received
 	sync     chan chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
@@ -800,6 +818,7 @@ func (w *watcher) exit() {
 func (w *watcher) Close() {
 	w.closeOnce.Do(func() {
 		close(w.stop)
+		w.kick()
 		if w.untx != nil {
 			w.untx()
 		}
@@ -854,10 +873,7 @@ func (w *watcher) wakeInRound() {
 		w.leaveRound() // nobody is left to take the wake
 		return
 	}
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
+	w.signal(w.wake)
 }
 
 // begin sends the initial snapshot (or prepares a resume) before the loop starts.
