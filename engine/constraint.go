@@ -25,6 +25,10 @@ import (
 
 const typeConstraint = "_Constraint"
 
+// typeWatch is the type of the nodes that show open watches (written by the watch and
+// delivery services).
+const typeWatch = "_Watch"
+
 func constraintNodeID(name string) herald.NodeID { return herald.NodeID("_c." + name) }
 
 // systemConstraints are the Layer 0 invariants of the `_Watch` node, checked on every

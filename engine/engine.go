@@ -118,7 +118,9 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: read store position: %w", err)
 	}
-	g := graph.New()
+	// A _Watch node is written whenever its counters move, and is looked up by
+	// attribute rarely: its dozen attributes are not worth an index entry each.
+	g := graph.New(graph.UnindexedAttrs(typeWatch))
 	err = cfg.Backend.Load(ctx, func(r store.Record) error {
 		switch {
 		case r.Type != nil:

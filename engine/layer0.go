@@ -432,7 +432,7 @@ func (l *layer0) flushStats(tx *SysTx) {
 			continue
 		}
 		n := tx.Node(st.id)
-		if n == nil || n.Type != "_Watch" {
+		if n == nil || n.Type != typeWatch {
 			continue
 		}
 		st.flushed = now

@@ -81,11 +81,29 @@ type Graph struct {
 	edges       pmap[herald.EdgeKey, edgeRec]
 	edgesByType pmap[pair, struct{}] // (type, key)
 	adj         pmap[pair, struct{}] // (endpoint, key)
+
+	unindexed map[string]bool // types whose attribute values are not indexed (never written)
+}
+
+// Option configures a new graph.
+type Option func(*Graph)
+
+// UnindexedAttrs leaves the attribute values of nodes of these types out of the equality
+// index: lookups by attribute scan the type instead. It suits types with few nodes that
+// are written often, where an index entry per attribute costs more than it saves (the
+// server's _Watch nodes: a dozen attributes each, rewritten as their counters move).
+func UnindexedAttrs(types ...string) Option {
+	return func(g *Graph) {
+		for _, t := range types {
+			g.unindexed[t] = true
+		}
+	}
 }
 
 // New returns an empty graph.
-func New() *Graph {
-	return &Graph{
+func New(opts ...Option) *Graph {
+	g := &Graph{
+		unindexed:   map[string]bool{},
 		types:       map[string]*herald.TypeDecl{},
 		nodes:       newPmap[herald.NodeID, *herald.Node](less[herald.NodeID]),
 		byType:      newPmap[string, *posIndex](less[string]),
@@ -94,7 +112,14 @@ func New() *Graph {
 		edgesByType: newPmap[pair, struct{}](pairLess),
 		adj:         newPmap[pair, struct{}](pairLess),
 	}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
 }
+
+// attrsIndexed reports whether the attribute values of type t's nodes are indexed.
+func (g *Graph) attrsIndexed(t string) bool { return !g.unindexed[t] }
 
 // Snapshot returns a copy of g that later writes to g do not change, in constant time.
 // The copy may be read (never written) by any number of goroutines while g's writer goes
@@ -110,6 +135,7 @@ func (g *Graph) Snapshot() *Graph {
 		edges:       g.edges.clone(),
 		edgesByType: g.edgesByType.clone(),
 		adj:         g.adj.clone(),
+		unindexed:   g.unindexed,
 	}
 	g.gen++
 	return s
@@ -249,6 +275,9 @@ func dropFromIndex[K any](g *Graph, m pmap[K, *posIndex], k K, p Pos) {
 func (g *Graph) indexNode(n *herald.Node) {
 	p := PosOf(n)
 	ownIndex(g, g.byType, n.Type).t.ReplaceOrInsert(p)
+	if !g.attrsIndexed(n.Type) {
+		return
+	}
 	for _, a := range n.Attrs {
 		if vk := ValueKey(a.Value); vk != "" {
 			ownIndex(g, g.byAttr, idxKey{n.Type, a.Name, vk}).t.ReplaceOrInsert(p)
@@ -259,6 +288,9 @@ func (g *Graph) indexNode(n *herald.Node) {
 func (g *Graph) unindexNode(n *herald.Node) {
 	p := PosOf(n)
 	dropFromIndex(g, g.byType, n.Type, p)
+	if !g.attrsIndexed(n.Type) {
+		return
+	}
 	for _, a := range n.Attrs {
 		if vk := ValueKey(a.Value); vk != "" {
 			dropFromIndex(g, g.byAttr, idxKey{n.Type, a.Name, vk}, p)

@@ -217,7 +217,13 @@ func drawOverlayOp(t *rapid.T, tx *Tx, m *model, maxID int, label string) string
 // drawCommitted builds a committed graph and its model, through one or more commits
 // (Tx + Changes + Apply) or by installing nodes and edges directly.
 func drawCommitted(t *rapid.T, maxID int) (*Graph, *model, uint64) {
-	g := New()
+	// Sometimes one type's attributes are not indexed: lookups by attribute must give
+	// the same answers through a scan of the type.
+	var opts []Option
+	if rapid.Bool().Draw(t, "unindexed") {
+		opts = append(opts, UnindexedAttrs(rapid.SampledFrom(propNodeTypes).Draw(t, "unindexedType")))
+	}
+	g := New(opts...)
 	m := newModel()
 	seq := uint64(0)
 	if rapid.Bool().Draw(t, "direct") {

@@ -109,7 +109,7 @@ func (tx *Tx) CountOfType(t string) int {
 // an indexed value, without writes of the transaction, in constant time.
 func (tx *Tx) CountByAttr(t, attr string, v herald.Value) int {
 	vk := ValueKey(v)
-	if vk == "" || len(tx.nodes) > 0 {
+	if vk == "" || len(tx.nodes) > 0 || !tx.g.attrsIndexed(t) {
 		n := 0
 		for _, id := range tx.NodesByAttr(t, attr, v) {
 			if x, err := tx.Node(id).Attr(attr); err == nil && ValueKey(x) == vk && x.Equal(v) {
@@ -126,7 +126,8 @@ func (tx *Tx) CountByAttr(t, attr string, v herald.Value) int {
 
 // NodesByAttr returns the ids of nodes of type t whose attribute attr equals v, in
 // arrival order, using the equality index. For a value too large to be indexed it
-// returns every node of type t: a superset the caller filters.
+// returns every node of type t: a superset the caller filters. For a type whose
+// attributes are not indexed (UnindexedAttrs) it filters the type's nodes itself.
 func (tx *Tx) NodesByAttr(t, attr string, v herald.Value) []herald.NodeID {
 	if v.IsNull() || v.Kind() == herald.KindMap {
 		return nil
@@ -134,6 +135,16 @@ func (tx *Tx) NodesByAttr(t, attr string, v herald.Value) []herald.NodeID {
 	vk := ValueKey(v)
 	if vk == "" {
 		return tx.NodesOfType(t)
+	}
+	if !tx.g.attrsIndexed(t) {
+		ids := tx.NodesOfType(t)
+		out := ids[:0]
+		for _, id := range ids {
+			if ValueKey(tx.Node(id).Attrs.Get(attr)) == vk {
+				out = append(out, id)
+			}
+		}
+		return out
 	}
 	return tx.mergeNodes(tx.g.attrIndex(idxKey{t, attr, vk}), func(n *herald.Node) bool {
 		return n.Type == t && ValueKey(n.Attrs.Get(attr)) == vk
