@@ -24,14 +24,43 @@ func chanCapFor(buffer int) int { return max(1, min(buffer, chanCap)) + 1 }
 
 // Drained tells the stream that its transport has emptied the channel; a transport that
 // calls it takes events in batches (see above). It refills the channel at once when
-// the stream's goroutine has switched to batches, and wakes that goroutine if it waits
-// for room.
+// the stream's goroutine has switched to batches, and wakes that goroutine only if it
+// waits for room (roomWait), or has yet to switch: a wake for nothing, once per batch
+// of each of a thousand streams, would keep the CPUs' run queues full of them.
 func (w *watcher) Drained() {
 	w.batched.Store(true)
 	if w.batchAck.Load() {
 		w.flush()
+		if !w.roomWait.Load() {
+			return
+		}
 	}
 	w.signal(w.room)
+}
+
+// awaitRoom waits, in batches, until the transport has taken events from the channel, or
+// until done or alsoDone; it reports false when one of them came first. It announces the
+// wait (roomWait) and then refills the channel (with last, its last slot too) and looks
+// at the queue again: either that look sees what a Drained before it did, or the
+// Drained after it sees the announcement and signals.
+func (w *watcher) awaitRoom(last bool, done, alsoDone <-chan struct{}) bool {
+	w.roomWait.Store(true)
+	defer w.roomWait.Store(false)
+	w.qmu.Lock()
+	w.flushLocked(last)
+	queued := w.queuedLocked()
+	w.qmu.Unlock()
+	if !queued {
+		return true
+	}
+	select {
+	case <-w.room:
+		return true
+	case <-done:
+		return false
+	case <-alsoDone:
+		return false
+	}
 }
 
 // SetNotify has fn called whenever the stream puts events into its channel or closes
@@ -160,9 +189,7 @@ func (w *watcher) drain() bool {
 			if w.flush(); !w.queuedEvents() {
 				return true
 			}
-			select {
-			case <-w.room:
-			case <-w.stop:
+			if !w.awaitRoom(false, w.stop, nil) {
 				return false
 			}
 			continue
@@ -286,16 +313,20 @@ func (w *watcher) deliverLast(ev herald.Event) {
 	w.idle()
 	w.enqueue(ev)
 	for {
-		var out chan<- herald.Event
-		var head herald.Event
 		if w.batchAck.Load() {
 			w.qmu.Lock()
 			w.flushLocked(true)
 			w.qmu.Unlock()
-		} else if out, head = w.out(); out == nil {
-			return
+			if !w.queuedEvents() {
+				return
+			}
+			if !w.awaitRoom(true, w.ctxDone, w.svc.quit) {
+				return
+			}
+			continue
 		}
-		if out == nil && !w.queuedEvents() {
+		out, head := w.out()
+		if out == nil {
 			return
 		}
 		select {

@@ -32,7 +32,8 @@ const parkAfter = time.Second
 func (w *watcher) kick() {
 	w.kicked.Store(true)
 	if w.parked.CompareAndSwap(true, false) {
-		go w.resume()
+		w.svc.parkedStreams.Add(-1)
+		go w.run()
 	}
 }
 
@@ -70,19 +71,14 @@ func (w *watcher) park() bool {
 		return false
 	default:
 	}
-	w.parked.Store(true)
-	if (w.kicked.Load() || w.callers.Load() > 0) && w.parked.CompareAndSwap(true, false) {
-		return false // a signal came meanwhile, and no new goroutine was started for it
-	}
 	w.parkHint.Store(false)
 	w.svc.parkedStreams.Add(1)
+	w.parked.Store(true)
+	if (w.kicked.Load() || w.callers.Load() > 0) && w.parked.CompareAndSwap(true, false) {
+		w.svc.parkedStreams.Add(-1)
+		return false // a signal came meanwhile, and no new goroutine was started for it
+	}
 	return true
-}
-
-// resume runs the loop of a kicked stream on a new goroutine.
-func (w *watcher) resume() {
-	w.svc.parkedStreams.Add(-1)
-	w.run()
 }
 
 // hintIdle is the idle check: it hints the streams that did nothing since the last

@@ -665,6 +665,7 @@ type watcher struct {
 	ctxDone  <-chan struct{} // the Open context's: the transport has gone
 	wake     chan struct{}
 	room     chan struct{} // the transport emptied the channel (see Drained)
+	roomWait atomic.Bool   // the stream's goroutine waits on room, in batches (awaitRoom)
 	batched  atomic.Bool   // the transport takes events in batches
 	batchAck atomic.Bool   // ... and the stream's goroutine has switched to them
 	busy     atomic.Bool   // in the dispatcher's current round (see Service.inRound)
