@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -313,6 +314,9 @@ func (w *watcher) applySets(sets []*herald.ChangeSet) bool {
 		if !w.takeSlot() || !w.apply(cs) {
 			return false
 		}
+		// Let the goroutines waiting for a CPU run first: a writer's commit path woken
+		// meanwhile would otherwise wait until the scheduler preempts this stream.
+		runtime.Gosched()
 	}
 	return true
 }
