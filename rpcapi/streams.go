@@ -40,8 +40,8 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 	}
 	events := st.Events()
 	var raw []byte
+	var evs []herald.Event
 	var last time.Time // when the last frame went out
-	d, _ := st.(drainer)
 	for {
 		var first herald.Event
 		var ok bool
@@ -73,7 +73,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		}
 		var n int
 		var end error
-		raw, n, end = encodeFrame(raw[:0], first, events, d)
+		raw, evs, n, end = encodeFrame(raw[:0], first, st, evs)
 		<-s.sendSlots
 		if n > 0 {
 			frame := &heraldv1.WatchResponse{}
@@ -114,29 +114,20 @@ func (s *Service) openWatch(ctx context.Context, m *heraldv1.WatchRequest) (hera
 // maxEventsPerFrame), already encoded, as WatchResponse.events fields: protobuf carries
 // them as unknown fields, so an event shared by identical watches is serialised once
 // for all of them. It returns the frame, its event count and the error that ends the
-// stream, if an error event or a failed encoding came. A stream that takes batches (d
-// not nil) refills the channel whenever the frame has emptied it.
-func encodeFrame(raw []byte, first herald.Event, events <-chan herald.Event, d drainer) ([]byte, int, error) {
-	n := 0
-	for ev, more := first, true; more; {
+// stream, if an error event or a failed encoding came. evs is scratch space.
+func encodeFrame(raw []byte, first herald.Event, st herald.Stream, evs []herald.Event) ([]byte, []herald.Event, int, error) {
+	evs, _ = take(st, append(evs[:0], first), maxEventsPerFrame)
+	for n, ev := range evs {
 		if ev.Type == herald.EventError {
-			return raw, n, eventError(ev)
+			return raw, evs, n, eventError(ev)
 		}
 		b, err := encodedEvent(ev)
 		if err != nil {
-			return raw, n, toConnect(err)
+			return raw, evs, n, toConnect(err)
 		}
 		raw = appendEncodedEvent(raw, b)
-		if n++; n == maxEventsPerFrame {
-			break
-		}
-		select {
-		case ev, more = <-events:
-		default:
-			more = refill(d, events, &ev)
-		}
 	}
-	return raw, n, nil
+	return raw, evs, len(evs), nil
 }
 
 // lingered waits until the linger has passed since the last frame went out (at last);
@@ -159,25 +150,31 @@ func (s *Service) lingered(ctx context.Context, last time.Time) bool {
 	}
 }
 
-// refill asks a stream that takes batches (d) to refill its emptied channel, and
-// reports whether an event came of it (into ev).
-func refill(d drainer, events <-chan herald.Event, ev *herald.Event) bool {
-	if d == nil {
-		return false
-	}
-	d.Drained()
-	select {
-	case e, ok := <-events:
-		*ev = e
-		return ok
-	default:
-		return false
-	}
+// taker is a stream that hands its transport what waits for it in batches (watch-mode
+// streams): its channel holds little, and Take reaches the queue behind it.
+type taker interface {
+	Take(dst []herald.Event, max int) (events []herald.Event, closed bool)
 }
 
-// drainer is a stream that refills its channel once per batch its transport takes,
-// rather than once per event (watch-mode streams).
-type drainer interface{ Drained() }
+// take appends to dst, up to max events in all, what st has ready without waiting, and
+// reports closed when st's channel was closed.
+func take(st herald.Stream, dst []herald.Event, max int) ([]herald.Event, bool) {
+	if t, ok := st.(taker); ok {
+		return t.Take(dst, max)
+	}
+	for len(dst) < max {
+		select {
+		case ev, ok := <-st.Events():
+			if !ok {
+				return dst, true
+			}
+			dst = append(dst, ev)
+		default:
+			return dst, false
+		}
+	}
+	return dst, false
+}
 
 // ended is the error of a stream whose context ended: the server stopping, or the call.
 func (s *Service) ended(ctx context.Context) error {

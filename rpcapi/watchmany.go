@@ -38,7 +38,6 @@ const (
 type manyWatch struct {
 	id     uint64
 	st     herald.Stream
-	d      drainer
 	queued bool // in the mux's ready list (under the mux's lock)
 }
 
@@ -183,7 +182,6 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 		st, n = r, r
 	}
 	w := &manyWatch{id: id, st: st}
-	w.d, _ = st.(drainer)
 	m.mu.Lock()
 	delete(m.opening, id)
 	if m.closed {
@@ -202,6 +200,7 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 // the linger, as Watch does).
 func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse], m *watchMux) error {
 	var raw, batch []byte
+	var evs []herald.Event
 	var last time.Time
 	for {
 		select {
@@ -236,7 +235,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 		}
 		for _, w := range ready {
 			var ended, full bool
-			batch, ended, full = s.drainMany(batch[:0], w)
+			batch, ended, full = s.drainMany(batch[:0], w, &evs)
 			if ended {
 				m.mu.Lock()
 				if m.watches[w.id] == w {
@@ -270,28 +269,16 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 
 // drainMany encodes the events waiting for w (up to maxEventsPerFrame) as one batch,
 // and reports whether the watch ended (its channel closed, or an error event came) and
-// whether the batch is full (more may wait).
-func (s *Service) drainMany(batch []byte, w *manyWatch) (out []byte, ended, full bool) {
-	events := w.st.Events()
+// whether the batch is full (more may wait). evs is scratch space.
+func (s *Service) drainMany(batch []byte, w *manyWatch, evs *[]herald.Event) (out []byte, ended, full bool) {
+	taken, closed := take(w.st, (*evs)[:0], maxEventsPerFrame)
+	*evs = taken
+	if len(taken) == 0 && !closed {
+		return batch[:0], false, false // nothing yet
+	}
 	batch = protowire.AppendTag(batch, batchIDField, protowire.VarintType)
 	batch = protowire.AppendVarint(batch, w.id)
-	head := len(batch)
-	for n := 0; n < maxEventsPerFrame; n++ {
-		var ev herald.Event
-		var ok bool
-		select {
-		case ev, ok = <-events:
-		default:
-			if ok = refill(w.d, events, &ev); !ok {
-				if len(batch) == head {
-					return batch[:0], false, false // nothing yet: the stream refilled nothing
-				}
-				return batch, false, false
-			}
-		}
-		if !ok {
-			return appendEnded(batch), true, false
-		}
+	for _, ev := range taken {
 		b, err := encodedEvent(ev)
 		if err != nil {
 			ev = herald.Event{Type: herald.EventError, Code: herald.CodeOf(err), Message: err.Error()}
@@ -304,7 +291,10 @@ func (s *Service) drainMany(batch []byte, w *manyWatch) (out []byte, ended, full
 			return appendEnded(batch), true, false
 		}
 	}
-	return batch, false, true
+	if closed {
+		return appendEnded(batch), true, false
+	}
+	return batch, false, len(taken) == maxEventsPerFrame
 }
 
 func appendEnded(batch []byte) []byte {

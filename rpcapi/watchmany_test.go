@@ -197,21 +197,31 @@ func contains(have, want map[uint64][]string) bool {
 	return true
 }
 
-// drainStream is a stream that takes batches (drainer): Drained refills its channel
-// from its queue without calling back, as a watch stream may when nothing new came.
+// drainStream is a stream that hands out batches (taker): Take reaches the queue behind
+// its channel without calling back, as a watch stream does.
 type drainStream struct {
 	*notifyStream
 	mu    sync.Mutex
 	queue []herald.Event
 }
 
-func (s *drainStream) Drained() {
+func (s *drainStream) Take(dst []herald.Event, max int) ([]herald.Event, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.queue) > 0 && len(s.events) < cap(s.events) {
-		s.events <- s.queue[0]
+	for len(dst) < max {
+		select {
+		case ev := <-s.events:
+			dst = append(dst, ev)
+			continue
+		default:
+		}
+		if len(s.queue) == 0 {
+			break
+		}
+		dst = append(dst, s.queue[0])
 		s.queue = s.queue[1:]
 	}
+	return dst, false
 }
 
 type drainWatcher struct{ st *drainStream }
@@ -239,7 +249,6 @@ func TestWatchManyFullFrames(t *testing.T) {
 	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: qA}}}); err != nil {
 		t.Fatal(err)
 	}
-	st.Drained()
 	st.poke()
 	got := 0
 	for got < n {

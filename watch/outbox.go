@@ -9,58 +9,57 @@ import "github.com/herald-mq/herald"
 //
 // A transport may read event by event: the stream's goroutine then waits for room in
 // the channel, and is woken once per event taken. A transport that takes events in
-// batches calls Drained when it has emptied the channel; once the stream's goroutine
-// has seen that (batchAck), the transport refills the channel from the queue itself,
-// and the two goroutines meet once per batch rather than once per event. qmu guards
-// the queue for that reason.
+// batches calls Take instead: it takes what the channel holds and, once the stream's
+// goroutine has seen that it does (batchAck), what waits in the queue behind it, all
+// under qmu, so that the two goroutines meet once per batch rather than once per
+// event, and the channel needs no more than one event's room.
 
 // chanCap bounds the events waiting in a stream's channel.
-const chanCap = 4
+const chanCap = 1
 
 // chanCapFor is the channel share of a watch's buffer, plus one slot that only the
 // event ending the stream uses (so an error can follow a full buffer without waiting
 // for the transport when nothing else is queued).
 func chanCapFor(buffer int) int { return max(1, min(buffer, chanCap)) + 1 }
 
-// Drained tells the stream that its transport has emptied the channel; a transport that
-// calls it takes events in batches (see above). It refills the channel at once when
-// the stream's goroutine has switched to batches, and wakes that goroutine only if it
-// waits for room (roomWait), or has yet to switch: a wake for nothing, once per batch
-// of each of a thousand streams, would keep the CPUs' run queues full of them.
-func (w *watcher) Drained() {
+// Take appends to dst, up to max events in all, what waits for the transport, in order:
+// what the stream's channel holds, then what is queued behind it. It reports closed when
+// the channel was closed: the stream has ended and everything it sent is taken. A
+// transport that calls Take takes events in batches (see above); Take wakes the stream's
+// goroutine only if it waits for room (roomWait), or has yet to switch to batches: a
+// wake for nothing, once per batch of each of a thousand streams, would keep the CPUs'
+// run queues full of them.
+func (w *watcher) Take(dst []herald.Event, max int) (events []herald.Event, closed bool) {
 	w.batched.Store(true)
-	if w.batchAck.Load() {
-		w.flush()
-		if !w.roomWait.Load() {
-			return
+	batches := w.batchAck.Load()
+	w.qmu.Lock()
+take:
+	for len(dst) < max {
+		select {
+		case ev, ok := <-w.events:
+			if !ok {
+				closed = true
+				break take
+			}
+			dst = append(dst, ev)
+		default:
+			if !batches || !w.queuedLocked() {
+				break take
+			}
+			dst = append(dst, w.headLocked())
+			w.popHeadLocked()
 		}
 	}
-	w.signal(w.room)
-}
-
-// awaitRoom waits, in batches, until the transport has taken events from the channel, or
-// until done or alsoDone; it reports false when one of them came first. It announces the
-// wait (roomWait) and then refills the channel (with last, its last slot too) and looks
-// at the queue again: either that look sees what a Drained before it did, or the
-// Drained after it sees the announcement and signals.
-func (w *watcher) awaitRoom(last bool, done, alsoDone <-chan struct{}) bool {
-	w.roomWait.Store(true)
-	defer w.roomWait.Store(false)
-	w.qmu.Lock()
-	w.flushLocked(last)
-	queued := w.queuedLocked()
+	if batches && !closed {
+		// What max left in the queue starts the channel again, so that a transport
+		// that waits on the channel sees it.
+		w.flushLocked(false)
+	}
 	w.qmu.Unlock()
-	if !queued {
-		return true
+	if !batches || w.roomWait.Load() {
+		w.signal(w.room)
 	}
-	select {
-	case <-w.room:
-		return true
-	case <-done:
-		return false
-	case <-alsoDone:
-		return false
-	}
+	return dst, closed
 }
 
 // SetNotify has fn called whenever the stream puts events into its channel or closes
@@ -178,6 +177,31 @@ func (w *watcher) enqueue(ev herald.Event) {
 	w.queued.Store(int64(w.outq.len()))
 }
 
+// awaitRoom waits, in batches, until the transport has taken events from the channel, or
+// until done or alsoDone; it reports false when one of them came first. It announces the
+// wait (roomWait) and then refills the channel (with last, its last slot too) and looks
+// at the queue again: either that look sees what a Take before it did, or the Take
+// after it sees the announcement and signals.
+func (w *watcher) awaitRoom(last bool, done, alsoDone <-chan struct{}) bool {
+	w.roomWait.Store(true)
+	defer w.roomWait.Store(false)
+	w.qmu.Lock()
+	w.flushLocked(last)
+	queued := w.queuedLocked()
+	w.qmu.Unlock()
+	if !queued {
+		return true
+	}
+	select {
+	case <-w.room:
+		return true
+	case <-done:
+		return false
+	case <-alsoDone:
+		return false
+	}
+}
+
 // drain waits until the queue is all in the channel; false when the stream was closed
 // meanwhile.
 func (w *watcher) drain() bool {
@@ -251,32 +275,28 @@ func (w *watcher) send(ev herald.Event) bool {
 	return true
 }
 
-// dropOldest makes room for one event under on_full: drop. The oldest event of the
-// queue goes and the gap marker in front of the queue counts it: the client sees what
-// already waits in the channel, then the gap, then the newer events, so the gap stands
-// where the events are missing. A buffer no larger than the channel's share is mostly
-// in the channel: what waits there is taken back first (at most chanCap events), so the
-// oldest go.
+// dropOldest makes room for one event under on_full: drop. The oldest events go, and the
+// gap marker in front of the queue counts them, so the gap stands where the events are
+// missing. What waits in the channel (at most chanCap events and a gap marker) is older
+// than the queue: it is taken back into the queue first, so that it is what goes.
 func (w *watcher) dropOldest() {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
-	if w.outq.len() == 0 || w.sp.buffer <= chanCap {
-		var back []herald.Event
-		for more := true; more; {
-			select {
-			case old := <-w.events:
-				if old.Type == herald.EventGap {
-					w.gap += old.Count
-				} else {
-					back = append(back, old)
-				}
-			default:
-				more = false
+	var back []herald.Event
+	for more := true; more; {
+		select {
+		case old := <-w.events:
+			if old.Type == herald.EventGap {
+				w.gap += old.Count
+			} else {
+				back = append(back, old)
 			}
+		default:
+			more = false
 		}
-		for i := len(back) - 1; i >= 0; i-- {
-			w.outq.pushFront(back[i])
-		}
+	}
+	for i := len(back) - 1; i >= 0; i-- {
+		w.outq.pushFront(back[i])
 	}
 	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.sp.buffer || w.overBytesLocked()) {
 		w.outq.popFront()

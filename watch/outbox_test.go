@@ -9,10 +9,13 @@ import (
 	"github.com/herald-mq/herald"
 )
 
-// batchReader reads a stream as a batching transport does: it empties the channel,
-// then asks the stream to refill it (Drained), and waits only when nothing came.
+// batchReader reads a stream as a batching transport does: it takes what waits for it
+// (Take), and waits on the channel only when nothing came.
 func batchReader(ctx context.Context, st herald.Stream, want int) (added []int64, gaps int, err error) {
-	d := st.(interface{ Drained() })
+	t := st.(interface {
+		Take([]herald.Event, int) ([]herald.Event, bool)
+	})
+	var evs []herald.Event
 	take := func(ev herald.Event) {
 		switch ev.Type {
 		case herald.EventAdded:
@@ -31,18 +34,16 @@ func batchReader(ctx context.Context, st herald.Stream, want int) (added []int64
 		case <-ctx.Done():
 			return added, gaps, fmt.Errorf("%d added and %d in gaps of %d: %w", len(added), gaps, want, ctx.Err())
 		}
-		for more := true; more; {
-			select {
-			case ev := <-st.Events():
+		for {
+			var closed bool
+			if evs, closed = t.Take(evs[:0], 7); closed {
+				return added, gaps, fmt.Errorf("the stream closed after %d added and %d in gaps", len(added), gaps)
+			}
+			for _, ev := range evs {
 				take(ev)
-			default:
-				d.Drained()
-				select {
-				case ev := <-st.Events():
-					take(ev)
-				default:
-					more = false
-				}
+			}
+			if len(evs) == 0 {
+				break
 			}
 		}
 	}

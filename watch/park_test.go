@@ -117,31 +117,33 @@ func TestBusyStreamDoesNotPark(t *testing.T) {
 	}
 }
 
-// TestDrainedDoesNotWakeAnIdleStream: a transport that takes events in batches says so
-// after every batch (Drained). That wakes the stream only when it waits for room: a
-// parked stream stays parked, and its events still arrive.
-func TestDrainedDoesNotWakeAnIdleStream(t *testing.T) {
+// TestTakeDoesNotWakeAnIdleStream: a transport that takes events in batches calls Take
+// after each of them. That wakes the stream only when it waits for room: a parked
+// stream stays parked, and its events still arrive.
+func TestTakeDoesNotWakeAnIdleStream(t *testing.T) {
 	h := newHarness(t)
 	st, err := h.svc.Open(context.Background(), "", `WATCH t: Task RETURN t.n`, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	d := st.(interface{ Drained() })
-	d.Drained() // the stream switches to batches
+	tk := st.(interface {
+		Take([]herald.Event, int) ([]herald.Event, bool)
+	})
+	tk.Take(nil, 10) // the stream switches to batches
 	ready(h, st)
 	parkAll(t, h, 1)
 	for range 3 {
-		d.Drained()
+		tk.Take(nil, 10)
 	}
 	h.svc.Flush() // a parked stream answers Flush, and parks again only when hinted
 	parkAll(t, h, 1)
-	d.Drained()
+	tk.Take(nil, 10)
 	if got := h.svc.Stats().Parked; got != 1 {
-		t.Fatalf("Drained woke a parked stream that waited for nothing (%d parked)", got)
+		t.Fatalf("Take woke a parked stream that waited for nothing (%d parked)", got)
 	}
 	mustExec(t, h, "", `SPAWN t: Task { n = 1 }`)
 	if got := ready(h, st); len(got) != 1 || !strings.HasPrefix(got[0], "added") {
-		t.Fatalf("events after Drained of a parked stream: %v, want one added", got)
+		t.Fatalf("events after Take of a parked stream: %v, want one added", got)
 	}
 }

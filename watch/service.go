@@ -664,7 +664,7 @@ type watcher struct {
 	events   chan herald.Event
 	ctxDone  <-chan struct{} // the Open context's: the transport has gone
 	wake     chan struct{}
-	room     chan struct{} // the transport emptied the channel (see Drained)
+	room     chan struct{} // the transport took events (see Take)
 	roomWait atomic.Bool   // the stream's goroutine waits on room, in batches (awaitRoom)
 	batched  atomic.Bool   // the transport takes events in batches
 	batchAck atomic.Bool   // ... and the stream's goroutine has switched to them
