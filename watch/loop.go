@@ -84,8 +84,8 @@ func (w *watcher) finish() {
 	if w.heartTimer != nil {
 		w.heartTimer.Stop()
 	}
-	if w.winTimer != nil {
-		w.winTimer.Stop()
+	if w.win != nil {
+		w.win.timer.Stop()
 	}
 	w.mu.Lock()
 	cancelled := w.cancelled
@@ -108,7 +108,10 @@ func (w *watcher) finish() {
 // when it ended.
 func (w *watcher) serve() bool {
 	// The timers were started by startTimers when the stream opened; finish stops them.
-	timer, wtimer := w.heartTimer, w.winTimer
+	timer, wtimer := w.heartTimer, herald.Timer(nil)
+	if w.win != nil {
+		wtimer = w.win.timer
+	}
 	var tc, wc <-chan time.Time
 	if timer != nil {
 		tc = timer.C()
@@ -136,21 +139,22 @@ func (w *watcher) serve() bool {
 			w.notify()
 		case <-w.room:
 		case <-w.wake:
-		case req := <-w.alters:
+		case req := <-w.reqs:
 			w.received()
-			if !w.applyAlter(req) {
+			if req.alter != nil {
+				if !w.applyAlter(*req.alter) {
+					return false
+				}
+				break
+			}
+			// A test stepping the clock expects what the clock made due to be done too.
+			ok := w.isPaused() || (w.catchUp() && w.windowsDue(wtimer) && w.heartbeatDue(timer))
+			close(req.sync)
+			if !ok {
 				return false
 			}
 		case <-wc:
 			if !w.windowsDue(wtimer) {
-				return false
-			}
-		case reply := <-w.sync:
-			w.received()
-			// A test stepping the clock expects what the clock made due to be done too.
-			ok := w.isPaused() || (w.catchUp() && w.windowsDue(wtimer) && w.heartbeatDue(timer))
-			close(reply)
-			if !ok {
 				return false
 			}
 		case <-tc:
@@ -171,8 +175,7 @@ func (w *watcher) startTimers() {
 		w.heartTimer = w.svc.clock.NewTimer(w.sp.heart)
 	}
 	if w.sp.winSize > 0 {
-		w.winEnd = w.svc.clock.Now().Add(w.sp.winSlide)
-		w.winTimer = w.svc.clock.NewTimer(w.sp.winSlide)
+		w.win = &windows{end: w.svc.clock.Now().Add(w.sp.winSlide), timer: w.svc.clock.NewTimer(w.sp.winSlide)}
 	}
 }
 
@@ -191,21 +194,21 @@ func (w *watcher) windowsDue(t herald.Timer) bool {
 		// The clock is read afresh each time: it may have moved while a window was
 		// sent (a reader that got it may step the clock at once, and commit before it
 		// does), and a timer armed from an earlier reading would fire a window late.
-		for !w.winEnd.After(w.svc.clock.Now()) {
+		for !w.win.end.After(w.svc.clock.Now()) {
 			// Apply every commit durable by now first, so the window holds all it
 			// should: a commit made before it ended may not have reached the stream yet.
 			w.awaitDispatched()
 			if !w.catchUp() {
 				return false
 			}
-			if !w.closeWindow(w.winEnd) {
+			if !w.closeWindow(w.win.end) {
 				return false
 			}
-			w.winEnd = w.winEnd.Add(w.sp.winSlide)
+			w.win.end = w.win.end.Add(w.sp.winSlide)
 		}
 		t.Stop()
-		t.Reset(w.winEnd.Sub(w.svc.clock.Now()))
-		if w.winEnd.After(w.svc.clock.Now()) {
+		t.Reset(w.win.end.Sub(w.svc.clock.Now()))
+		if w.win.end.After(w.svc.clock.Now()) {
 			return true
 		}
 	}

@@ -287,7 +287,7 @@ func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
 	req := alterReq{sp: sp, stmt: &next, done: make(chan error, 1)}
 	w.call()
 	select {
-	case w.alters <- req:
+	case w.reqs <- request{alter: &req}:
 	case <-w.done:
 		w.uncall()
 		return herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
@@ -306,6 +306,13 @@ func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// request is a call served on the stream's goroutine: an ALTER WATCH (alter), or a
+// Flush (sync, closed once the stream has caught up).
+type request struct {
+	alter *alterReq
+	sync  chan struct{}
 }
 
 type alterReq struct {

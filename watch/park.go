@@ -20,7 +20,7 @@ import "time"
 // parked, and then, if kicked was set meanwhile, takes parked back (true → false) and
 // goes on. Exactly one of the two compare-and-swaps can win, so one goroutine runs
 // the loop at a time and no signal is left for a stream without one. Requests on
-// unbuffered channels (alters, sync) are counted in callers before their kick and
+// unbuffered channel (reqs) are counted in callers before their kick and
 // until the loop receives them: a stream with a caller waiting does not park.
 
 // parkAfter is the period of the service's idle check: a stream parks after one to two
@@ -46,8 +46,8 @@ func (w *watcher) signal(ch chan struct{}) {
 	w.kick()
 }
 
-// call counts a request about to be sent on an unbuffered channel of the loop (alters,
-// sync) and kicks the stream; the loop uncounts it on receipt (received), and the caller
+// call counts a request about to be sent on the loop's unbuffered channel (reqs) and
+// kicks the stream; the loop uncounts it on receipt (received), and the caller
 // when it gives up before the loop took it (uncall).
 func (w *watcher) call()     { w.callers.Add(1); w.kick() }
 func (w *watcher) received() { w.callers.Add(-1) }

@@ -464,12 +464,11 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		share:       sp.shareKey(params, actor),
 		params:      params,
 		actor:       actor,
-		alters:      make(chan alterReq),
 		events:      make(chan herald.Event, chanCapFor(sp.buffer)),
 		ctxDone:     ctx.Done(),
 		wake:        make(chan struct{}, 1),
 		room:        make(chan struct{}, 1),
-		sync:        make(chan chan struct{}),
+		reqs:        make(chan request),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
@@ -549,7 +548,7 @@ func (s *Service) Flush() {
 		reply := make(chan struct{})
 		w.call()
 		select {
-		case w.sync <- reply:
+		case w.reqs <- request{sync: reply}:
 			select {
 			case <-reply:
 			case <-w.done:
@@ -675,8 +674,7 @@ type watcher struct {
 	kicked   atomic.Bool  // a signal came since the loop last looked
 	parkHint atomic.Bool  // the idle check found the stream idle: park when possible
 	active   atomic.Bool  // the loop did something since the last idle check
-	callers  atomic.Int32 // requests on alters or sync not yet received
-	sync     chan chan struct{}
+	callers  atomic.Int32 // requests on reqs not yet received
 	stop     chan struct{}
 	done     chan struct{}
 
@@ -698,7 +696,7 @@ type watcher struct {
 	params      map[string]herald.Value
 	actor       herald.NodeID
 	handle      string
-	alters      chan alterReq
+	reqs        chan request // ALTER WATCH, and Flush (see request)
 	alterMu     sync.Mutex
 
 	slot  *engine.WatchSlot  // its place in its session (nil without one)
@@ -736,9 +734,7 @@ type watcher struct {
 	// reset, when set, goes first as a reset event: the requested position was
 	// compacted away, or is ahead of this server's.
 	reset      *herald.Error
-	win        []winEntry // a windowed watch's recent matches
-	winEnd     time.Time  // when the current window closes
-	winTimer   herald.Timer
+	win        *windows // a windowed watch's (nil for others)
 	heartTimer herald.Timer
 	last       time.Time // when the last event was sent
 }

@@ -8,6 +8,14 @@ import (
 	"github.com/herald-mq/herald/lang/eval"
 )
 
+// windows is a windowed watch's state: its recent matches, when the current window
+// closes, and the timer that closes it.
+type windows struct {
+	entries []winEntry
+	end     time.Time
+	timer   herald.Timer
+}
+
 // winEntry is a match added or changed at a time, kept for the windows that cover it:
 // its key and its variables as of then.
 type winEntry struct {
@@ -34,7 +42,7 @@ func (w *watcher) record(ev herald.Event, bind eval.Row, at time.Time) {
 		at = w.svc.clock.Now()
 	}
 	if bind != nil && (ev.Type == herald.EventAdded || ev.Type == herald.EventChanged) {
-		w.win = append(w.win, winEntry{at: at, key: w.sp.key(bind), bind: bind})
+		w.win.entries = append(w.win.entries, winEntry{at: at, key: w.sp.key(bind), bind: bind})
 	}
 }
 
@@ -45,7 +53,7 @@ func (w *watcher) closeWindow(end time.Time) bool {
 	start := end.Add(-sp.winSize)
 	latest := map[string]eval.Row{}
 	var order []string
-	for _, e := range w.win {
+	for _, e := range w.win.entries {
 		if !e.at.Before(start) && e.at.Before(end) {
 			if _, ok := latest[e.key]; !ok {
 				order = append(order, e.key)
@@ -54,13 +62,13 @@ func (w *watcher) closeWindow(end time.Time) bool {
 		}
 	}
 	// Keep only what a later window can still cover.
-	keep := w.win[:0]
-	for _, e := range w.win {
+	keep := w.win.entries[:0]
+	for _, e := range w.win.entries {
 		if !e.at.Before(end.Add(sp.winSlide - sp.winSize)) {
 			keep = append(keep, e)
 		}
 	}
-	w.win = keep
+	w.win.entries = keep
 	rows := make([]eval.Row, 0, len(order))
 	for _, k := range order {
 		rows = append(rows, latest[k])
