@@ -459,13 +459,9 @@ func (s *spec) project(tx *graph.Tx, row eval.Row) (herald.Value, error) {
 		slot, _, _ := s.plan.Scope.Lookup(s.subjectVar)
 		return eval.NodeValue(row[slot].Node)
 	}
-	col := s.proj.NewCollector()
-	if err := col.Add(ctx, row); err != nil {
-		return herald.Null, err
-	}
-	rows, err := col.Rows(ctx)
+	vals, err := s.proj.Single(ctx, row)
 	if err != nil {
 		return herald.Null, err
 	}
-	return herald.MapOf(s.proj.Columns, rows[0]), nil
+	return herald.MapOf(s.proj.Columns, vals), nil
 }

@@ -121,6 +121,35 @@ type Collector struct {
 	gorder []string
 }
 
+// Single projects one binding row. A plain projection (no aggregate, LIMIT or OFFSET;
+// DISTINCT and ORDER BY leave one row as it is) evaluates its items directly, without
+// the Collector that a query's many rows need.
+func (p *Projection) Single(ctx *eval.Context, row eval.Row) ([]herald.Value, error) {
+	if !p.isAgg && p.limit == nil && p.offset == nil {
+		vals := make([]herald.Value, len(p.items))
+		for i, f := range p.items {
+			v, err := f(ctx, row)
+			if err != nil {
+				return nil, err
+			}
+			vals[i] = v
+		}
+		return vals, nil
+	}
+	col := p.NewCollector()
+	if err := col.Add(ctx, row); err != nil {
+		return nil, err
+	}
+	rows, err := col.Rows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, herald.Errorf(herald.CodeEvaluation, "the projection of one binding left no row")
+	}
+	return rows[0], nil
+}
+
 // NewCollector starts collecting rows for p.
 func (p *Projection) NewCollector() *Collector {
 	return &Collector{p: p, groups: map[string]*group{}}

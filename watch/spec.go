@@ -387,15 +387,11 @@ func (s *spec) project(ctx *eval.Context, r eval.Row) (herald.Value, []herald.Va
 		v, err := eval.NodeValue(r[slot].Node)
 		return v, keys, err
 	}
-	col := s.proj.NewCollector()
-	if err := col.Add(ctx, r); err != nil {
-		return herald.Null, nil, err
-	}
-	rows, err := col.Rows(ctx)
+	vals, err := s.proj.Single(ctx, r)
 	if err != nil {
 		return herald.Null, nil, err
 	}
-	return herald.Map(s.proj.Columns, rows[0]), keys, nil
+	return herald.Map(s.proj.Columns, vals), keys, nil
 }
 
 // key names a binding: the ids bound to the pattern's variables.
