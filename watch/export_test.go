@@ -68,3 +68,11 @@ func (s *Service) CompiledHeld() int {
 
 // HintIdle runs the service's idle check now, as its timer does every parkAfter.
 func (s *Service) HintIdle() { s.hintIdle() }
+
+// Overflowed reports whether on_full: error has decided to end st: its buffer filled.
+func Overflowed(st herald.Stream) bool {
+	w := st.(*watcher)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.overflow
+}

@@ -142,6 +142,13 @@ func TestBufferBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	spawn(40)
+	// Read only once the stream has filled its buffer: a reader that starts while the
+	// stream is still applying the commits may keep its queue below the bound.
+	for bound := time.Now().Add(30 * time.Second); !watch.Overflowed(fail); time.Sleep(time.Millisecond) {
+		if time.Now().After(bound) { // a bound on a hang, not a speed assertion
+			t.Fatal("on_full: error: 320 KiB of events unread did not fill a 64 KiB buffer")
+		}
+	}
 	deadline := time.After(30 * time.Second) // a bound on a hang, not a speed assertion
 	for {
 		select {
