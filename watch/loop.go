@@ -413,10 +413,9 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 		w.held = append(w.held, evs...)
 		return true
 	}
-	if len(evs) > 0 {
-		evs[len(evs)-1].Last = true
-	}
-	for _, ev := range evs {
+	// evs may be shared with identical watches (sharedSingle): it is read, never written.
+	for i, ev := range evs {
+		ev.Last = i == len(evs)-1
 		if !w.send(ev) {
 			return false
 		}
@@ -431,16 +430,18 @@ func (w *watcher) sharedSingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.
 		return w.applySingle(cs)
 	}
 	key := cacheKey{share: w.shareID, seq: cs.Seq}
+	// The events are shared with the identical watches, not copied for each: callers
+	// read them (apply sends copies).
 	if v, ok := w.svc.cache.get(key); ok {
 		r := v.(singleResult)
-		return append([]herald.Event(nil), r.evs...), r.nodes, r.binds, nil
+		return r.evs, r.nodes, r.binds, nil
 	}
 	evs, nodes, binds, err := w.applySingle(cs)
 	if err == nil {
 		for i := range evs {
 			evs[i].Enc = new(herald.Encodings) // the copies serialise once
 		}
-		w.svc.cache.put(key, singleResult{evs: append([]herald.Event(nil), evs...), nodes: nodes, binds: binds})
+		w.svc.cache.put(key, singleResult{evs: evs, nodes: nodes, binds: binds})
 	}
 	return evs, nodes, binds, err
 }
