@@ -202,6 +202,12 @@ func (e *Error) Is(target error) bool {
 
 // CodeOf returns the code of the first *Error in err's chain, or CodeInternal.
 func CodeOf(err error) Code {
+	switch e := err.(type) {
+	case nil:
+		return CodeInternal
+	case *Error:
+		return e.Code // without errors.As, whose target escapes: no allocation
+	}
 	var he *Error
 	if errors.As(err, &he) {
 		return he.Code
