@@ -63,9 +63,14 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		if !s.lingered(ctx, last) {
 			return s.ended(ctx)
 		}
-		// Encoding takes one of a few slots, so that a large fan-out leaves CPU to the
-		// publishers; the send does not hold it (a client that does not read would
-		// hold it for as long as its flow-control window stays shut).
+		// Encoding takes one of a few slots, and the fan-out's CPU budget, so that a
+		// large fan-out leaves CPU to the publishers; the send holds neither (a client
+		// that does not read would hold them for as long as its flow-control window
+		// stays shut).
+		framed, ok := s.frameBudget(ctx)
+		if !ok {
+			return s.ended(ctx)
+		}
 		select {
 		case s.sendSlots <- struct{}{}:
 		case <-ctx.Done():
@@ -75,6 +80,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		var end error
 		raw, evs, n, end = encodeFrame(raw[:0], first, st, evs)
 		<-s.sendSlots
+		framed()
 		if n > 0 {
 			frame := &heraldv1.WatchResponse{}
 			frame.ProtoReflect().SetUnknown(raw)
@@ -148,6 +154,21 @@ func (s *Service) lingered(ctx context.Context, last time.Time) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// frameBudgeter is a watch service that puts the building of frames under its fan-out
+// CPU budget (watch.Service.FrameBudget).
+type frameBudgeter interface {
+	FrameBudget(done <-chan struct{}) (finish func(), ok bool)
+}
+
+// frameBudget waits for room in the watch service's fan-out budget, when it has one,
+// and returns what counts the frame's time against it; false when ctx ended first.
+func (s *Service) frameBudget(ctx context.Context) (finish func(), ok bool) {
+	if b, is := s.wat.(frameBudgeter); is {
+		return b.FrameBudget(ctx.Done())
+	}
+	return func() {}, true
 }
 
 // taker is a stream that hands its transport what waits for it in batches (watch-mode

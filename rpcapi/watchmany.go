@@ -211,6 +211,10 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 		if !s.lingered(ctx, last) {
 			return s.ended(ctx)
 		}
+		framed, ok := s.frameBudget(ctx)
+		if !ok {
+			return s.ended(ctx)
+		}
 		select {
 		case s.sendSlots <- struct{}{}:
 		case <-ctx.Done():
@@ -251,6 +255,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			}
 		}
 		<-s.sendSlots
+		framed()
 		if len(raw) > 0 {
 			frame := &heraldv1.WatchManyResponse{}
 			frame.ProtoReflect().SetUnknown(raw)

@@ -32,6 +32,23 @@ func (b *budget) spend(d time.Duration) {
 	b.mu.Unlock()
 }
 
+// await waits until the current window has budget left; false when done closed first.
+func (b *budget) await(done <-chan struct{}) bool {
+	for {
+		d := b.wait()
+		if d <= 0 {
+			return true
+		}
+		t := b.clock.NewTimer(d)
+		select {
+		case <-t.C():
+		case <-done:
+			t.Stop()
+			return false
+		}
+	}
+}
+
 // wait returns how long a slot holder must wait before working: zero while the current
 // window has budget left.
 func (b *budget) wait() time.Duration {

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -28,5 +29,51 @@ func TestBudget(t *testing.T) {
 	clk.Advance(14 * time.Millisecond)
 	if d := b.wait(); d != 0 {
 		t.Fatalf("in the next window: waits %v", d)
+	}
+}
+
+// TestFrameBudget: a transport's frames spend the fan-out budget as the streams' apply
+// work does. The time a frame takes counts, a frame waits while the window is spent,
+// and a transport whose call ends stops waiting.
+func TestFrameBudget(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC))
+	s := &Service{clock: clk, budget: newBudget(clk, 20*time.Millisecond, 0.25)}
+	finish, ok := s.FrameBudget(nil)
+	if !ok {
+		t.Fatal("a fresh budget refused a frame")
+	}
+	clk.Advance(6 * time.Millisecond) // the frame took 6 ms: more than the window's 5
+	finish()
+	if d := s.budget.wait(); d != 14*time.Millisecond {
+		t.Fatalf("after a 6 ms frame the budget waits %v, want the 14 ms left of the window", d)
+	}
+
+	got := make(chan bool, 1)
+	go func() {
+		_, ok := s.FrameBudget(nil)
+		got <- ok
+	}()
+	for clk.Pending() == 0 { // the frame waits on a timer for the window's end
+		select {
+		case <-got:
+			t.Fatal("a frame went out while the window's budget was spent")
+		default:
+			runtime.Gosched()
+		}
+	}
+	clk.Advance(14 * time.Millisecond)
+	if ok := <-got; !ok {
+		t.Fatal("the next window refused the frame")
+	}
+
+	s.budget.spend(time.Second) // spent for the window
+	done := make(chan struct{})
+	go func() {
+		_, ok := s.FrameBudget(done)
+		got <- ok
+	}()
+	close(done)
+	if ok := <-got; ok {
+		t.Fatal("a frame went out though its call had ended and the budget was spent")
 	}
 }

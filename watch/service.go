@@ -766,22 +766,30 @@ func (w *watcher) takeSlot() bool {
 	case <-w.stop:
 		return false
 	}
-	for b := w.svc.budget; b != nil; {
-		d := b.wait()
-		if d <= 0 {
-			break
-		}
-		t := w.svc.clock.NewTimer(d)
-		select {
-		case <-t.C():
-		case <-w.stop:
-			t.Stop()
-			<-w.svc.applySlots
-			return false
-		}
+	if b := w.svc.budget; b != nil && !b.await(w.stop) {
+		<-w.svc.applySlots
+		return false
 	}
 	w.applying, w.slotAt = true, w.svc.clock.Now()
 	return true
+}
+
+// FrameBudget puts a transport's share of fan-out, building the frames that carry the
+// streams' events, under the same CPU budget as the streams' apply work (Config.CPUShare):
+// it waits until the budget's window has room and returns finish, which counts the time
+// since against it. ok is false when done closed first. Without it the budget bounded
+// only what the frames carry: cheaper apply work meant more frames, and the writers'
+// tail grew with them.
+func (s *Service) FrameBudget(done <-chan struct{}) (finish func(), ok bool) {
+	b := s.budget
+	if b == nil {
+		return func() {}, true
+	}
+	if !b.await(done) {
+		return nil, false
+	}
+	start := s.clock.Now()
+	return func() { b.spend(s.clock.Now().Sub(start)) }, true
 }
 
 // giveSlot hands the apply slot back: the stream has applied a share of its work, or is
