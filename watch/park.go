@@ -19,9 +19,9 @@ import "time"
 // goroutine). The parking loop clears kicked, takes any signal already sent, sets
 // parked, and then, if kicked was set meanwhile, takes parked back (true → false) and
 // goes on. Exactly one of the two compare-and-swaps can win, so one goroutine runs
-// the loop at a time and no signal is left for a stream without one. Requests on
-// unbuffered channel (reqs) are counted in callers before their kick and
-// until the loop receives them: a stream with a caller waiting does not park.
+// the loop at a time and no signal is left for a stream without one. Requests on the
+// unbuffered channel (reqs) are counted in callers from before their kick until the
+// loop receives them: a stream with a caller waiting does not park.
 
 // parkAfter is the period of the service's idle check: a stream parks after one to two
 // periods without work.
