@@ -206,7 +206,7 @@ func (w *watcher) awaitRoom(last bool, done, alsoDone <-chan struct{}) bool {
 // meanwhile.
 func (w *watcher) drain() bool {
 	if w.queuedEvents() {
-		w.idle() // waiting for the transport holds no one else up
+		defer w.waitTransport()() // waiting for the transport holds no one else up
 	}
 	for {
 		if w.batchAck.Load() {
@@ -250,7 +250,7 @@ func (w *watcher) send(ev herald.Event) bool {
 			if !w.drain() {
 				return false
 			}
-			w.idle()
+			defer w.waitTransport()()
 			select {
 			case w.events <- ev:
 				w.notify()
@@ -315,7 +315,7 @@ func (w *watcher) overBytesLocked() bool { return w.outq.bytes >= w.svc.cfg.MaxB
 
 // end delivers what is waiting, then ev (an error), and closes the stream.
 func (w *watcher) end(ev herald.Event) bool {
-	w.idle()
+	defer w.waitTransport()()
 	if w.drain() {
 		select {
 		case w.events <- ev:
@@ -330,7 +330,7 @@ func (w *watcher) end(ev herald.Event) bool {
 // deliverLast delivers what is waiting and then ev to a stream that was closed by a CANCEL:
 // its transport still reads until its own context ends or the service stops.
 func (w *watcher) deliverLast(ev herald.Event) {
-	w.idle()
+	defer w.waitTransport()()
 	w.enqueue(ev)
 	for {
 		if w.batchAck.Load() {

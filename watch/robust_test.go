@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/watch"
@@ -162,4 +163,66 @@ func TestResetLosesNothing(t *testing.T) {
 		}
 	}
 	t.Errorf("t99 never reported: %v", got)
+}
+
+// TestSlowReaderHoldsUpOnlyItsWatch: a watch whose reader stops reading, under delivery:
+// reliable or on_full: block, pauses itself and no other watch. Its stream waits for
+// room while the dispatcher goes on handing commits out; before, the dispatcher counted
+// the waiting stream in its next round and waited for it, and every watch stalled.
+func TestSlowReaderHoldsUpOnlyItsWatch(t *testing.T) {
+	for _, tc := range []struct{ name, opts string }{
+		{"reliable", "delivery: reliable"},
+		{"block", "on_full: block"},
+		{"reliable, in batches", "delivery: reliable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			ctx := context.Background()
+			slow, err := h.svc.Open(ctx, "", `WATCH t: Task [`+tc.opts+`, buffer: 2, initial: none] RETURN t.n`, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer slow.Close()
+			if strings.HasSuffix(tc.name, "in batches") {
+				slow.(interface {
+					Take([]herald.Event, int) ([]herald.Event, bool)
+				}).Take(nil, 1) // a batching transport that takes once, then stops
+			}
+			other, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			for i := range 20 {
+				mustExec(t, h, "", fmt.Sprintf(`SPAWN t: Task { n = %d }`, i))
+				select {
+				case <-other.Events():
+				case <-time.After(10 * time.Second): // a bound on a hang, not a speed assertion
+					t.Fatalf("the other watch got %d of 20 events: the slow reader's watch held it up", i)
+				}
+			}
+			// The slow watch lost nothing: its reader gets all 20 once it reads.
+			var got []herald.Event
+			for len(got) < 20 {
+				if tk, ok := slow.(interface {
+					Take([]herald.Event, int) ([]herald.Event, bool)
+				}); ok && strings.HasSuffix(tc.name, "in batches") {
+					if got, _ = tk.Take(got, 20); len(got) == 20 {
+						break
+					}
+				}
+				select {
+				case ev := <-slow.Events():
+					got = append(got, ev)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the slow watch delivered %d of 20 events once read", len(got))
+				}
+			}
+			for i, ev := range got {
+				if n := ev.Match.MapGet("t.n").AsInt(); n != int64(i) {
+					t.Fatalf("the slow watch's event %d has n = %d", i, n)
+				}
+			}
+		})
+	}
 }

@@ -669,6 +669,7 @@ type watcher struct {
 	batchAck atomic.Bool   // ... and the stream's goroutine has switched to them
 	busy     atomic.Bool   // in the dispatcher's current round (see Service.inRound)
 	exited   atomic.Bool   // the stream's goroutine has ended, or never started (see exit)
+	waiting  atomic.Int32  // the stream's goroutine waits for its transport (see waitTransport)
 	// Parking (park.go): an idle stream without a goroutine.
 	parked   atomic.Bool  // no goroutine runs the loop: a kick starts one
 	kicked   atomic.Bool  // a signal came since the loop last looked
@@ -811,6 +812,18 @@ func (w *watcher) idle() {
 	w.leaveRound()
 }
 
+// waitTransport marks the stream's goroutine as waiting for its transport (a reader
+// that does not read, under delivery: reliable or on_full: block) until the returned
+// function is called, and leaves any round it is counted in. The dispatcher does not
+// count such a stream in its rounds (wakeInRound): a reader that does not read holds
+// up its own watch, never the others. Either the dispatcher sees the mark after it
+// counted the stream, or the stream's leaving comes after the count.
+func (w *watcher) waitTransport() (done func()) {
+	w.waiting.Add(1) // a count: the waits nest (end drains, then waits to send)
+	w.idle()
+	return func() { w.waiting.Add(-1) }
+}
+
 // exit marks the stream's goroutine as gone and leaves any round it is counted in. A
 // wake after this leaves the round at once (wakeInRound): the dispatcher may have picked
 // the stream for a commit just before it ended, and must not wait for it.
@@ -877,6 +890,9 @@ func (w *watcher) wakeInRound() {
 	if w.exited.Load() {
 		w.leaveRound() // nobody is left to take the wake
 		return
+	}
+	if w.waiting.Load() > 0 {
+		w.leaveRound() // it applies what was pushed once its transport reads (waitTransport)
 	}
 	w.signal(w.wake)
 }
