@@ -363,7 +363,7 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	if w.svc.watchers[w.id] == w { // not yet removed: it holds a share to move
 		w.svc.releaseShare(w.share)
 		w.share = req.sp.shareKey(w.params, w.actor)
-		w.shareID = w.svc.internShare(w.share)
+		w.shareID, w.share = w.svc.internShare(w.share)
 	}
 	w.svc.mu.Unlock()
 	if w.sp.single {

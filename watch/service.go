@@ -500,7 +500,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	// Register before taking the snapshot, so no commit after it can be missed.
 	s.watchers[w.id] = w
 	s.index(w, true)
-	w.shareID = s.internShare(w.share)
+	w.shareID, w.share = s.internShare(w.share)
 	s.holdCompiled(w)
 	s.wg.Add(1)
 	s.mu.Unlock()

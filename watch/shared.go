@@ -28,24 +28,25 @@ type cacheKey struct {
 // shareRef is an interned share key: its id, and how many streams use it.
 type shareRef struct {
 	id   uint64
+	key  string // the map's key: the streams that share it hold this copy, not one each
 	refs int
 }
 
 // internShare returns the id of share key k ("" : 0, nothing shared), counting one more
 // stream on it. Ids are never reused, so a result cached under a released id is never
 // taken for another statement's. s.mu must be held.
-func (s *Service) internShare(k string) uint64 {
+func (s *Service) internShare(k string) (id uint64, key string) {
 	if k == "" {
-		return 0
+		return 0, ""
 	}
 	r := s.shares[k]
 	if r == nil {
 		s.nextShare++
-		r = &shareRef{id: s.nextShare}
+		r = &shareRef{id: s.nextShare, key: k}
 		s.shares[k] = r
 	}
 	r.refs++
-	return r.id
+	return r.id, r.key
 }
 
 // releaseShare counts one stream less on share key k. s.mu must be held.
@@ -111,6 +112,7 @@ func (c *evalCache) put(k cacheKey, v any) {
 type compiledRef struct {
 	sp   *spec
 	stmt *ast.WatchStmt
+	key  string // the map's key: the streams that share it hold this copy, not one each
 	refs int
 }
 
@@ -161,9 +163,10 @@ func (s *Service) holdCompiled(w *watcher) {
 	r := s.compiledRefs[w.compiledKey]
 	switch {
 	case r == nil:
-		s.compiledRefs[w.compiledKey] = &compiledRef{sp: w.sp, stmt: w.stmt, refs: 1}
+		s.compiledRefs[w.compiledKey] = &compiledRef{sp: w.sp, stmt: w.stmt, key: w.compiledKey, refs: 1}
 	case r.sp == w.sp:
 		r.refs++
+		w.compiledKey = r.key
 	default:
 		w.compiledKey = ""
 	}
