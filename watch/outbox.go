@@ -1,6 +1,10 @@
 package watch
 
-import "github.com/herald-mq/herald"
+import (
+	"context"
+
+	"github.com/herald-mq/herald"
+)
 
 // Events wait in two places: the stream's channel, which the transport reads and which
 // holds at most chanCap of them, and the watcher's own queue behind it (outq), which
@@ -263,6 +267,9 @@ func (w *watcher) send(ev herald.Event) bool {
 			w.mu.Lock()
 			w.overflow = true
 			w.mu.Unlock()
+			// The _Watch node says so at once: the error event itself waits for the
+			// transport, which a client that stopped reading may never let through.
+			w.saveNode(context.Background(), "cancelled")
 			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer (%d events, %d bytes) is full and on_full is error; the watch is cancelled", w.sp.buffer, w.svc.cfg.MaxBufferBytes)
 			return w.end(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
 		default:

@@ -226,3 +226,42 @@ func TestSlowReaderHoldsUpOnlyItsWatch(t *testing.T) {
 		})
 	}
 }
+
+// TestOverflowShowsAtOnce: when on_full: error ends a watch whose reader stopped reading,
+// its _Watch node says cancelled at once, though the error event itself waits for the
+// reader (the channel is full). Before, the node changed only when the stream ended,
+// after the reader took the event: never, for a client that had stopped reading.
+func TestOverflowShowsAtOnce(t *testing.T) {
+	h := newHarness(t)
+	st, err := h.svc.Open(context.Background(), "", `WATCH t: Task [buffer: 3, on_full: error, initial: none] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range 6 {
+		mustExec(t, h, "", fmt.Sprintf(`SPAWN t: Task { n = %d }`, i))
+	}
+	status := func() string {
+		resp, err := h.eng.Exec(context.Background(), "", `MATCH x: _Watch WHERE x.on_full = "error" RETURN x.status`, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows := resp.Results[0].Rows; len(rows) == 1 {
+			return rows[0][0].AsString()
+		}
+		return ""
+	}
+	for bound := time.Now().Add(10 * time.Second); status() != "cancelled"; time.Sleep(time.Millisecond) {
+		if time.Now().After(bound) { // a bound on a hang, not a speed assertion
+			t.Fatalf("the _Watch node of an overflowed watch whose reader stopped says %q", status())
+		}
+	}
+	// Reading now, the stream gives what it held and ends with E8005.
+	var last herald.Event
+	for ev := range st.Events() {
+		last = ev
+	}
+	if last.Code != herald.CodeWatchBufferOverflow {
+		t.Fatalf("the stream ended with %+v, want E8005", last)
+	}
+}
