@@ -67,20 +67,14 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		// large fan-out leaves CPU to the publishers; the send holds neither (a client
 		// that does not read would hold them for as long as its flow-control window
 		// stays shut).
-		framed, ok := s.frameBudget(ctx)
+		release, ok := s.frameSlot(ctx)
 		if !ok {
-			return s.ended(ctx)
-		}
-		select {
-		case s.sendSlots <- struct{}{}:
-		case <-ctx.Done():
 			return s.ended(ctx)
 		}
 		var n int
 		var end error
 		raw, evs, n, end = encodeFrame(raw[:0], first, st, evs)
-		<-s.sendSlots
-		framed()
+		release()
 		if n > 0 {
 			frame := &heraldv1.WatchResponse{}
 			frame.ProtoReflect().SetUnknown(raw)
@@ -162,13 +156,27 @@ type frameBudgeter interface {
 	FrameBudget(done <-chan struct{}) (finish func(), ok bool)
 }
 
-// frameBudget waits for room in the watch service's fan-out budget, when it has one,
-// and returns what counts the frame's time against it; false when ctx ended first.
-func (s *Service) frameBudget(ctx context.Context) (finish func(), ok bool) {
+// frameSlot is what building one frame of watch events takes: room in the watch
+// service's fan-out budget, when it has one, then one of the few send slots. release
+// gives the slot back and counts the frame's time against the budget; ok is false when
+// ctx ended first.
+func (s *Service) frameSlot(ctx context.Context) (release func(), ok bool) {
+	finish := func() {}
 	if b, is := s.wat.(frameBudgeter); is {
-		return b.FrameBudget(ctx.Done())
+		if finish, ok = b.FrameBudget(ctx.Done()); !ok {
+			return nil, false
+		}
 	}
-	return func() {}, true
+	select {
+	case s.sendSlots <- struct{}{}:
+	case <-ctx.Done():
+		finish()
+		return nil, false
+	}
+	return func() {
+		<-s.sendSlots
+		finish()
+	}, true
 }
 
 // taker is a stream that hands its transport what waits for it in batches (watch-mode

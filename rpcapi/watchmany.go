@@ -211,13 +211,8 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 		if !s.lingered(ctx, last) {
 			return s.ended(ctx)
 		}
-		framed, ok := s.frameBudget(ctx)
+		release, ok := s.frameSlot(ctx)
 		if !ok {
-			return s.ended(ctx)
-		}
-		select {
-		case s.sendSlots <- struct{}{}:
-		case <-ctx.Done():
 			return s.ended(ctx)
 		}
 		m.mu.Lock()
@@ -254,8 +249,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 				raw = appendBatch(raw, batch)
 			}
 		}
-		<-s.sendSlots
-		framed()
+		release()
 		if len(raw) > 0 {
 			frame := &heraldv1.WatchManyResponse{}
 			frame.ProtoReflect().SetUnknown(raw)
