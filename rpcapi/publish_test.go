@@ -24,13 +24,20 @@ import (
 func serveH2(t *testing.T, eng Engine) (heraldv1connect.HeraldClient, *Service) {
 	t.Helper()
 	svc := New(eng, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := h2Server(t, svc)
+	return heraldv1connect.NewHeraldClient(srv.Client(), srv.URL), svc
+}
+
+// h2Server serves svc over HTTP/2 (TLS) until the test ends.
+func h2Server(t *testing.T, svc *Service) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(svc.Handler())
 	srv := httptest.NewUnstartedServer(mux)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return heraldv1connect.NewHeraldClient(srv.Client(), srv.URL), svc
+	return srv
 }
 
 // countingPublisher publishes by numbering: message n gets id "m<n>" and seq n.

@@ -500,12 +500,7 @@ func TestSettlement(t *testing.T) {
 func TestGRPC(t *testing.T) {
 	st := newFakeStream()
 	svc := New(&fakeEngine{resp: &engine.Response{Seq: 1, Tick: 1}}, Options{Delivery: &fakeDelivery{stream: st}})
-	mux := http.NewServeMux()
-	mux.Handle(svc.Handler())
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := h2Server(t, svc)
 	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL, connect.WithGRPC())
 
 	resp, err := c.Query(context.Background(), connect.NewRequest(&heraldv1.QueryRequest{Query: "TICK"}))

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 
@@ -129,12 +127,7 @@ type manyCallT = *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv
 // "ended".
 func manyCall(t *testing.T, wat *manyWatcher) (manyCallT, func(uint64, string), func(map[uint64][]string)) {
 	svc := New(&fakeEngine{}, Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	mux := http.NewServeMux()
-	mux.Handle(svc.Handler())
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := h2Server(t, svc)
 	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
 	call := c.WatchMany(context.Background())
 	open := func(id uint64, q string) {
@@ -239,12 +232,7 @@ func TestWatchManyFullFrames(t *testing.T) {
 		st.queue = append(st.queue, herald.Event{Type: herald.EventAdded, Seq: uint64(i + 1), Tick: uint64(i + 1)})
 	}
 	svc := New(&fakeEngine{}, Options{Watch: &drainWatcher{st}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	mux := http.NewServeMux()
-	mux.Handle(svc.Handler())
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	srv := h2Server(t, svc)
 	call := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL).WatchMany(context.Background())
 	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: qA}}}); err != nil {
 		t.Fatal(err)
