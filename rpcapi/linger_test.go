@@ -70,3 +70,31 @@ func TestWatchLingerGathersABusyStream(t *testing.T) {
 		t.Fatalf("after the linger: frame %v, want [t2 t3]", got)
 	}
 }
+
+// TestWatchManyAnswersSkipTheLinger: the linger gathers a busy watch's events; the
+// answer to an open on the same call goes out without it, both when the open comes
+// just after a frame and when the writer is already lingering.
+func TestWatchManyAnswersSkipTheLinger(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1700000000, 0))
+	wat := &manyWatcher{streams: map[string]*notifyStream{}, opened: make(chan string, 4)}
+	call, open, await := manyCall(t, wat, func(o *Options) { o.Clock, o.WatchLinger = clk, 10*time.Millisecond })
+	open(1, qA)
+	await(map[uint64][]string{1: {"opened"}})
+	<-wat.opened
+	wat.stream(qA).push(herald.Event{Type: herald.EventAdded, Seq: 1})
+	await(map[uint64][]string{1: {"opened", "added:"}})
+	// A frame just went out: an event now waits for the linger, an answer does not.
+	open(2, qB)
+	await(map[uint64][]string{2: {"opened"}})
+	<-wat.opened
+	wat.stream(qA).push(herald.Event{Type: herald.EventAdded, Seq: 2})
+	for deadline := time.Now().Add(10 * time.Second); clk.Pending() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not linger after its last frame")
+		}
+	}
+	open(3, qBad) // answered (refused) while the writer lingers: the answer cuts it short
+	await(map[uint64][]string{3: {"error:E1004", "ended"}, 1: {"opened", "added:", "added:"}})
+	_ = call.CloseRequest()
+	_ = call.CloseResponse()
+}

@@ -60,7 +60,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 			return nil
 		}
 		// A busy stream gathers what comes during the linger into one frame.
-		if !s.lingered(ctx, last) {
+		if !s.lingered(ctx, last, nil) {
 			return s.ended(ctx)
 		}
 		// Encoding takes one of a few slots, and the fan-out's CPU budget, so that a
@@ -130,9 +130,9 @@ func encodeFrame(raw []byte, first herald.Event, st herald.Stream, evs []herald.
 	return raw, evs, len(evs), nil
 }
 
-// lingered waits until the linger has passed since the last frame went out (at last);
-// false when ctx ended meanwhile.
-func (s *Service) lingered(ctx context.Context, last time.Time) bool {
+// lingered waits until the linger has passed since the last frame went out (at last),
+// or until cut has a value; false when ctx ended meanwhile. A nil cut never cuts.
+func (s *Service) lingered(ctx context.Context, last time.Time, cut <-chan struct{}) bool {
 	if s.linger <= 0 || last.IsZero() {
 		return true
 	}
@@ -144,6 +144,8 @@ func (s *Service) lingered(ctx context.Context, last time.Time) bool {
 	defer t.Stop()
 	select {
 	case <-t.C():
+		return true
+	case <-cut:
 		return true
 	case <-ctx.Done():
 		return false

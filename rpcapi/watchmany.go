@@ -57,6 +57,9 @@ type watchMux struct {
 	answers []manyAnswer
 	closed  bool
 	wake    chan struct{}
+	// answered cuts the writer's linger short: an open waits for its answer, and the
+	// linger is for gathering a busy watch's events, not for holding answers back.
+	answered chan struct{}
 }
 
 func (m *watchMux) signal() {
@@ -79,9 +82,17 @@ func (m *watchMux) markReady(w *manyWatch) {
 
 func (m *watchMux) answer(a manyAnswer) {
 	m.mu.Lock()
-	m.answers = append(m.answers, a)
+	m.answerLocked(a)
 	m.mu.Unlock()
 	m.signal()
+}
+
+func (m *watchMux) answerLocked(a manyAnswer) {
+	m.answers = append(m.answers, a)
+	select {
+	case m.answered <- struct{}{}:
+	default:
+	}
 }
 
 // closeAll ends every watch of the call; later opens are refused.
@@ -104,7 +115,7 @@ func (s *Service) WatchMany(ctx context.Context, stream *connect.BidiStream[hera
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
-	m := &watchMux{watches: map[uint64]*manyWatch{}, opening: map[uint64]bool{}, wake: make(chan struct{}, 1)}
+	m := &watchMux{watches: map[uint64]*manyWatch{}, opening: map[uint64]bool{}, wake: make(chan struct{}, 1), answered: make(chan struct{}, 1)}
 	defer func() {
 		cancel()
 		m.closeAll()
@@ -190,7 +201,7 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 		return
 	}
 	m.watches[id] = w
-	m.answers = append(m.answers, manyAnswer{id: id})
+	m.answerLocked(manyAnswer{id: id})
 	m.mu.Unlock()
 	n.SetNotify(func() { m.markReady(w) })
 	m.markReady(w) // what it put in its channel before the callback was set
@@ -208,7 +219,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			return s.ended(ctx)
 		case <-m.wake:
 		}
-		if !s.lingered(ctx, last) {
+		if !s.lingered(ctx, last, m.answered) {
 			return s.ended(ctx)
 		}
 		release, ok := s.frameSlot(ctx)
@@ -218,6 +229,10 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 		m.mu.Lock()
 		answers, ready := m.answers, m.ready
 		m.answers, m.ready = nil, nil
+		select {
+		case <-m.answered: // these answers go now
+		default:
+		}
 		if len(ready) > maxWatchesPerFrame {
 			m.ready, ready = ready[maxWatchesPerFrame:], ready[:maxWatchesPerFrame]
 			m.signal()
@@ -232,6 +247,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			batch = appendAnswer(batch[:0], a)
 			raw = appendBatch(raw, batch)
 		}
+		events := false // the linger runs from frames with events, not from answers alone
 		for _, w := range ready {
 			var ended, full bool
 			batch, ended, full = s.drainMany(batch[:0], w, &evs)
@@ -247,6 +263,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			}
 			if len(batch) > 0 {
 				raw = appendBatch(raw, batch)
+				events = true
 			}
 		}
 		release()
@@ -256,7 +273,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			if err := stream.Send(frame); err != nil {
 				return err
 			}
-			if s.linger > 0 {
+			if s.linger > 0 && events {
 				last = s.clock.Now()
 			}
 		}

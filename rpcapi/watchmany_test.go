@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
@@ -125,11 +126,18 @@ type manyCallT = *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv
 // manyCall serves wat over HTTP/2 and opens a WatchMany call, with helpers that open a
 // watch and collect batches until want holds, by id: "opened", "type:code" per event,
 // "ended".
-func manyCall(t *testing.T, wat *manyWatcher) (manyCallT, func(uint64, string), func(map[uint64][]string)) {
-	svc := New(&fakeEngine{}, Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+func manyCall(t *testing.T, wat *manyWatcher, tune ...func(*Options)) (manyCallT, func(uint64, string), func(map[uint64][]string)) {
+	opts := Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, f := range tune {
+		f(&opts)
+	}
+	svc := New(&fakeEngine{}, opts)
 	srv := h2Server(t, svc)
 	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
-	call := c.WatchMany(context.Background())
+	// A bound on the whole call: a frame that never comes fails the test, not the suite.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	call := c.WatchMany(ctx)
 	open := func(id uint64, q string) {
 		t.Helper()
 		if err := call.Send(&heraldv1.WatchManyRequest{Id: id, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: q}}}); err != nil {
