@@ -332,6 +332,14 @@ func (w *watcher) setBehind() {
 	w.mu.Unlock()
 }
 
+// behindLog reports whether the stream is to read the change log (a resume) before its
+// queue.
+func (w *watcher) behindLog() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.behind
+}
+
 // restart tells the client that the stream cannot go on from its position (reset, with
 // why), then sends a new snapshot and goes on from there.
 func (w *watcher) restart(why string) bool {

@@ -81,6 +81,20 @@ func (w *watcher) park() bool {
 	return true
 }
 
+// startParked opens a stream that has nothing to do yet (no reset, snapshot or timer)
+// parked, as if it had parked at once: opening thousands of such watches starts no
+// goroutine, and so no stack, for any of them until a commit, request or close
+// concerns it. A signal that came since the stream was registered starts the loop, as
+// in park.
+func (w *watcher) startParked() {
+	w.svc.parkedStreams.Add(1)
+	w.parked.Store(true)
+	if (w.kicked.Load() || w.callers.Load() > 0) && w.parked.CompareAndSwap(true, false) {
+		w.svc.parkedStreams.Add(-1)
+		go w.run()
+	}
+}
+
 // hintIdle is the idle check: it hints the streams that did nothing since the last
 // check to park, and wakes them so that they do. It runs on the dispatcher.
 func (s *Service) hintIdle() {

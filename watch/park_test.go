@@ -147,3 +147,40 @@ func TestTakeDoesNotWakeAnIdleStream(t *testing.T) {
 		t.Fatalf("events after Take of a parked stream: %v, want one added", got)
 	}
 }
+
+// TestNewStreamStartsParked: a stream with nothing to send when it opens (no snapshot,
+// no timer, no resume) starts without a goroutine, and its first commit still reaches
+// it; one with a snapshot to send starts its goroutine at once.
+func TestNewStreamStartsParked(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := h.svc.Stats().Parked; got != 1 {
+		t.Fatalf("%d streams parked right after an idle open, want 1", got)
+	}
+	if n := servingStreams(); n != 0 {
+		t.Fatalf("%d goroutines serve a stream that had nothing to do", n)
+	}
+	mustExec(t, h, "", `SPAWN t: Task { n = 1 }`)
+	if got := ready(h, st); len(got) != 1 || !strings.HasPrefix(got[0], "added") {
+		t.Fatalf("events after a commit reached a stream opened parked: %v, want one added", got)
+	}
+
+	full, err := h.svc.Open(ctx, "", `WATCH t: Task RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	select {
+	case ev := <-full.Events():
+		if ev.Type != herald.EventInitial {
+			t.Fatalf("first event of a watch with a snapshot: %s, want initial", ev.Type)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream with a snapshot to send sent nothing")
+	}
+}

@@ -523,7 +523,11 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	// The stream ends with ctx; the registration is released when it ends first.
 	w.unctx = context.AfterFunc(ctx, w.Close)
 	w.startTimers()
-	go w.loop()
+	if w.reset == nil && len(w.initial) == 0 && w.heartTimer == nil && w.win == nil && !sp.immediate && !w.behindLog() {
+		w.startParked() // nothing to do yet: no goroutine until something concerns it
+	} else {
+		go w.loop()
+	}
 	return w, nil
 }
 
