@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -85,6 +86,7 @@ func serveChild(args []string) int {
 		fmt.Fprintln(os.Stderr, "cannot write the address file")
 		return 1
 	}
+	go collectOnSignal(ctx, *addrFile+".gc")
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -92,11 +94,35 @@ func serveChild(args []string) int {
 	return 0
 }
 
+// collectOnSignal answers SIGUSR1 until ctx ends: it collects garbage, returns the
+// free memory to the system, and then writes the count of collections so far to file,
+// so the parent can read the memory the server holds rather than what the last burst
+// of work left for the collector (child.collect).
+func collectOnSignal(ctx context.Context, file string) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	defer signal.Stop(sig)
+	for n := 1; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+		}
+		debug.FreeOSMemory() // a full collection first, then the release
+		tmp := file + ".tmp"
+		if os.WriteFile(tmp, []byte(strconv.Itoa(n)), 0o644) == nil {
+			_ = os.Rename(tmp, file)
+		}
+	}
+}
+
 // child is a server process of the backlog mode.
 type child struct {
-	cmd     *exec.Cmd
-	url     string
-	started time.Time
+	cmd       *exec.Cmd
+	url       string
+	addrFile  string
+	started   time.Time
+	collected int // collections asked for (collect)
 }
 
 // startChild starts a server process on dir and waits until it has written its address.
@@ -111,7 +137,7 @@ func startChild(ctx context.Context, dir string, extra ...string) (*child, error
 	args := append([]string{serveChildCmd, "--data", filepath.Join(dir, "data"), "--addr-file", addrFile}, extra...)
 	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
-	c := &child{cmd: cmd, started: time.Now()}
+	c := &child{cmd: cmd, addrFile: addrFile, started: time.Now()}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -140,6 +166,29 @@ func (c *child) kill() {
 func (c *child) stop() {
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	_ = c.cmd.Wait()
+}
+
+// collect has the server collect its garbage and give free memory back to the system,
+// and waits until it has (see collectOnSignal).
+func (c *child) collect(ctx context.Context) error {
+	c.collected++
+	want := strconv.Itoa(c.collected)
+	if err := c.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return err
+	}
+	for end := time.Now().Add(30 * time.Second); ; {
+		if b, err := os.ReadFile(c.addrFile + ".gc"); err == nil && string(b) == want {
+			return nil
+		}
+		if time.Now().After(end) {
+			return errors.New("the server did not report its collection within 30s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // rss reads the resident memory of the process, in bytes, from /proc.

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -29,7 +31,8 @@ type fanoutReport struct {
 	WatchCPU       float64        `json:"watch_cpu,omitempty"` // the server's --watch-cpu; 0: its default
 	Alone          publishFigures `json:"without_watchers"`
 	Watched        publishFigures `json:"with_watchers"`
-	RSSIdleWatch   float64        `json:"rss_per_idle_watch_bytes"`
+	RSSIdleWatch   float64        `json:"rss_per_idle_watch_bytes"`      // read once every stream has parked
+	HeldIdleWatch  float64        `json:"rss_held_per_idle_watch_bytes"` // after a collection (see child.collect)
 	Delivered      int64          `json:"events_delivered"`
 	Expected       int64          `json:"events_expected"`
 	Gaps           int64          `json:"events_in_gaps"`
@@ -95,16 +98,28 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	}
 
 	logf("fan-out: opening %d watches", f.fanout)
-	time.Sleep(time.Second)
+	if err := srv.collect(ctx); err != nil {
+		return err
+	}
 	rssBefore, _ := srv.rss()
 	fan, err := startWatchers(ctx, srv.url, f.fanout)
 	if err != nil {
 		return err
 	}
 	defer fan.kill()
-	time.Sleep(2 * time.Second) // let the server settle before reading its memory
+	// An idle stream parks (gives up its goroutine) after a second or two without work:
+	// read the memory once every stream has.
+	if err := waitParked(ctx, srv.url, f.fanout, 30*time.Second); err != nil {
+		logf("fan-out: %v; reading the memory anyway", err)
+	}
 	if rssAfter, err := srv.rss(); err == nil {
 		rep.RSSIdleWatch = (float64(rssAfter) - float64(rssBefore)) / float64(f.fanout)
+	}
+	if err := srv.collect(ctx); err != nil {
+		return err
+	}
+	if rssHeld, err := srv.rss(); err == nil {
+		rep.HeldIdleWatch = (float64(rssHeld) - float64(rssBefore)) / float64(f.fanout)
 	}
 
 	logf("fan-out: publishing %d msg/s for %v with %d watchers", f.fanoutRate, f.fanoutDuration, f.fanout)
@@ -169,7 +184,7 @@ func writeFanout(w io.Writer, rep fanoutReport) error {
 	}
 	fmt.Fprintf(&b, "Watchers: %d of %d events delivered, %d reported in gaps; delivery lag p50 %v, p99 %v; %s.\n",
 		rep.Delivered, rep.Expected, rep.Gaps, rep.LagP50.Round(time.Microsecond), rep.LagP99.Round(time.Microsecond), caught)
-	fmt.Fprintf(&b, "Server RSS per idle watch: %.1f KB.\n", rep.RSSIdleWatch/1024)
+	fmt.Fprintf(&b, "Server RSS per idle watch: %.1f KB once every stream has parked, %.1f KB held (after a collection).\n", rep.RSSIdleWatch/1024, rep.HeldIdleWatch/1024)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -216,4 +231,47 @@ func publishAtRate(ctx context.Context, c *client.Client, rate int, d time.Durat
 	}
 	p50, p99, maxd := bench.Percentiles(lat)
 	return publishFigures{Published: total, P50: p50, P99: p99, Max: maxd}, ctx.Err()
+}
+
+// waitParked waits until the server at url reports at least n parked watch streams
+// (its herald_watch_streams_parked gauge), or bound has passed.
+func waitParked(ctx context.Context, url string, n int, bound time.Duration) error {
+	end := time.Now().Add(bound)
+	var have float64
+	for {
+		if v, err := gauge(ctx, url, "herald_watch_streams_parked"); err == nil {
+			have = v
+			if v >= float64(n) {
+				return nil
+			}
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("%v parked streams of %d after %v", have, n, bound)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// gauge reads one unlabelled metric from the server's /metrics.
+func gauge(ctx context.Context, url, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: not in /metrics", name)
 }
