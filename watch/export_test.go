@@ -76,3 +76,10 @@ func Overflowed(st herald.Stream) bool {
 	defer w.mu.Unlock()
 	return w.overflow
 }
+
+// CtxGroups counts the Open contexts the service watches for streams (ctxclose.go).
+func (s *Service) CtxGroups() int {
+	s.ctxMu.Lock()
+	defer s.ctxMu.Unlock()
+	return len(s.byCtx)
+}

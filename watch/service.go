@@ -85,6 +85,8 @@ type Service struct {
 	recent       recent // the latest durable change sets, for streams that fell behind
 	handles      map[handleKey]*watcher
 	ending       map[*watcher]bool // closed, their goroutine still finishing
+	ctxMu        sync.Mutex
+	byCtx        map[<-chan struct{}]*ctxStreams // streams by their Open context (ctxclose.go)
 	unlisten     func()
 	started      bool
 	stopped      bool
@@ -178,6 +180,7 @@ func New(cfg Config) *Service {
 		clock:        cfg.Engine.Clock(),
 		log:          cfg.Logger,
 		watchers:     map[string]*watcher{},
+		byCtx:        map[<-chan struct{}]*ctxStreams{},
 		byType:       map[string]map[*watcher]bool{},
 		byValue:      map[eqKey]map[*watcher]bool{},
 		byNode:       map[herald.NodeID]map[*watcher]bool{},
@@ -521,7 +524,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		return nil, err
 	}
 	// The stream ends with ctx; the registration is released when it ends first.
-	w.unctx = context.AfterFunc(ctx, w.Close)
+	w.unctx = s.closeWithCtx(ctx, w)
 	w.startTimers()
 	if w.reset == nil && len(w.initial) == 0 && w.heartTimer == nil && w.win == nil && !sp.immediate && !w.behindLog() {
 		w.startParked() // nothing to do yet: no goroutine until something concerns it
@@ -714,7 +717,7 @@ type watcher struct {
 	sentSeq   uint64
 
 	closeOnce sync.Once
-	unctx     func() bool // stops closing the stream when the Open context ends
+	unctx     func() // stops closing the stream when the Open context ends
 
 	// Owned by the watcher's goroutine.
 	applying bool       // holds one of Service.applySlots
