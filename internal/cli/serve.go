@@ -74,7 +74,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
-	fl.DurationVar(&f.watchLinger, "watch-linger", server.DefaultWatchLinger, "how long a busy watch-mode RPC stream gathers events into one frame (the first event after a quiet spell goes out at once); 0 for no wait")
+	fl.DurationVar(&f.watchLinger, "watch-linger", server.DefaultWatchLinger, "how long a busy watch-mode RPC stream gathers events into one frame (the first event after a quiet spell, and the answer to an open, go out at once); 0 for no wait")
 	fl.Float64Var(&f.watchCPU, "watch-cpu", server.DefaultWatchCPUShare, "share of one CPU that watch-mode fan-out may spend turning commits into events and framing them for the RPC transport; past it watches lag (best_effort ones show gaps) and writers keep the CPUs; 1 for no bound")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
 	fl.IntVar(&f.principalPubs, "max-principal-inflight", server.DefaultMaxInflightPublishes, "with --auth, published messages one principal may have not yet durable, across its publish streams (E4015 past it)")

@@ -131,7 +131,9 @@ Two more modes measure Herald alone:
                 message consumed.
   --fanout N    publish at --fanout-rate msg/s with no watcher, then with N
                 watch-mode streams on the same pattern, and compare the publish
-                latency (p50, p99) of the two runs.
+                latency (p50, p99) of the two runs; between them, the server's
+                memory per idle watch, once every stream has parked and again
+                after the server has collected its garbage.
 
 A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 --json, as JSON.`,
