@@ -72,11 +72,18 @@ func (w *watcher) park() bool {
 	default:
 	}
 	w.parkHint.Store(false)
+	return w.parkNow()
+}
+
+// parkNow marks the stream parked. It reports false, with the mark taken back, when a
+// signal or a caller came since kicked was last cleared and no new goroutine was
+// started for it: the caller's goroutine goes on with the loop instead.
+func (w *watcher) parkNow() bool {
 	w.svc.parkedStreams.Add(1)
 	w.parked.Store(true)
 	if (w.kicked.Load() || w.callers.Load() > 0) && w.parked.CompareAndSwap(true, false) {
 		w.svc.parkedStreams.Add(-1)
-		return false // a signal came meanwhile, and no new goroutine was started for it
+		return false
 	}
 	return true
 }
@@ -87,10 +94,7 @@ func (w *watcher) park() bool {
 // concerns it. A signal that came since the stream was registered starts the loop, as
 // in park.
 func (w *watcher) startParked() {
-	w.svc.parkedStreams.Add(1)
-	w.parked.Store(true)
-	if (w.kicked.Load() || w.callers.Load() > 0) && w.parked.CompareAndSwap(true, false) {
-		w.svc.parkedStreams.Add(-1)
+	if !w.parkNow() {
 		go w.run()
 	}
 }
