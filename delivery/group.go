@@ -51,7 +51,7 @@ const scanLimit = 4096
 func (g *group) nextMember() *consumer {
 	for i := 0; i < len(g.members); i++ {
 		c := g.members[(g.rr+i)%len(g.members)]
-		if !c.closed && len(c.leases)+c.reserved < c.capacity {
+		if !c.closed && len(c.leases)-c.ending+c.reserved < c.capacity {
 			g.rr = (g.rr + i + 1) % len(g.members)
 			return c
 		}

@@ -66,6 +66,7 @@ type lease struct {
 	attempt  int
 	releases int  // the subject's releases when it was leased (shown on the delivery)
 	settling bool // an ACK, NACK or EXTEND is committing it
+	ending   bool // an ACK is committing it: it no longer counts against its consumer's credit
 	// sent: its consumed event has gone to the consumer (or it was recovered after a
 	// restart, when it had been). Until then its delivery id is known to nobody: it
 	// cannot be settled, and if it ends unsent its attempt does not count.
@@ -94,6 +95,7 @@ type consumer struct {
 	leases    map[Handle]*lease
 	capacity  int
 	reserved  int // picked for a lease in the round under way
+	ending    int // leases whose ACK is committing (see setEndingLocked)
 	maxCredit int
 	closed    bool
 	done      chan struct{}
@@ -603,6 +605,7 @@ func (s *Service) removeLeaseLocked(l *lease) {
 	if l.index >= 0 && l.index < len(s.deadlines) && s.deadlines[l.index] == l {
 		heap.Remove(&s.deadlines, l.index)
 	}
+	s.setEndingLocked(l, false)
 	if l.cons != nil {
 		delete(l.cons.leases, l.key)
 	}

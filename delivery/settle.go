@@ -25,10 +25,33 @@ func (s *Service) abort(l *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.settling = false
+	s.setEndingLocked(l, false)
 	if s.leases[l.key] == l && l.index < 0 {
 		s.pushDeadlineLocked(l)
 	}
 	s.kick()
+}
+
+// setEndingLocked marks whether an ACK of l is committing. Such a lease stays until its
+// commit is durable (the ACK is answered only then), but its consumer has let go of the
+// message: it no longer counts against the consumer's credit, so the next lease need
+// not wait for the ACK's sync. A NACK keeps its place until durable: the message goes
+// back to the ready queue first, and with a credit of one it is redelivered before the
+// next message is leased.
+func (s *Service) setEndingLocked(l *lease, on bool) {
+	if l.ending == on {
+		return
+	}
+	l.ending = on
+	if l.cons == nil {
+		return
+	}
+	if on {
+		l.cons.ending++
+		s.kick()
+	} else {
+		l.cons.ending--
+	}
 }
 
 // finishLocked forgets a settled lease and frees its consumer's slot.
@@ -105,6 +128,7 @@ func (s *Service) prepareLocked(it Settle) (*settlement, error) {
 	}
 	switch it.Action {
 	case ActAck:
+		s.setEndingLocked(l, true)
 		return s.ackLocked(l), nil
 	case ActExtend:
 		return s.extendLocked(l, it.By), nil

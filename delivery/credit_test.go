@@ -1,0 +1,111 @@
+package delivery_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store"
+	"github.com/herald-mq/herald/store/memstore"
+)
+
+// heldStore holds every commit while its gate is set.
+type heldStore struct {
+	store.Backend
+	mu   sync.Mutex
+	gate chan struct{}
+}
+
+func (h *heldStore) Commit(ctx context.Context, bs []*store.Batch) ([]error, error) {
+	h.mu.Lock()
+	gate := h.gate
+	h.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return h.Backend.Commit(ctx, bs)
+}
+
+// hold sets the gate and returns its release.
+func (h *heldStore) hold() (release func()) {
+	gate := make(chan struct{})
+	h.mu.Lock()
+	h.gate = gate
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		h.gate = nil
+		h.mu.Unlock()
+		close(gate)
+	}
+}
+
+// TestAckFreesCreditBeforeItIsDurable: a consumer's credit counts the messages it has
+// not settled. Once the server has claimed its ACK the message is out of the
+// consumer's hands, so the next one is leased while the ACK's commit still waits for
+// its sync; the ACK itself is answered only once durable.
+func TestAckFreesCreditBeforeItIsDurable(t *testing.T) {
+	ctx := context.Background()
+	st := &heldStore{Backend: memstore.New()}
+	eng, err := engine.Open(ctx, engine.Config{Backend: st, Clock: clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), Logger: quiet, Layer0Interval: 1000 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	svc := delivery.New(delivery.Config{Engine: eng, Logger: quiet})
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop(ctx)
+	for _, q := range []string{`node Job { n: Int }`, `SPAWN a: Job { n = 1 }`, `SPAWN b: Job { n = 2 }`} {
+		if _, err := eng.Exec(ctx, "", q, nil); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	c, err := svc.Subscribe(ctx, "", `WATCH j: Job [mode: consume] RETURN j.n AS n`, nil, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	next := func() herald.Event {
+		t.Helper()
+		select {
+		case ev := <-c.Events():
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no delivery")
+			return herald.Event{}
+		}
+	}
+	first := next()
+
+	release := st.hold()
+	acked := make(chan error, 1)
+	svc.SettleAsync([]delivery.Settle{{DeliveryID: first.DeliveryID, Action: delivery.ActAck}}, func(res []delivery.SettleResult, _, _ uint64) {
+		acked <- res[0].Err
+	})
+	for deadline := time.Now().Add(10 * time.Second); delivery.ConsumerLeases(c) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			release()
+			t.Fatal("the next message was not leased while the ACK waited for its sync")
+		}
+	}
+	select {
+	case err := <-acked:
+		release()
+		t.Fatalf("the ACK was answered (%v) before its commit was durable", err)
+	default:
+	}
+	release()
+	if err := <-acked; err != nil {
+		t.Fatalf("ACK: %v", err)
+	}
+	if second := next(); second.Match.MapGet("n").AsInt() != 2 {
+		t.Fatalf("second delivery %v, want n = 2", second.Match)
+	}
+}
