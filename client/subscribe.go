@@ -110,6 +110,7 @@ type Subscription struct {
 	log     *slog.Logger
 	conn    *consumeConn
 
+	parent     context.Context // Subscribe's context
 	base       context.Context // parent of every handler context
 	cancelBase context.CancelCauseFunc
 
@@ -173,6 +174,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 		done:        make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.parent = ctx
 	s.base, s.cancelBase = context.WithCancelCause(ctx)
 
 	c.mu.Lock()
@@ -305,7 +307,11 @@ func (s *Subscription) streamEnded(err error) {
 		if errors.Is(err, io.EOF) {
 			err = errors.New("client: the server ended the stream")
 		}
-		if cause := context.Cause(s.base); cause != nil {
+		// Subscribe's context first: when it is cancelled, the transport can end the
+		// stream before the cancellation has reached base.
+		if cause := context.Cause(s.parent); cause != nil {
+			err = cause
+		} else if cause := context.Cause(s.base); cause != nil {
 			err = cause
 		}
 		s.mu.Lock()
