@@ -17,10 +17,7 @@ func TestStreamsEndWithTheirContext(t *testing.T) {
 	defer cancel()
 	var sts []herald.Stream
 	for range 3 {
-		st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := openIdle(t, h, ctx)
 		sts = append(sts, st)
 	}
 	if n := h.svc.CtxGroups(); n != 1 {

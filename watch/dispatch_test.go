@@ -15,10 +15,7 @@ import (
 func TestDispatchOffCommitPath(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openIdle(t, h, ctx)
 	defer st.Close()
 
 	release := h.svc.HoldDispatch()
@@ -110,10 +107,7 @@ func TestDropLargeBuffer(t *testing.T) {
 func TestWakeAfterStreamEnded(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	gone, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gone := openIdle(t, h, ctx)
 	gone.Close()
 	<-gone.Done()
 	watch.WakeAsDispatcher(gone)
@@ -121,10 +115,7 @@ func TestWakeAfterStreamEnded(t *testing.T) {
 		t.Fatalf("the round waits for %d streams after waking one that has ended", n)
 	}
 
-	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openIdle(t, h, ctx)
 	defer st.Close()
 	for i := range 3 {
 		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {

@@ -154,10 +154,7 @@ func TestTakeDoesNotWakeAnIdleStream(t *testing.T) {
 func TestNewStreamStartsParked(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openIdle(t, h, ctx)
 	defer st.Close()
 	if got := h.svc.Stats().Parked; got != 1 {
 		t.Fatalf("%d streams parked right after an idle open, want 1", got)

@@ -188,10 +188,7 @@ func TestSlowReaderHoldsUpOnlyItsWatch(t *testing.T) {
 					Take([]herald.Event, int) ([]herald.Event, bool)
 				}).Take(nil, 1) // a batching transport that takes once, then stops
 			}
-			other, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			other := openIdle(t, h, ctx)
 			defer other.Close()
 			for i := range 20 {
 				mustExec(t, h, "", fmt.Sprintf(`SPAWN t: Task { n = %d }`, i))

@@ -35,6 +35,17 @@ type harness struct {
 	last     map[string]uint64 // seq of the last event each stream received
 }
 
+// openIdle opens a watch-mode stream on every Task that sends no snapshot, failing t
+// on an error.
+func openIdle(t *testing.T, h *harness, ctx context.Context) herald.Stream {
+	t.Helper()
+	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, fs: vfs.NewMem(), clk: clock.NewManual(time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC)), last: map[string]uint64{}}
 	h.open()
