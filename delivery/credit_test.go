@@ -2,7 +2,6 @@ package delivery_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,40 +9,9 @@ import (
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
-	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/memstore"
+	"github.com/herald-mq/herald/store/storetest"
 )
-
-// heldStore holds every commit while its gate is set.
-type heldStore struct {
-	store.Backend
-	mu   sync.Mutex
-	gate chan struct{}
-}
-
-func (h *heldStore) Commit(ctx context.Context, bs []*store.Batch) ([]error, error) {
-	h.mu.Lock()
-	gate := h.gate
-	h.mu.Unlock()
-	if gate != nil {
-		<-gate
-	}
-	return h.Backend.Commit(ctx, bs)
-}
-
-// hold sets the gate and returns its release.
-func (h *heldStore) hold() (release func()) {
-	gate := make(chan struct{})
-	h.mu.Lock()
-	h.gate = gate
-	h.mu.Unlock()
-	return func() {
-		h.mu.Lock()
-		h.gate = nil
-		h.mu.Unlock()
-		close(gate)
-	}
-}
 
 // TestAckFreesCreditBeforeItIsDurable: a consumer's credit counts the messages it has
 // not settled. Once the server has claimed its ACK the message is out of the
@@ -51,7 +19,7 @@ func (h *heldStore) hold() (release func()) {
 // its sync; the ACK itself is answered only once durable.
 func TestAckFreesCreditBeforeItIsDurable(t *testing.T) {
 	ctx := context.Background()
-	st := &heldStore{Backend: memstore.New()}
+	st := &storetest.Gated{Backend: memstore.New()}
 	eng, err := engine.Open(ctx, engine.Config{Backend: st, Clock: clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), Logger: quiet, Layer0Interval: 1000 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +52,7 @@ func TestAckFreesCreditBeforeItIsDurable(t *testing.T) {
 	}
 	first := next()
 
-	release := st.hold()
+	release := st.Hold()
 	acked := make(chan error, 1)
 	svc.SettleAsync([]delivery.Settle{{DeliveryID: first.DeliveryID, Action: delivery.ActAck}}, func(res []delivery.SettleResult, _, _ uint64) {
 		acked <- res[0].Err

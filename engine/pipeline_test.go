@@ -17,32 +17,8 @@ import (
 	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/memstore"
 	"github.com/herald-mq/herald/store/pebblestore"
+	"github.com/herald-mq/herald/store/storetest"
 )
-
-// gated wraps a backend so a test can hold Commit calls and see how they are grouped.
-type gated struct {
-	store.Backend
-	mu      sync.Mutex
-	gate    chan struct{} // while non-nil, Commit waits for it to close
-	entered chan int      // receives the batch count of each Commit call
-	fail    error
-}
-
-func (g *gated) Commit(ctx context.Context, bs []*store.Batch) ([]error, error) {
-	g.mu.Lock()
-	gate, fail := g.gate, g.fail
-	g.mu.Unlock()
-	if g.entered != nil {
-		g.entered <- len(bs)
-	}
-	if gate != nil {
-		<-gate
-	}
-	if fail != nil {
-		return nil, fail
-	}
-	return g.Backend.Commit(ctx, bs)
-}
 
 func openEngine(t *testing.T, b store.Backend, cfg engine.Config) *engine.Engine {
 	t.Helper()
@@ -84,13 +60,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // and checks they all go to the store in one call (one sync) and are acknowledged only
 // after it.
 func TestGroupCommit(t *testing.T) {
-	g := &gated{Backend: memstore.New(), gate: make(chan struct{}), entered: make(chan int, 16)}
+	g := &storetest.Gated{Backend: memstore.New(), Entered: make(chan int, 16)}
+	release := g.Hold()
 	e := openEngine(t, g, engine.Config{})
 
 	const writers = 8
 	errs := make(chan error, writers+1)
 	go func() { _, err := e.Exec(context.Background(), "", `SPAWN #first: Job {}`, nil); errs <- err }()
-	if n := <-g.entered; n != 1 {
+	if n := <-g.Entered; n != 1 {
 		t.Fatalf("first commit carried %d batches, want 1", n)
 	}
 	for i := 0; i < writers; i++ {
@@ -106,11 +83,8 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("a writer was acknowledged before its batch was synced (err=%v)", err)
 	default:
 	}
-	g.mu.Lock()
-	close(g.gate)
-	g.gate = nil
-	g.mu.Unlock()
-	if n := <-g.entered; n != writers {
+	release()
+	if n := <-g.Entered; n != writers {
 		t.Fatalf("second commit carried %d batches, want all %d queued writers", n, writers)
 	}
 	for i := 0; i < writers+1; i++ {
@@ -131,12 +105,10 @@ func TestGroupCommit(t *testing.T) {
 // TestStorageFailure: a failed sync fails its writers and every later call, and the
 // engine reports not ready.
 func TestStorageFailure(t *testing.T) {
-	g := &gated{Backend: memstore.New()}
+	g := &storetest.Gated{Backend: memstore.New()}
 	e := openEngine(t, g, engine.Config{})
 	exec(t, e, `SPAWN #ok: Job {}`)
-	g.mu.Lock()
-	g.fail = errors.New("disk on fire")
-	g.mu.Unlock()
+	g.Fail(errors.New("disk on fire"))
 	_, err := e.Exec(context.Background(), "", `SPAWN #lost: Job {}`, nil)
 	if herald.CodeOf(err) != herald.CodeStorage {
 		t.Fatalf("err = %v, want STORAGE_FAILED", err)
