@@ -1,54 +1,110 @@
 package watch
 
-import "github.com/herald-mq/herald"
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/herald-mq/herald"
+)
 
 // deque is a double-ended queue of events on a ring that grows as needed and is
-// released when it empties, so an idle watch holds none.
+// released when it empties, so an idle watch holds none. Released rings are recycled
+// (see rings): a thousand busy streams emptying and refilling their queues many times
+// a second would otherwise turn most of the fan-out's allocation into rings.
 type deque struct {
-	buf        []herald.Event
+	ring       *[]herald.Event // nil while empty; the pointer travels with its ring
 	head, size int
 	bytes      int // eventSize of the events held
 }
 
+// minRing is the smallest ring; rings double from it.
+const minRing = 8
+
+// rings recycles released rings by size class: rings[i] holds rings of minRing<<i
+// events, all zero. A sync.Pool lets the garbage collector take what stays unused for
+// two cycles, so an idle server keeps no rings. Rings past the last class are not kept.
+var rings [8]sync.Pool
+
+// ringClass returns the class of a ring of n events (a power of two, at least
+// minRing), and whether it has one.
+func ringClass(n int) (int, bool) {
+	c := bits.TrailingZeros(uint(n / minRing))
+	return c, c < len(rings)
+}
+
+// newRing returns a zeroed ring of n events, recycled when one is free.
+func newRing(n int) *[]herald.Event {
+	if c, ok := ringClass(n); ok {
+		if r, _ := rings[c].Get().(*[]herald.Event); r != nil {
+			return r
+		}
+	}
+	buf := make([]herald.Event, n)
+	return &buf
+}
+
+// freeRing hands back a ring whose events are all zero.
+func freeRing(r *[]herald.Event) {
+	if c, ok := ringClass(len(*r)); ok {
+		rings[c].Put(r)
+	}
+}
+
 func (d *deque) len() int { return d.size }
 
-func (d *deque) front() herald.Event { return d.buf[d.head] }
+func (d *deque) buf() []herald.Event {
+	if d.ring == nil {
+		return nil
+	}
+	return *d.ring
+}
+
+func (d *deque) front() herald.Event { return d.buf()[d.head] }
 
 func (d *deque) grow() {
-	n := max(8, 2*len(d.buf))
-	buf := make([]herald.Event, n)
+	old := d.buf()
+	r := newRing(max(minRing, 2*len(old)))
+	buf := *r
 	for i := range d.size {
-		buf[i] = d.buf[(d.head+i)%len(d.buf)]
+		j := (d.head + i) % len(old)
+		buf[i], old[j] = old[j], herald.Event{}
 	}
-	d.buf, d.head = buf, 0
+	if d.ring != nil {
+		freeRing(d.ring)
+	}
+	d.ring, d.head = r, 0
 }
 
 func (d *deque) pushBack(ev herald.Event) {
-	if d.size == len(d.buf) {
+	if d.size == len(d.buf()) {
 		d.grow()
 	}
-	d.buf[(d.head+d.size)%len(d.buf)] = ev
+	buf := *d.ring
+	buf[(d.head+d.size)%len(buf)] = ev
 	d.size++
 	d.bytes += eventSize(ev)
 }
 
 func (d *deque) pushFront(ev herald.Event) {
-	if d.size == len(d.buf) {
+	if d.size == len(d.buf()) {
 		d.grow()
 	}
-	d.head = (d.head - 1 + len(d.buf)) % len(d.buf)
-	d.buf[d.head] = ev
+	buf := *d.ring
+	d.head = (d.head - 1 + len(buf)) % len(buf)
+	buf[d.head] = ev
 	d.size++
 	d.bytes += eventSize(ev)
 }
 
 func (d *deque) popFront() {
-	d.bytes -= eventSize(d.buf[d.head])
-	d.buf[d.head] = herald.Event{}
-	d.head = (d.head + 1) % len(d.buf)
+	buf := *d.ring
+	d.bytes -= eventSize(buf[d.head])
+	buf[d.head] = herald.Event{}
+	d.head = (d.head + 1) % len(buf)
 	d.size--
 	if d.size == 0 {
-		d.buf, d.head = nil, 0
+		freeRing(d.ring)
+		d.ring, d.head = nil, 0
 	}
 }
 
