@@ -106,6 +106,10 @@ type Service struct {
 	// every commit up to it has reached the queues of the streams it touches.
 	dispSeq, dispTick uint64
 	dispMoved         chan struct{} // closed and replaced when dispSeq moves (under mu)
+	// dispMark counts the change sets and dispatcher calls onCommit has handled, to mark
+	// the streams it reached without a set of them (under mu; see watcher.marks).
+	dispMark uint64
+	touched  []*watcher // onCommit's scratch space (under mu)
 	// A round is what one pass of the dispatcher hands out. inRound counts the streams
 	// it woke that are still working on it; it wakes wakeBatch streams at a time and the
 	// next few wait until none is (a stream that waits for its transport, or is paused,
@@ -342,7 +346,6 @@ func (s *Service) Stop(ctx context.Context) error {
 // dispatch index); other watchers never see them. It runs on the dispatcher and returns
 // the streams to wake, each once.
 func (s *Service) onCommit(sets []*herald.ChangeSet) (woken []*watcher) {
-	seen := map[*watcher]bool{}
 	start := time.Now() // a measurement, not a timer: it reads the real clock
 	s.mu.Lock()
 	defer func() {
@@ -350,60 +353,77 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) (woken []*watcher) {
 		s.dispatchCommits.Add(uint64(len(sets)))
 		s.dispatchNanos.Add(uint64(time.Since(start)))
 	}()
+	s.dispMark++
+	call := s.dispMark
 	for _, cs := range sets {
-		touched := map[*watcher]bool{}
+		s.dispMark++
+		s.touched = s.touched[:0]
 		if len(cs.Changes) == 0 {
 			// A tick of its own (TICK, or the interval timer): it ends the previous tick
 			// for deliver_on: tick watches.
 			for w := range s.perTick {
-				touched[w] = true
+				s.touchLocked(w)
 			}
 		}
 		for _, ch := range cs.Changes {
-			for _, t := range changeTypes(ch) {
-				for w := range s.byType[t] {
-					touched[w] = true
-				}
-			}
-			if ch.Kind == herald.NodeChange {
-				for w := range s.byType[anyNodeType] {
-					touched[w] = true
-				}
-			}
-			if len(s.byNode) > 0 && ch.Kind == herald.NodeChange {
-				for _, n := range []*herald.Node{ch.NodeBefore, ch.NodeAfter} {
-					if n != nil {
-						for w := range s.byNode[n.ID] {
-							touched[w] = true
-						}
-					}
-				}
-			}
-			if len(s.byValue) > 0 && ch.Kind == herald.NodeChange {
-				for _, n := range []*herald.Node{ch.NodeBefore, ch.NodeAfter} {
-					if n == nil {
-						continue
-					}
-					for _, a := range n.Attrs {
-						for w := range s.byValue[eqKey{typ: n.Type, attr: a.Name, val: graph.ValueKey(a.Value)}] {
-							touched[w] = true
-						}
-					}
-				}
-			}
+			s.touchChangeLocked(ch)
 		}
-		for w := range touched {
+		for _, w := range s.touched {
 			w.push(cs)
-			if !seen[w] {
-				seen[w] = true
+			if w.wokenMark != call {
+				w.wokenMark = call
 				woken = append(woken, w)
 			}
 		}
 		s.dispSeq, s.dispTick = cs.Seq, cs.Tick
 	}
+	clear(s.touched)
+	s.touched = s.touched[:0]
 	close(s.dispMoved)
 	s.dispMoved = make(chan struct{})
 	return woken
+}
+
+// touchChangeLocked adds to s.touched the streams that ch may concern: by the types
+// it changes, by node, and by attribute value.
+func (s *Service) touchChangeLocked(ch herald.Change) {
+	for _, t := range changeTypes(ch) {
+		for w := range s.byType[t] {
+			s.touchLocked(w)
+		}
+	}
+	if ch.Kind != herald.NodeChange {
+		return
+	}
+	for w := range s.byType[anyNodeType] {
+		s.touchLocked(w)
+	}
+	for _, n := range []*herald.Node{ch.NodeBefore, ch.NodeAfter} {
+		if n == nil {
+			continue
+		}
+		for w := range s.byNode[n.ID] {
+			s.touchLocked(w)
+		}
+		if len(s.byValue) == 0 {
+			continue
+		}
+		for _, a := range n.Attrs {
+			for w := range s.byValue[eqKey{typ: n.Type, attr: a.Name, val: graph.ValueKey(a.Value)}] {
+				s.touchLocked(w)
+			}
+		}
+	}
+}
+
+// touchLocked adds w to s.touched once per change set: a mark on the stream rather
+// than a set, as a thousand streams on one type would otherwise cost a thousand map
+// insertions per commit.
+func (s *Service) touchLocked(w *watcher) {
+	if w.touchMark != s.dispMark {
+		w.touchMark = s.dispMark
+		s.touched = append(s.touched, w)
+	}
 }
 
 // anyNodeType indexes the watches with a node variable of any type (an edge endpoint
@@ -689,6 +709,9 @@ type watcher struct {
 	mu        sync.Mutex // guards queue, behind, paused, cancelled, overflow
 	queue     []*herald.ChangeSet
 	behind    bool // the queue overflowed: read the change log instead
+	// The dispatcher's marks (under Service.mu): the last change set that reached the
+	// stream, and the last onCommit call that woke it.
+	touchMark, wokenMark uint64
 	paused    bool
 	cancelled bool
 	overflow  bool // ended by on_full: error; its _Watch node stays, cancelled
