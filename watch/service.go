@@ -706,15 +706,16 @@ type watcher struct {
 	stop     chan struct{}
 	done     chan struct{}
 
-	mu     sync.Mutex // guards queue, behind, paused, cancelled, overflow
-	queue  []*herald.ChangeSet
-	behind bool // the queue overflowed: read the change log instead
+	mu        sync.Mutex // guards queue, behind, paused, cancelled, overflow
+	queue     []*herald.ChangeSet
+	behind    bool // the queue overflowed: read the change log instead
+	paused    bool
+	cancelled bool
+	overflow  bool // ended by on_full: error; its _Watch node stays, cancelled
+
 	// The dispatcher's marks (under Service.mu): the last change set that reached the
 	// stream, and the last onCommit call that woke it.
 	touchMark, wokenMark uint64
-	paused               bool
-	cancelled            bool
-	overflow             bool // ended by on_full: error; its _Watch node stays, cancelled
 
 	// For ALTER WATCH: the statement and what it was compiled with.
 	stmt    *ast.WatchStmt
