@@ -187,3 +187,28 @@ func TestSnapshotLargerThanChannel(t *testing.T) {
 		st.Close()
 	}
 }
+
+// The dispatcher hands a backlog of commits to the streams a slice at a time, yielding
+// the CPU between slices, and wakes each stream once however many commits of the
+// backlog reached it.
+func TestDispatcherHandsOverInSlices(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	openIdle(t, h, ctx)
+	openIdle(t, h, ctx)
+	// Change sets at the position already dispatched: the streams have passed it, so
+	// they would skip these if they applied them.
+	seq, tick := h.eng.Durable()
+	var sets []*herald.ChangeSet
+	for i := range 3 {
+		sets = append(sets, &herald.ChangeSet{Seq: seq, Tick: tick, Changes: []herald.Change{{
+			Kind: herald.NodeChange, NodeAfter: &herald.Node{ID: herald.NodeID("n" + string(rune('0'+i))), Type: "Task"},
+		}}})
+	}
+	if woken, rest := h.svc.HandOver(sets, 0); woken != 2 || rest != 2 {
+		t.Fatalf("a hand-over with no time to spare: woke %d streams and left %d sets, want 2 and 2", woken, rest)
+	}
+	if woken, rest := h.svc.HandOver(sets, time.Hour); woken != 2 || rest != 0 {
+		t.Fatalf("a hand-over with time: woke %d streams and left %d sets, want 2 (once each) and 0", woken, rest)
+	}
+}

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"runtime"
+	"time"
 
 	"github.com/herald-mq/herald"
 )
@@ -82,4 +83,13 @@ func (s *Service) CtxGroups() int {
 	s.ctxMu.Lock()
 	defer s.ctxMu.Unlock()
 	return len(s.byCtx)
+}
+
+// HandOver runs one of the dispatcher's hand-overs of sets to the streams they touch,
+// working for at most slice (at least one set), and returns how many streams it woke
+// (each once, however many sets reached it) and how many sets it left for the next.
+// The streams are not woken: what they were handed waits in their queues.
+func (s *Service) HandOver(sets []*herald.ChangeSet, slice time.Duration) (woken, rest int) {
+	w, left := s.onCommit(sets, nil, slice)
+	return len(w), len(left)
 }

@@ -106,10 +106,11 @@ type Service struct {
 	// every commit up to it has reached the queues of the streams it touches.
 	dispSeq, dispTick uint64
 	dispMoved         chan struct{} // closed and replaced when dispSeq moves (under mu)
-	// dispMark counts the change sets and dispatcher calls onCommit has handled, to mark
-	// the streams it reached without a set of them (under mu; see watcher.marks).
-	dispMark uint64
-	touched  []*watcher // onCommit's scratch space (under mu)
+	// dispMark counts the change sets onCommit has handled, and wokenCall the
+	// dispatcher's hand-overs, to mark the streams they reached without a set of them
+	// (under mu; see watcher.touchMark).
+	dispMark, wokenCall uint64
+	touched             []*watcher // onCommit's scratch space (under mu)
 	// A round is what one pass of the dispatcher hands out. inRound counts the streams
 	// it woke that are still working on it; it wakes wakeBatch streams at a time and the
 	// next few wait until none is (a stream that waits for its transport, or is paused,
@@ -267,10 +268,18 @@ func (s *Service) dispatcher() {
 		if len(sets) == 0 {
 			continue
 		}
+		// Hand the commits over a slice at a time, yielding the CPU between slices: a
+		// backlog of commits for a thousand streams is milliseconds of work, and the
+		// writers' goroutines must not wait behind it.
+		var woken []*watcher
+		for len(sets) > 0 {
+			if woken, sets = s.onCommit(sets, woken, dispatchSlice); len(sets) > 0 {
+				runtime.Gosched()
+			}
+		}
 		// Wake the streams the commits reached a few at a time, each few after the last
 		// has taken its share: a thousand streams woken at once would queue a thousand
 		// goroutines ahead of the writers on the CPUs.
-		woken := s.onCommit(sets)
 		for len(woken) > 0 {
 			k := min(len(woken), s.wakeBatch)
 			for _, w := range woken[:k] {
@@ -342,20 +351,32 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 }
 
+// dispatchSlice bounds the time onCommit works on in one go before it hands the rest
+// back to the dispatcher, which yields the CPU before going on.
+const dispatchSlice = 500 * time.Microsecond
+
 // onCommit hands durable change sets to the watchers whose types they touch (the
-// dispatch index); other watchers never see them. It runs on the dispatcher and returns
-// the streams to wake, each once.
-func (s *Service) onCommit(sets []*herald.ChangeSet) (woken []*watcher) {
+// dispatch index); other watchers never see them. It runs on the dispatcher, appends
+// to woken the streams to wake (each once a hand-over), and returns the sets it
+// left for the next call once it has worked for slice (at least one set a call).
+func (s *Service) onCommit(sets []*herald.ChangeSet, woken []*watcher, slice time.Duration) (_ []*watcher, rest []*herald.ChangeSet) {
 	start := time.Now() // a measurement, not a timer: it reads the real clock
+	done := 0
 	s.mu.Lock()
 	defer func() {
 		s.mu.Unlock()
-		s.dispatchCommits.Add(uint64(len(sets)))
+		s.dispatchCommits.Add(uint64(done))
 		s.dispatchNanos.Add(uint64(time.Since(start)))
 	}()
-	s.dispMark++
-	call := s.dispMark
+	if len(woken) == 0 {
+		s.wokenCall++ // a new hand-over: what earlier ones woke is no longer in woken
+	}
+	call := s.wokenCall
 	for _, cs := range sets {
+		if done > 0 && time.Since(start) >= slice {
+			break
+		}
+		done++
 		s.dispMark++
 		s.touched = s.touched[:0]
 		if len(cs.Changes) == 0 {
@@ -376,12 +397,12 @@ func (s *Service) onCommit(sets []*herald.ChangeSet) (woken []*watcher) {
 			}
 		}
 		s.dispSeq, s.dispTick = cs.Seq, cs.Tick
+		clear(s.touched)
+		s.touched = s.touched[:0]
 	}
-	clear(s.touched)
-	s.touched = s.touched[:0]
 	close(s.dispMoved)
 	s.dispMoved = make(chan struct{})
-	return woken
+	return woken, sets[done:]
 }
 
 // touchChangeLocked adds to s.touched the streams that ch may concern: by the types
