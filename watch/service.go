@@ -47,7 +47,7 @@ type Config struct {
 }
 
 // DefaultCPUShare is Config.CPUShare's default.
-const DefaultCPUShare = 0.25
+const DefaultCPUShare = 0.1
 
 // budgetWindow is the window over which Config.CPUShare is measured.
 const budgetWindow = 20 * time.Millisecond
