@@ -262,6 +262,9 @@ func gauge(ctx context.Context, url, name string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Uncompressed: a gzip answer would leave the server holding a compressor (a few
+	// hundred KB each, pooled) that the memory per watch would then count.
+	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
