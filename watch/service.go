@@ -378,7 +378,6 @@ func (s *Service) onCommit(sets []*herald.ChangeSet, woken []*watcher, slice tim
 		}
 		done++
 		s.dispMark++
-		s.touched = s.touched[:0]
 		if len(cs.Changes) == 0 {
 			// A tick of its own (TICK, or the interval timer): it ends the previous tick
 			// for deliver_on: tick watches.
