@@ -212,3 +212,34 @@ func TestDispatcherHandsOverInSlices(t *testing.T) {
 		t.Fatalf("a hand-over with time: woke %d streams and left %d sets, want 2 (once each) and 0", woken, rest)
 	}
 }
+
+// The latest commits are kept in memory for streams that fall behind, and only while a
+// stream is open: a server without watch-mode streams (a queue's traffic) holds none.
+func TestRecentCommitsHeldOnlyWhileStreamsAreOpen(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	spawn := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.svc.Flush()
+	}
+	spawn(3)
+	if n := h.svc.RecentHeld(); n != 0 {
+		t.Fatalf("with no stream open, %d commits are held in memory; want none", n)
+	}
+	st := openIdle(t, h, ctx)
+	spawn(3)
+	if n := h.svc.RecentHeld(); n < 3 {
+		t.Fatalf("with a stream open, %d commits are held; want the 3 since it opened", n)
+	}
+	st.Close()
+	<-st.Done()
+	spawn(1)
+	if n := h.svc.RecentHeld(); n != 0 {
+		t.Fatalf("once the last stream closed, %d commits are still held; want none", n)
+	}
+}

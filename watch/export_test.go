@@ -93,3 +93,7 @@ func (s *Service) HandOver(sets []*herald.ChangeSet, slice time.Duration) (woken
 	w, left := s.onCommit(sets, nil, slice)
 	return len(w), len(left)
 }
+
+// RecentHeld is how many durable change sets the service keeps in memory for streams
+// that fall behind.
+func (s *Service) RecentHeld() int { return s.recent.held() }

@@ -51,6 +51,28 @@ func (r *recent) add(sets []*herald.ChangeSet) {
 	}
 }
 
+// skip moves the floor past sets without holding them, and lets go of what is held:
+// with no stream open, nobody can read them from memory (a stream opened later starts
+// at the newest position, and one that resumes from before the floor reads the log).
+func (r *recent) skip(sets []*herald.ChangeSet) {
+	if len(sets) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if seq := sets[len(sets)-1].Seq; seq > r.last() {
+		clear(r.sets)
+		r.sets, r.head, r.floor = r.sets[:0], 0, seq
+	}
+}
+
+// held is how many sets memory holds.
+func (r *recent) held() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.sets)
+}
+
 // last is the position of the newest set held (the floor when none is).
 func (r *recent) last() uint64 {
 	if len(r.sets) == 0 {

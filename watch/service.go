@@ -127,6 +127,7 @@ type Service struct {
 	budget     *budget // nil: no bound on the slots' time
 
 	parkedStreams atomic.Int64 // streams without a goroutine (park.go)
+	open          atomic.Int64 // len(watchers), read on the commit path without mu
 }
 
 // Stats are a Service's counters.
@@ -230,7 +231,11 @@ func (s *Service) Start(ctx context.Context) error {
 // enqueue is the engine's listener: it runs on the commit path, so it only queues the
 // durable change sets for the dispatcher.
 func (s *Service) enqueue(sets []*herald.ChangeSet) {
-	s.recent.add(sets)
+	if s.open.Load() > 0 {
+		s.recent.add(sets)
+	} else {
+		s.recent.skip(sets) // nothing to keep them for: no garbage collector's work either
+	}
 	s.inMu.Lock()
 	s.incoming = append(s.incoming, sets...)
 	s.inMu.Unlock()
@@ -542,6 +547,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	}
 	// Register before taking the snapshot, so no commit after it can be missed.
 	s.watchers[w.id] = w
+	s.open.Add(1)
 	s.index(w, true)
 	w.shareID, w.share = s.internShare(w.share)
 	s.holdCompiled(w)
@@ -613,6 +619,7 @@ func (s *Service) remove(w *watcher) {
 		return
 	}
 	delete(s.watchers, w.id)
+	s.open.Add(-1)
 	s.releaseShare(w.share)
 	s.releaseCompiled(w)
 	s.ending[w] = true
