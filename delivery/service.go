@@ -87,11 +87,17 @@ func (l *lease) spent() int {
 
 // consumer is one stream.
 type consumer struct {
-	id        string
-	svc       *Service
-	grp       *group
-	session   string
-	events    chan Event
+	id      string
+	svc     *Service
+	grp     *group
+	session string
+	events  chan Event
+	gone    <-chan struct{} // the stream's context is done: nobody reads events any more
+	// The overflow (outbox.go), under Service.mu: events waiting for room in events, the
+	// mover handing them on, and the event that ends the stream once they are out.
+	over      []Event
+	moving    bool
+	endEv     *Event
 	leases    map[Handle]*lease
 	capacity  int
 	reserved  int // picked for a lease in the round under way
@@ -149,6 +155,7 @@ type Service struct {
 
 	wake     chan struct{}
 	flush    chan chan struct{}
+	movers   sync.WaitGroup // consumers' overflow movers (outbox.go)
 	stop     chan struct{}
 	done     chan struct{}
 	unlisten func()
@@ -231,6 +238,7 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 	s.unlisten()
 	close(s.stop)
+	s.movers.Wait() // each gives up on its transport at the stop, and closes its channel
 	for _, done := range []chan struct{}{s.done, s.setDone} {
 		select {
 		case <-done:
@@ -312,7 +320,8 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 	}
 	c := &consumer{
 		id: cid, svc: s, grp: g, session: sessionID, slot: slot, handle: sp.handle,
-		events:    make(chan Event, 2*maxCredit+2),
+		events:    make(chan Event, chanCapFor(credit, maxCredit)),
+		gone:      ctx.Done(),
 		leases:    map[Handle]*lease{},
 		capacity:  credit,
 		maxCredit: maxCredit,
@@ -524,10 +533,11 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 	if c.unctx != nil {
 		c.unctx()
 	}
+	var ending *Event
 	if cause != nil {
-		c.events <- Event{Type: EventError, Error: cause, Code: cause.Code, Message: cause.Message}
+		ending = &Event{Type: EventError, Error: cause, Code: cause.Code, Message: cause.Message}
 	}
-	close(c.events)
+	c.endEventsLocked(ending)
 	close(c.done)
 	delete(s.consumers, c.id)
 	if k := (handleKey{c.session, c.handle}); c.handle != "" && s.handles[k] == c {
@@ -628,21 +638,6 @@ func (s *Service) requeueLocked(sub *subject) {
 	}
 	s.forgetLocked(sub)
 	s.kick()
-}
-
-// send delivers ev to c; the channel is sized so this never blocks. It reports whether
-// the event went out.
-func (c *consumer) send(ev Event) bool {
-	if c.closed {
-		return false
-	}
-	select {
-	case c.events <- ev:
-		return true
-	default:
-		c.svc.log.Error("consumer event buffer full; event dropped", "consumer", c.id, "type", ev.Type)
-		return false
-	}
 }
 
 func sortedKeys(m map[string]bool) []string {
