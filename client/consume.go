@@ -255,6 +255,24 @@ func (c *consumeConn) end(err error) {
 }
 
 // close ends the call: the server releases the leases still held.
+// closeGracefully ends the request side and waits, until ctx ends, for the server to end
+// the stream (readerDone closes once the reader has seen it end): the server has then
+// let the consumer go and given its unsettled deliveries back, so a consumer started
+// right after finds them in the queue. Then it closes.
+func (c *consumeConn) closeGracefully(ctx context.Context, readerDone <-chan struct{}) {
+	c.end(ErrSubscriptionClosed)
+	c.sendMu.Lock()
+	err := c.call.CloseRequest()
+	c.sendMu.Unlock()
+	if err == nil {
+		select {
+		case <-readerDone:
+		case <-ctx.Done():
+		}
+	}
+	c.close()
+}
+
 func (c *consumeConn) close() {
 	c.end(ErrSubscriptionClosed)
 	c.cancel()

@@ -231,9 +231,10 @@ func (s *Subscription) Err() error {
 // Close stops the subscription: it stops handing messages to handlers, waits for the
 // running handlers until ctx is done, then closes the stream. Messages not settled by
 // then (queued ones, those of handlers still running, manual ones never settled) are
-// released by the server for redelivery at once. If ctx ends first, the running
-// handlers' contexts are cancelled and Close returns ctx's error without waiting for
-// them further. Close is idempotent.
+// released by the server for redelivery at once: Close waits, until ctx is done, for
+// the server to end the stream, so they are back in the queue when it returns. If ctx
+// ends first, the running handlers' contexts are cancelled and Close returns ctx's
+// error without waiting for them further. Close is idempotent.
 func (s *Subscription) Close(ctx context.Context) error {
 	s.stopDispatch()
 	var err error
@@ -244,7 +245,7 @@ func (s *Subscription) Close(ctx context.Context) error {
 		s.cancelBase(ErrSubscriptionClosed)
 	}
 	s.closing.Store(true)
-	s.conn.close()
+	s.conn.closeGracefully(ctx, s.readerDone)
 	<-s.readerDone
 	if err == nil {
 		s.cancelBase(ErrSubscriptionClosed)
