@@ -8,8 +8,8 @@ package delivery
 // transport is slow), the event waits in the consumer's overflow, and a mover goroutine
 // of the service hands the overflow on as the transport makes room. While the mover
 // runs it owns the channel: every send queues behind it, and it closes the channel
-// when the consumer has ended. The last slot of the channel is kept for the event that
-// ends the stream, so that ending never waits for the transport when no mover runs.
+// when the consumer has ended. Sends keep the channel's last slot for the event that
+// ends the stream; a mover may fill it, and then hands the ending on itself.
 
 // chanCapFor is the channel of a consumer that starts with credit: room for a
 // delivery and a timeout per unit of credit (at least minChan), within what its largest
@@ -49,17 +49,25 @@ func (c *consumer) startMoverLocked() {
 
 // endEventsLocked ends c's channel: the ending event (ending, when set) goes last, and
 // the channel closes. Undelivered overflow is dropped: the consumer has ended, and its
-// leases run out or were given back. Called under Service.mu.
+// leases run out or were given back. It never waits for the transport: when a mover
+// runs, or filled the slot kept for the ending, the mover sends the ending and closes
+// the channel. Called under Service.mu, with c.closed set.
 func (c *consumer) endEventsLocked(ending *Event) {
 	c.over = nil
-	if c.moving {
-		c.endEv = ending // the mover sends it and closes the channel
-		return
+	if !c.moving {
+		if ending == nil {
+			close(c.events)
+			return
+		}
+		select {
+		case c.events <- *ending:
+			close(c.events)
+			return
+		default:
+			c.startMoverLocked()
+		}
 	}
-	if ending != nil {
-		c.events <- *ending // the reserved slot: cannot block
-	}
-	close(c.events)
+	c.endEv = ending
 }
 
 // move hands the overflow on in order, waiting for room in the channel without the

@@ -11,6 +11,7 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store/memstore"
+	"github.com/herald-mq/herald/watch"
 )
 
 // openOutbox starts an engine and a delivery service with n Jobs queued.
@@ -27,6 +28,12 @@ func openOutbox(t *testing.T, n int) (*engine.Engine, *delivery.Service) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop(ctx) })
+	// Watch management (CANCEL WATCH) runs through the watch service.
+	wat := watch.New(watch.Config{Engine: eng, Logger: quiet, Consume: svc})
+	if err := wat.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = wat.Stop(ctx) })
 	if _, err := eng.Exec(ctx, "", `node Job { n: Int }`, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -108,5 +115,59 @@ func TestConsumerEndsWithItsOverflow(t *testing.T) {
 		case <-end:
 			t.Fatal("the channel of an ended consumer did not close")
 		}
+	}
+}
+
+// A consumer whose channel a mover filled to the last slot, the one kept for the ending
+// event, still ends without waiting for its transport: CANCEL does not block the
+// service, and the transport reads every delivery, then the ending, then the close.
+func TestEndingAfterAMoverFilledTheChannel(t *testing.T) {
+	eng, svc := openOutbox(t, 0)
+	c, err := svc.Subscribe(t.Context(), "", `c = WATCH j: Job [mode: consume] RETURN j`, nil, 1, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	room := delivery.ConsumerChanCap(c)
+	for i := range room {
+		if _, err := eng.Exec(t.Context(), "", fmt.Sprintf(`SPAWN j: Job { n = %d }`, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.(interface{ SetCredit(int) error }).SetCredit(1000); err != nil {
+		t.Fatal(err)
+	}
+	svc.Flush()
+	for deadline := time.Now().Add(10 * time.Second); len(c.Events()) < room || delivery.ConsumerOverflow(c) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events in a channel of %d, %d in the overflow", len(c.Events()), room, delivery.ConsumerOverflow(c))
+		}
+	}
+	cancelled := make(chan error, 1)
+	go func() {
+		_, err := eng.Exec(context.Background(), "", `CANCEL WATCH c`, nil)
+		cancelled <- err
+	}()
+	select {
+	case err := <-cancelled:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CANCEL waited for the transport of a consumer whose channel was full")
+	}
+	var consumed int
+	for ev := range c.Events() {
+		switch ev.Type {
+		case herald.EventConsumed:
+			consumed++
+		case herald.EventError:
+			if ev.Code != herald.CodeWatchNotFound || consumed != room {
+				t.Fatalf("ending %s after %d deliveries of %d", ev.Code, consumed, room)
+			}
+			consumed = -1
+		}
+	}
+	if consumed != -1 {
+		t.Fatalf("the channel closed after %d deliveries without the ending event", consumed)
 	}
 }
