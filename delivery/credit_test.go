@@ -7,8 +7,6 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/delivery"
-	"github.com/herald-mq/herald/engine"
-	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store/memstore"
 	"github.com/herald-mq/herald/store/storetest"
 )
@@ -20,16 +18,7 @@ import (
 func TestAckFreesCreditBeforeItIsDurable(t *testing.T) {
 	ctx := context.Background()
 	st := &storetest.Gated{Backend: memstore.New()}
-	eng, err := engine.Open(ctx, engine.Config{Backend: st, Clock: clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), Logger: quiet, Layer0Interval: 1000 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(ctx)
-	svc := delivery.New(delivery.Config{Engine: eng, Logger: quiet})
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop(ctx)
+	eng, svc := openOn(t, st)
 	for _, q := range []string{`node Job { n: Int }`, `SPAWN a: Job { n = 1 }`, `SPAWN b: Job { n = 2 }`} {
 		if _, err := eng.Exec(ctx, "", q, nil); err != nil {
 			t.Fatalf("%s: %v", q, err)

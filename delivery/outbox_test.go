@@ -10,15 +10,17 @@ import (
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/memstore"
 	"github.com/herald-mq/herald/watch"
 )
 
-// openOutbox starts an engine and a delivery service with n Jobs queued.
-func openOutbox(t *testing.T, n int) (*engine.Engine, *delivery.Service) {
+// openOn starts an engine on backend (its clock manual), a delivery service and the
+// watch service that runs watch management (CANCEL WATCH), stopped when t ends.
+func openOn(t *testing.T, backend store.Backend) (*engine.Engine, *delivery.Service) {
 	t.Helper()
 	ctx := context.Background()
-	eng, err := engine.Open(ctx, engine.Config{Backend: memstore.New(), Clock: clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), Logger: quiet, Layer0Interval: 1000 * time.Hour})
+	eng, err := engine.Open(ctx, engine.Config{Backend: backend, Clock: clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), Logger: quiet, Layer0Interval: 1000 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,17 +30,23 @@ func openOutbox(t *testing.T, n int) (*engine.Engine, *delivery.Service) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop(ctx) })
-	// Watch management (CANCEL WATCH) runs through the watch service.
 	wat := watch.New(watch.Config{Engine: eng, Logger: quiet, Consume: svc})
 	if err := wat.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = wat.Stop(ctx) })
-	if _, err := eng.Exec(ctx, "", `node Job { n: Int }`, nil); err != nil {
+	return eng, svc
+}
+
+// openOutbox starts the services on the in-memory backend with n Jobs queued.
+func openOutbox(t *testing.T, n int) (*engine.Engine, *delivery.Service) {
+	t.Helper()
+	eng, svc := openOn(t, memstore.New())
+	if _, err := eng.Exec(context.Background(), "", `node Job { n: Int }`, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if _, err := eng.Exec(ctx, "", fmt.Sprintf(`SPAWN j: Job { n = %d }`, i), nil); err != nil {
+		if _, err := eng.Exec(context.Background(), "", fmt.Sprintf(`SPAWN j: Job { n = %d }`, i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
