@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -199,10 +200,23 @@ func fromConnect(err error) error {
 			return detailError(ed)
 		}
 	}
-	if code := ce.Meta().Get("herald-code"); code != "" {
+	if code := metaCode(ce); code != "" {
 		return &herald.Error{Code: herald.Code(code), Message: ce.Message()}
 	}
 	return err
+}
+
+// metaMu serialises reads of a connect error's metadata. Meta allocates the map on
+// first use, and connect hands one shared *connect.Error to every stream that ends on
+// a final envelope with protocol flags, so two subscriptions ending at once would
+// otherwise both write it.
+var metaMu sync.Mutex
+
+// metaCode returns the herald-code header that an error carries, if any.
+func metaCode(ce *connect.Error) string {
+	metaMu.Lock()
+	defer metaMu.Unlock()
+	return ce.Meta().Get("herald-code")
 }
 
 // detailError rebuilds a *herald.Error from the wire's ErrorDetail.
