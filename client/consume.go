@@ -47,7 +47,8 @@ const (
 type consumeConn struct {
 	call   *connect.BidiStreamForClient[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
 	cancel context.CancelFunc
-	queue  []event // events of the last frame not read yet
+	queue  []event // events of the last frame; those from head on are not read yet
+	head   int
 
 	sendMu  sync.Mutex // serializes the request side
 	mu      sync.Mutex
@@ -62,6 +63,7 @@ type consumeConn struct {
 // statement (its first, empty frame), so an error in it is returned here.
 func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen) (*consumeConn, error) {
 	ctx, cancel := context.WithCancel(ctx)
+	open.BinaryMatch = true // convert.DeliveryMatch reads either form
 	call := t.rpc.Subscribe(ctx)
 	if err := call.Send(&heraldv1.SubscribeRequest{Open: open}); err != nil && !errors.Is(err, io.EOF) {
 		cancel()
@@ -81,7 +83,9 @@ func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen)
 // next returns the next delivery or timeout; settlement outcomes in between are handed
 // to their callers. It returns the stream's error once it has ended.
 func (c *consumeConn) next() (event, error) {
-	for len(c.queue) == 0 {
+	for c.head == len(c.queue) {
+		// Every event read: the next frame's go into the same array.
+		c.queue, c.head = c.queue[:0], 0
 		resp, err := c.call.Receive()
 		if err != nil {
 			err = fromConnect(err)
@@ -91,7 +95,7 @@ func (c *consumeConn) next() (event, error) {
 		c.settled(resp.GetSettled())
 		for _, d := range resp.GetDeliveries() {
 			ev := event{Type: eventConsumed, DeliveryID: d.GetDeliveryId(), Attempt: int(d.GetAttempt()), Releases: int(d.GetReleases()), Seq: d.GetSeq(), Tick: d.GetTick()}
-			if ev.Match, err = convert.FromWire(d.GetMatch()); err != nil {
+			if ev.Match, err = convert.DeliveryMatch(d); err != nil {
 				return event{}, fmt.Errorf("client: bad delivery %s: %w", ev.DeliveryID, err)
 			}
 			if d.GetDeadline() != 0 {
@@ -107,8 +111,9 @@ func (c *consumeConn) next() (event, error) {
 			c.queue = append(c.queue, ev)
 		}
 	}
-	ev := c.queue[0]
-	c.queue = c.queue[1:]
+	ev := c.queue[c.head]
+	c.queue[c.head] = event{} // the array is kept: let the event's match go
+	c.head++
 	return ev, nil
 }
 

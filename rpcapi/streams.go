@@ -302,7 +302,7 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 	if err := stream.Send(&heraldv1.SubscribeResponse{}); err != nil {
 		return err
 	}
-	out := &subscribeWriter{stream: stream, c: c, wake: make(chan struct{}, 1)}
+	out := &subscribeWriter{stream: stream, c: c, binary: open.GetBinaryMatch(), wake: make(chan struct{}, 1)}
 	done := make(chan error, 1)
 	go func() { done <- out.run(ctx) }()
 
@@ -375,6 +375,8 @@ func receiveAll[Req, Res any](stream *connect.BidiStream[Req, Res], handle func(
 type subscribeWriter struct {
 	stream *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
 	c      delivery.Consumer
+	binary bool   // matches go out in their binary encoding (SubscribeOpen.binary_match)
+	buf    []byte // the binary matches of the frame being built (run's goroutine only)
 
 	mu      sync.Mutex
 	results []*heraldv1.SettleResult // settlement outcomes waiting to go out
@@ -408,6 +410,9 @@ func (w *subscribeWriter) run(ctx context.Context) error {
 	events := w.c.Events()
 	for {
 		frame := &heraldv1.SubscribeResponse{}
+		// Send marshals the frame before it returns, so the next frame can reuse the
+		// buffer its matches were encoded in.
+		w.buf = w.buf[:0]
 		var end error
 		select {
 		case <-ctx.Done():
@@ -452,7 +457,14 @@ func (w *subscribeWriter) run(ctx context.Context) error {
 func (w *subscribeWriter) add(frame *heraldv1.SubscribeResponse, ev herald.Event) error {
 	switch ev.Type {
 	case herald.EventConsumed:
-		d := &heraldv1.Delivery{DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Releases: int32(min(ev.Releases, 1<<31-1)), Match: convert.ToWire(ev.Match), Seq: ev.Seq, Tick: ev.Tick}
+		d := &heraldv1.Delivery{DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Releases: int32(min(ev.Releases, 1<<31-1)), Seq: ev.Seq, Tick: ev.Tick}
+		if w.binary {
+			start := len(w.buf)
+			w.buf = ev.Match.AppendBinary(w.buf)
+			d.MatchBinary = w.buf[start:len(w.buf):len(w.buf)]
+		} else {
+			d.Match = convert.ToWire(ev.Match)
+		}
 		if !ev.Deadline.IsZero() {
 			d.Deadline = ev.Deadline.UnixNano()
 		}

@@ -47,6 +47,20 @@ func ToWire(v herald.Value) *heraldv1.Value {
 	return &heraldv1.Value{Kind: &heraldv1.Value_NullValue{NullValue: true}}
 }
 
+// DeliveryMatch returns a delivery's match: decoded from match_binary when the server
+// filled it (the stream was opened with binary_match), else from match.
+func DeliveryMatch(d *heraldv1.Delivery) (herald.Value, error) {
+	b := d.GetMatchBinary()
+	if len(b) == 0 {
+		return FromWire(d.GetMatch())
+	}
+	v, rest, err := herald.DecodeValue(b)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("%w: %d bytes after the match", herald.ErrCorrupt, len(rest))
+	}
+	return v, err
+}
+
 // FromWire returns a wire value as a data-model value; an unset value is null. A map
 // whose keys and values differ in number is an error.
 func FromWire(w *heraldv1.Value) (herald.Value, error) { return fromWire(w, 0) }

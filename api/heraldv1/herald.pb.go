@@ -1068,7 +1068,12 @@ type SubscribeOpen struct {
 	// The initial credit; 0 takes the statement's buffer (default 1000).
 	Credit uint32 `protobuf:"varint,4,opt,name=credit,proto3" json:"credit,omitempty"`
 	// The largest credit the stream may ask for later; 0 means the initial credit.
-	MaxCredit     uint32 `protobuf:"varint,5,opt,name=max_credit,json=maxCredit,proto3" json:"max_credit,omitempty"`
+	MaxCredit uint32 `protobuf:"varint,5,opt,name=max_credit,json=maxCredit,proto3" json:"max_credit,omitempty"`
+	// Deliveries carry their match in match_binary, in Herald's binary value encoding
+	// (docs/api.md), instead of in match: cheaper to build and to read than a tree of
+	// Value messages. A server that predates the field leaves match_binary empty and
+	// fills match.
+	BinaryMatch   bool `protobuf:"varint,6,opt,name=binary_match,json=binaryMatch,proto3" json:"binary_match,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1136,6 +1141,13 @@ func (x *SubscribeOpen) GetMaxCredit() uint32 {
 		return x.MaxCredit
 	}
 	return 0
+}
+
+func (x *SubscribeOpen) GetBinaryMatch() bool {
+	if x != nil {
+		return x.BinaryMatch
+	}
+	return false
 }
 
 type SubscribeResponse struct {
@@ -1215,7 +1227,10 @@ type Delivery struct {
 	// When the lease expires unless settled or extended, in Unix nanoseconds.
 	Deadline int64 `protobuf:"fixed64,6,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// Earlier deliveries given back because their consumer left; not failed attempts.
-	Releases      int32 `protobuf:"varint,7,opt,name=releases,proto3" json:"releases,omitempty"`
+	Releases int32 `protobuf:"varint,7,opt,name=releases,proto3" json:"releases,omitempty"`
+	// The match in Herald's binary value encoding, instead of match, when the stream
+	// was opened with binary_match.
+	MatchBinary   []byte `protobuf:"bytes,8,opt,name=match_binary,json=matchBinary,proto3" json:"match_binary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1297,6 +1312,13 @@ func (x *Delivery) GetReleases() int32 {
 		return x.Releases
 	}
 	return 0
+}
+
+func (x *Delivery) GetMatchBinary() []byte {
+	if x != nil {
+		return x.MatchBinary
+	}
+	return nil
 }
 
 type WatchRequest struct {
@@ -4103,14 +4125,15 @@ const file_herald_proto_rawDesc = "" +
 	"\x10SubscribeRequest\x12,\n" +
 	"\x04open\x18\x01 \x01(\v2\x18.herald.v1.SubscribeOpenR\x04open\x12\x16\n" +
 	"\x06credit\x18\x02 \x01(\rR\x06credit\x12-\n" +
-	"\x06settle\x18\x03 \x03(\v2\x15.herald.v1.SettlementR\x06settle\"\x81\x02\n" +
+	"\x06settle\x18\x03 \x03(\v2\x15.herald.v1.SettlementR\x06settle\"\xa4\x02\n" +
 	"\rSubscribeOpen\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12<\n" +
 	"\x06params\x18\x02 \x03(\v2$.herald.v1.SubscribeOpen.ParamsEntryR\x06params\x12\x18\n" +
 	"\asession\x18\x03 \x01(\tR\asession\x12\x16\n" +
 	"\x06credit\x18\x04 \x01(\rR\x06credit\x12\x1d\n" +
 	"\n" +
-	"max_credit\x18\x05 \x01(\rR\tmaxCredit\x1aK\n" +
+	"max_credit\x18\x05 \x01(\rR\tmaxCredit\x12!\n" +
+	"\fbinary_match\x18\x06 \x01(\bR\vbinaryMatch\x1aK\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
 	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\"\xaa\x01\n" +
@@ -4119,7 +4142,7 @@ const file_herald_proto_rawDesc = "" +
 	"deliveries\x18\x01 \x03(\v2\x13.herald.v1.DeliveryR\n" +
 	"deliveries\x121\n" +
 	"\asettled\x18\x02 \x03(\v2\x17.herald.v1.SettleResultR\asettled\x12-\n" +
-	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xcb\x01\n" +
+	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\xee\x01\n" +
 	"\bDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x18\n" +
@@ -4128,7 +4151,8 @@ const file_herald_proto_rawDesc = "" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04tick\x18\x05 \x01(\x04R\x04tick\x12\x1a\n" +
 	"\bdeadline\x18\x06 \x01(\x10R\bdeadline\x12\x1a\n" +
-	"\breleases\x18\a \x01(\x05R\breleases\"\xde\x01\n" +
+	"\breleases\x18\a \x01(\x05R\breleases\x12!\n" +
+	"\fmatch_binary\x18\b \x01(\fR\vmatchBinary\"\xde\x01\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12;\n" +
 	"\x06params\x18\x02 \x03(\v2#.herald.v1.WatchRequest.ParamsEntryR\x06params\x12\x18\n" +
