@@ -3,6 +3,7 @@ package delivery
 import (
 	"container/heap"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -148,6 +149,7 @@ func (s *Service) runOnce() time.Time {
 	}
 	// New leases go last: a subject released or expired and leased again in the same
 	// round must end up with its new lease.
+	w.states = slices.Grow(w.states, len(w.leases))
 	for _, l := range w.leases {
 		w.states = append(w.states, stateLocked(l.subj, l))
 	}
