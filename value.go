@@ -475,7 +475,17 @@ func (v Value) AppendBinary(buf []byte) []byte {
 var ErrCorrupt = errors.New("herald: corrupt encoding")
 
 // DecodeValue decodes one value from the front of b and returns the rest.
-func DecodeValue(b []byte) (Value, []byte, error) {
+func DecodeValue(b []byte) (Value, []byte, error) { return decodeValue(b, math.MaxInt) }
+
+// DecodeValueNested is DecodeValue for bytes from outside the process: lists and maps
+// nested more than depth deep are ErrCorrupt, so hostile input cannot recurse without
+// bound.
+func DecodeValueNested(b []byte, depth int) (Value, []byte, error) {
+	return decodeValue(b, depth)
+}
+
+// decodeValue decodes one value whose lists and maps nest at most depth deep.
+func decodeValue(b []byte, depth int) (Value, []byte, error) {
 	if len(b) == 0 {
 		return Null, nil, ErrCorrupt
 	}
@@ -501,6 +511,9 @@ func DecodeValue(b []byte) (Value, []byte, error) {
 		}
 		return String(string(b[m : m+int(n)])), b[m+int(n):], nil
 	case KindList:
+		if depth <= 0 {
+			return Null, nil, ErrCorrupt
+		}
 		n, m := binary.Uvarint(b)
 		if m <= 0 || n > uint64(len(b)) {
 			return Null, nil, ErrCorrupt
@@ -510,13 +523,16 @@ func DecodeValue(b []byte) (Value, []byte, error) {
 		for i := uint64(0); i < n; i++ {
 			var e Value
 			var err error
-			if e, b, err = DecodeValue(b); err != nil {
+			if e, b, err = decodeValue(b, depth-1); err != nil {
 				return Null, nil, err
 			}
 			vs = append(vs, e)
 		}
 		return Value{k: KindList, x: &composite{l: vs}}, b, nil
 	case KindMap:
+		if depth <= 0 {
+			return Null, nil, ErrCorrupt
+		}
 		n, m := binary.Uvarint(b)
 		if m <= 0 || n > uint64(len(b)) {
 			return Null, nil, ErrCorrupt
@@ -531,7 +547,7 @@ func DecodeValue(b []byte) (Value, []byte, error) {
 			if k, b, err = DecodeString(b); err != nil {
 				return Null, nil, err
 			}
-			if e, b, err = DecodeValue(b); err != nil {
+			if e, b, err = decodeValue(b, depth-1); err != nil {
 				return Null, nil, err
 			}
 			keys, vs = append(keys, k), append(vs, e)
@@ -705,7 +721,15 @@ func (a Attrs) AppendBinary(buf []byte) []byte {
 
 // DecodeAttrs decodes an Attrs encoding from the front of b and returns the rest. Names
 // must come in strictly ascending order, as AppendBinary writes them.
-func DecodeAttrs(b []byte) (Attrs, []byte, error) {
+func DecodeAttrs(b []byte) (Attrs, []byte, error) { return decodeAttrs(b, math.MaxInt) }
+
+// DecodeAttrsNested is DecodeAttrs for bytes from outside the process: values whose
+// lists and maps nest more than depth deep are ErrCorrupt.
+func DecodeAttrsNested(b []byte, depth int) (Attrs, []byte, error) {
+	return decodeAttrs(b, depth)
+}
+
+func decodeAttrs(b []byte, depth int) (Attrs, []byte, error) {
 	n, m := binary.Uvarint(b)
 	if m <= 0 || n > uint64(len(b)) {
 		return nil, nil, ErrCorrupt
@@ -722,7 +746,7 @@ func DecodeAttrs(b []byte) (Attrs, []byte, error) {
 			return nil, nil, err
 		}
 		var v Value
-		if v, b, err = DecodeValue(b); err != nil {
+		if v, b, err = decodeValue(b, depth); err != nil {
 			return nil, nil, err
 		}
 		if len(a) > 0 && a[len(a)-1].Name >= k {

@@ -214,3 +214,31 @@ func TestNewIDSortsInOrder(t *testing.T) {
 		prev = id
 	}
 }
+
+// DecodeValueNested bounds how deep lists and maps may nest, so bytes from a client
+// cannot make the decoder recurse without limit; DecodeValue, for the store's own bytes,
+// does not.
+func TestDecodeValueNested(t *testing.T) {
+	v := herald.Int(1)
+	for range 10 {
+		v = herald.List(v)
+	}
+	b := v.AppendBinary(nil)
+	if got, rest, err := herald.DecodeValueNested(b, 10); err != nil || len(rest) > 0 || !got.Equal(v) {
+		t.Errorf("depth 10 within 10: %v, %d bytes left, %v", got, len(rest), err)
+	}
+	if _, _, err := herald.DecodeValueNested(b, 9); !errors.Is(err, herald.ErrCorrupt) {
+		t.Errorf("depth 10 within 9: %v, want ErrCorrupt", err)
+	}
+	if got, _, err := herald.DecodeValue(b); err != nil || !got.Equal(v) {
+		t.Errorf("herald.DecodeValue: %v, %v", got, err)
+	}
+	m := herald.Map([]string{"k"}, []herald.Value{v})
+	if _, _, err := herald.DecodeValueNested(m.AppendBinary(nil), 10); !errors.Is(err, herald.ErrCorrupt) {
+		t.Errorf("a map around depth 10 within 10: %v, want ErrCorrupt", err)
+	}
+	a := herald.Attrs{{Name: "a", Value: v}}
+	if _, _, err := herald.DecodeAttrsNested(a.AppendBinary(nil), 9); !errors.Is(err, herald.ErrCorrupt) {
+		t.Errorf("an attribute of depth 10 within 9: %v, want ErrCorrupt", err)
+	}
+}

@@ -144,6 +144,53 @@ func TestPublishSendsTypedValues(t *testing.T) {
 	}
 }
 
+// The first frame of a publish stream carries attributes as a map of wire values; once
+// the server's headers have said that it reads attrs_binary, later frames carry them as
+// bytes, which decode to the same values. A server that never says so (one that predates
+// the field and would drop the attributes) only ever gets the map.
+func TestPublishSwitchesToBinaryAttrs(t *testing.T) {
+	attrs := map[string]any{"title": "ünïcode", "priority": 3, "tags": []string{"a", "b"}}
+	for _, binary := range []bool{false, true} {
+		f := newFakeServer(t)
+		f.binaryAttrs = binary
+		c := f.dial(t)
+		for i := range 3 {
+			if _, err := c.Publish(context.Background(), "Job", attrs); err != nil {
+				t.Fatal(err)
+			}
+			m := recv(t, f.published)
+			wantBinary := binary && i > 0
+			if (len(m.GetAttrsBinary()) > 0) != wantBinary || (m.GetAttrs() != nil) == wantBinary {
+				t.Fatalf("server reads binary %v, publish %d: attrs %v, attrs_binary %q", binary, i, m.GetAttrs(), m.GetAttrsBinary())
+			}
+			got := plainParams(m.GetAttrs())
+			if wantBinary {
+				if i == 2 {
+					// A null attribute keeps the map form: the binary one leaves nulls out.
+					if _, err := c.Publish(context.Background(), "Job", map[string]any{"none": nil}); err != nil {
+						t.Fatal(err)
+					}
+					if m := recv(t, f.published); m.GetAttrsBinary() != nil || m.GetAttrs()["none"] == nil {
+						t.Fatalf("a null attribute went as attrs %v, attrs_binary %q", m.GetAttrs(), m.GetAttrsBinary())
+					}
+				}
+				vals, err := convert.AttrsFromBinary(m.GetAttrsBinary(), "attribute")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = map[string]any{}
+				for name, v := range vals {
+					got[name] = v.Interface()
+				}
+			}
+			want := map[string]any{"title": "ünïcode", "priority": int64(3), "tags": []any{"a", "b"}}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("server reads binary %v, publish %d: got %v, want %v", binary, i, got, want)
+			}
+		}
+	}
+}
+
 func TestPublishRefusesNonIdentifiers(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)

@@ -45,6 +45,10 @@ type fakeServer struct {
 	gate     chan struct{} // when set, settlement frames wait until it is closed
 	refuse   []error       // the next Subscribe or Watch calls fail with these
 	nextID   int
+
+	// binaryAttrs makes Publish say, in its headers, that it reads attrs_binary (set
+	// before the client dials).
+	binaryAttrs bool
 }
 
 type fakeRequest struct {
@@ -326,6 +330,9 @@ func (f *fakeServer) Watch(ctx context.Context, req *connect.Request[heraldv1.Wa
 }
 
 func (f *fakeServer) Publish(ctx context.Context, stream *connect.BidiStream[heraldv1.PublishRequest, heraldv1.PublishResponse]) error {
+	if f.binaryAttrs {
+		stream.ResponseHeader().Set(convert.HeaderBinaryAttrs, "1")
+	}
 	for {
 		req, err := stream.Receive()
 		if err != nil {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -74,45 +75,69 @@ func (c *Client) PublishAsync(typ string, attrs map[string]any, opts ...PublishO
 	if o.session != nil {
 		return failedFuture(errors.New("client: PublishAsync cannot publish in a session; use Publish"))
 	}
-	msg, err := publication(typ, attrs, o.id)
+	pub, err := newPublication(typ, attrs, o.id)
 	if err != nil {
 		return failedFuture(err)
 	}
 	if c.isClosed() {
 		return failedFuture(ErrClosed)
 	}
-	return c.pub.submit(msg)
+	return c.pub.submit(pub)
 }
 
-// publication builds the wire message of a publish, checking its names.
-func publication(typ string, attrs map[string]any, id string) (*heraldv1.PublishMessage, error) {
+// publication is one publish as the sender turns it into a wire message: the form of
+// its attributes depends on the stream it goes out on.
+type publication struct {
+	typ, id string
+	attrs   herald.Attrs // sorted by name; nulls are kept, as the map form sends them
+	// hasNull keeps the message in the map form: the binary encoding leaves nulls out,
+	// and the server refuses a null attribute that a type does not declare.
+	hasNull bool
+}
+
+// newPublication checks the names of a publish and converts its attribute values.
+func newPublication(typ string, attrs map[string]any, id string) (publication, error) {
 	if !isIdent(typ) {
-		return nil, fmt.Errorf("client: publish: type %q is not an identifier", typ)
+		return publication{}, fmt.Errorf("client: publish: type %q is not an identifier", typ)
 	}
 	if id != "" && !isIdent(id) {
-		return nil, fmt.Errorf("client: publish: id %q must be letters, digits and _", id)
+		return publication{}, fmt.Errorf("client: publish: id %q must be letters, digits and _", id)
 	}
-	msg := &heraldv1.PublishMessage{Type: typ, Id: id, Attrs: make(map[string]*heraldv1.Value, len(attrs))}
-	names := make([]string, 0, len(attrs))
-	for name := range attrs {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	pub := publication{typ: typ, id: id, attrs: make(herald.Attrs, 0, len(attrs))}
+	for name, x := range attrs {
 		if !isIdent(name) {
-			return nil, fmt.Errorf("client: publish: attribute %q is not an identifier", name)
+			return publication{}, fmt.Errorf("client: publish: attribute %q is not an identifier", name)
 		}
-		v, err := herald.ValueOf(attrs[name])
+		v, err := herald.ValueOf(x)
 		if err != nil {
-			return nil, fmt.Errorf("client: publish: attribute %s: %w", name, err)
+			return publication{}, fmt.Errorf("client: publish: attribute %s: %w", name, err)
 		}
-		msg.Attrs[name] = convert.ToWire(v)
+		pub.attrs = append(pub.attrs, herald.Attr{Name: name, Value: v})
+		pub.hasNull = pub.hasNull || v.IsNull()
 	}
-	return msg, nil
+	slices.SortFunc(pub.attrs, func(a, b herald.Attr) int { return strings.Compare(a.Name, b.Name) })
+	return pub, nil
+}
+
+// wire builds the message of pub under ref. With binary set (the server reads
+// attrs_binary) its attributes are appended to buf, which the message then shares.
+func (pub publication) wire(ref uint64, binary bool, buf []byte) (*heraldv1.PublishMessage, []byte) {
+	msg := &heraldv1.PublishMessage{Ref: ref, Type: pub.typ, Id: pub.id}
+	if binary && !pub.hasNull {
+		start := len(buf)
+		buf = pub.attrs.AppendBinary(buf)
+		msg.AttrsBinary = buf[start:len(buf):len(buf)]
+		return msg, buf
+	}
+	msg.Attrs = make(map[string]*heraldv1.Value, len(pub.attrs))
+	for _, a := range pub.attrs {
+		msg.Attrs[a.Name] = convert.ToWire(a.Value)
+	}
+	return msg, buf
 }
 
 type pubItem struct {
-	msg *heraldv1.PublishMessage
+	pub publication
 	fut *PublishFuture
 }
 
@@ -121,6 +146,7 @@ type pubStream struct {
 	call     *connect.BidiStreamForClient[heraldv1.PublishRequest, heraldv1.PublishResponse]
 	cancel   context.CancelFunc
 	inflight map[uint64]*pubItem // sent, waiting for their acknowledgement
+	binary   bool                // the server's headers said it reads attrs_binary
 }
 
 // publisher is a client's publish stream and its queue. Its goroutines — a sender while
@@ -138,8 +164,8 @@ type publisher struct {
 	wg      sync.WaitGroup
 }
 
-func (p *publisher) submit(msg *heraldv1.PublishMessage) *PublishFuture {
-	it := &pubItem{msg: msg, fut: &PublishFuture{done: make(chan struct{})}}
+func (p *publisher) submit(pub publication) *PublishFuture {
+	it := &pubItem{pub: pub, fut: &PublishFuture{done: make(chan struct{})}}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -179,14 +205,18 @@ func (p *publisher) send() {
 			}
 			continue
 		}
-		req := &heraldv1.PublishRequest{Messages: make([]*heraldv1.PublishMessage, n)}
-		for i, it := range frame {
+		first := p.nextRef + 1
+		for _, it := range frame {
 			p.nextRef++
-			it.msg.Ref = p.nextRef
 			st.inflight[p.nextRef] = it
-			req.Messages[i] = it.msg
 		}
+		binary := st.binary
 		p.mu.Unlock()
+		req := &heraldv1.PublishRequest{Messages: make([]*heraldv1.PublishMessage, n)}
+		var buf []byte
+		for i, it := range frame {
+			req.Messages[i], buf = it.pub.wire(first+uint64(i), binary, buf)
+		}
 		if err := st.call.Send(req); err != nil {
 			// The receiver sees the broken stream too and fails what is in flight.
 			p.broken(st, fromConnect(err))
@@ -217,7 +247,9 @@ func (p *publisher) receive(st *pubStream) {
 			p.broken(st, fromConnect(err))
 			return
 		}
+		binary := st.call.ResponseHeader().Get(convert.HeaderBinaryAttrs) == "1"
 		p.mu.Lock()
+		st.binary = binary
 		var done []func()
 		for _, a := range resp.GetAcks() {
 			it := st.inflight[a.GetRef()]

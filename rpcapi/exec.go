@@ -102,6 +102,8 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 		acks    []*heraldv1.PublishAck
 		durable func(context.Context) error
 	}
+	// Sent with the first acknowledgements: the client may then send attrs_binary.
+	stream.ResponseHeader().Set(convert.HeaderBinaryAttrs, "1")
 	frames := make(chan frame, publishesInFlight)
 	sent := make(chan error, 1)
 	var hold *streamHold
@@ -174,7 +176,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 		idx := make([]int, 0, len(in))
 		for i, m := range in {
 			acks[i] = &heraldv1.PublishAck{Ref: m.GetRef()}
-			attrs, err := convert.FromWireMap(m.GetAttrs(), "attribute")
+			attrs, err := publishedAttrs(m)
 			if err == nil && m.GetType() == "" {
 				err = herald.Errorf(herald.CodeMalformedRequest, "a message needs a node type")
 			}
@@ -225,4 +227,16 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			return err
 		}
 	}
+}
+
+// publishedAttrs decodes a message's attributes from whichever form it was sent in.
+func publishedAttrs(m *heraldv1.PublishMessage) (map[string]herald.Value, error) {
+	b := m.GetAttrsBinary()
+	if len(b) == 0 {
+		return convert.FromWireMap(m.GetAttrs(), "attribute")
+	}
+	if len(m.GetAttrs()) > 0 {
+		return nil, herald.Errorf(herald.CodeMalformedRequest, "a message sets attrs or attrs_binary, not both")
+	}
+	return convert.AttrsFromBinary(b, "attribute")
 }

@@ -230,3 +230,62 @@ func TestPublishInflightPerPrincipal(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A Publish call's headers say that the server reads attrs_binary, and a message sent in
+// that form publishes what the map form would. Binary attributes that the map form could
+// not carry (a map value, bad UTF-8, nesting past the wire's bound, undecodable bytes),
+// or a message with both forms, are refused with E4001 and the rest of the frame goes on.
+func TestPublishBinaryAttrs(t *testing.T) {
+	var got []engine.Publication
+	count := countingPublisher()
+	c, _ := serveH2(t, &fakeEngine{publish: func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+		got = append(got, msgs...)
+		return count(msgs)
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := c.Publish(ctx)
+	attrs := herald.Attrs{{Name: "body", Value: herald.String("héllo")}, {Name: "n", Value: herald.List(herald.Int(1), herald.Null)}}
+	bin := func(a herald.Attrs) *heraldv1.PublishMessage {
+		return &heraldv1.PublishMessage{Type: "Job", AttrsBinary: a.AppendBinary(nil)}
+	}
+	deep := herald.Int(1)
+	for range 70 {
+		deep = herald.List(deep)
+	}
+	frame := []*heraldv1.PublishMessage{
+		bin(attrs),
+		bin(herald.Attrs{{Name: "m", Value: herald.Map([]string{"k"}, []herald.Value{herald.Int(1)})}}),
+		bin(herald.Attrs{{Name: "s", Value: herald.String("\xff")}}),
+		bin(herald.Attrs{{Name: "d", Value: deep}}),
+		{Type: "Job", AttrsBinary: []byte{0x05}},
+		{Type: "Job", AttrsBinary: attrs.AppendBinary(nil), Attrs: map[string]*heraldv1.Value{"x": {}}},
+	}
+	for i, m := range frame {
+		m.Ref = uint64(i + 1)
+	}
+	if err := st.Send(&heraldv1.PublishRequest{Messages: frame}); err != nil {
+		t.Fatal(err)
+	}
+	var acks []*heraldv1.PublishAck
+	for len(acks) < len(frame) {
+		resp, err := st.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		acks = append(acks, resp.GetAcks()...)
+	}
+	if h := st.ResponseHeader().Get("Herald-Binary-Attrs"); h != "1" {
+		t.Errorf("Herald-Binary-Attrs = %q, want 1", h)
+	}
+	if acks[0].GetError() != nil || len(got) != 1 || !got[0].Attrs["body"].Equal(attrs[0].Value) || !got[0].Attrs["n"].Equal(attrs[1].Value) {
+		t.Errorf("binary message: ack %v, published %+v", acks[0], got)
+	}
+	for _, a := range acks[1:] {
+		if a.GetError().GetCode() != string(herald.CodeMalformedRequest) {
+			t.Errorf("ack %d = %v, want %s", a.GetRef(), a, herald.CodeMalformedRequest)
+		}
+	}
+	_ = st.CloseRequest()
+	_ = st.CloseResponse()
+}

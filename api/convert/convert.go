@@ -6,10 +6,18 @@ package convert
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
+
+// HeaderBinaryAttrs is a response header of the Publish call, set ("1") by a server that
+// reads PublishMessage.attrs_binary. The headers come with the first acknowledgements,
+// so a client sends its first frame with attrs and switches once it has seen the
+// header: a server that predates the field would ignore it and store the messages
+// without their attributes.
+const HeaderBinaryAttrs = "Herald-Binary-Attrs"
 
 // maxDepth bounds the nesting of lists and maps a decoded value may have.
 const maxDepth = 64
@@ -54,11 +62,65 @@ func DeliveryMatch(d *heraldv1.Delivery) (herald.Value, error) {
 	if len(b) == 0 {
 		return FromWire(d.GetMatch())
 	}
-	v, rest, err := herald.DecodeValue(b)
+	v, rest, err := herald.DecodeValueNested(b, maxDepth)
 	if err == nil && len(rest) > 0 {
 		err = fmt.Errorf("%w: %d bytes after the match", herald.ErrCorrupt, len(rest))
 	}
 	return v, err
+}
+
+// AttrsFromBinary decodes attributes sent in Herald's binary encoding
+// (PublishMessage.attrs_binary) and checks them as FromWireMap checks a map of wire
+// values: no map values, no nesting deeper than the wire allows, and, as protobuf
+// requires of its strings, names and strings in valid UTF-8.
+func AttrsFromBinary(b []byte, what string) (map[string]herald.Value, error) {
+	a, rest, err := herald.DecodeAttrsNested(b, maxDepth)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("%w: %d bytes after the %ss", herald.ErrCorrupt, len(rest), what)
+	}
+	if err != nil {
+		return nil, herald.Errorf(herald.CodeMalformedRequest, "%ss in binary: %v", what, err)
+	}
+	if len(a) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]herald.Value, len(a))
+	for _, x := range a {
+		switch {
+		case !utf8.ValidString(x.Name):
+			err = fmt.Errorf("the name is not valid UTF-8")
+		case x.Value.Kind() == herald.KindMap:
+			err = fmt.Errorf("a map is not a value %s can hold", what)
+		case !validUTF8(x.Value):
+			err = fmt.Errorf("a string that is not valid UTF-8")
+		}
+		if err != nil {
+			return nil, herald.Errorf(herald.CodeMalformedRequest, "%s %q: %v", what, x.Name, err)
+		}
+		out[x.Name] = x.Value
+	}
+	return out, nil
+}
+
+// validUTF8 reports whether every string in v, map keys included, is valid UTF-8.
+func validUTF8(v herald.Value) bool {
+	switch v.Kind() {
+	case herald.KindString:
+		return utf8.ValidString(v.AsString())
+	case herald.KindList:
+		for _, e := range v.AsList() {
+			if !validUTF8(e) {
+				return false
+			}
+		}
+	case herald.KindMap:
+		for i, k := range v.MapKeys() {
+			if !utf8.ValidString(k) || !validUTF8(v.MapValues()[i]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // FromWire returns a wire value as a data-model value; an unset value is null. A map

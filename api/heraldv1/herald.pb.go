@@ -808,7 +808,13 @@ type PublishMessage struct {
 	Type  string            `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	Attrs map[string]*Value `protobuf:"bytes,3,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// An explicit node id (SPAWN #id); empty generates one.
-	Id            string `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`
+	// The attributes in Herald's binary encoding (docs/api.md), instead of attrs: a
+	// uvarint count, then each name (uvarint length and UTF-8 bytes, in ascending order)
+	// followed by its value. Send it only on a call whose response headers carry
+	// Herald-Binary-Attrs: a server that predates the field ignores it and would create
+	// the node without its attributes.
+	AttrsBinary   []byte `protobuf:"bytes,5,opt,name=attrs_binary,json=attrsBinary,proto3" json:"attrs_binary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -869,6 +875,13 @@ func (x *PublishMessage) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *PublishMessage) GetAttrsBinary() []byte {
+	if x != nil {
+		return x.AttrsBinary
+	}
+	return nil
 }
 
 type PublishResponse struct {
@@ -4103,12 +4116,13 @@ const file_herald_proto_rawDesc = "" +
 	"\x11UnprepareResponse\"a\n" +
 	"\x0ePublishRequest\x125\n" +
 	"\bmessages\x18\x01 \x03(\v2\x19.herald.v1.PublishMessageR\bmessages\x12\x18\n" +
-	"\asession\x18\x02 \x01(\tR\asession\"\xce\x01\n" +
+	"\asession\x18\x02 \x01(\tR\asession\"\xf1\x01\n" +
 	"\x0ePublishMessage\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12:\n" +
 	"\x05attrs\x18\x03 \x03(\v2$.herald.v1.PublishMessage.AttrsEntryR\x05attrs\x12\x0e\n" +
-	"\x02id\x18\x04 \x01(\tR\x02id\x1aJ\n" +
+	"\x02id\x18\x04 \x01(\tR\x02id\x12!\n" +
+	"\fattrs_binary\x18\x05 \x01(\fR\vattrsBinary\x1aJ\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
