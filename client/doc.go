@@ -87,7 +87,9 @@
 //
 // When the server reports a lease expired (a timeout event, E8003), the subscription
 // cancels that message's handler context and refuses its settlements locally with an
-// error matching ErrLeaseExpired and herald.CodeAckTimeout.
+// error matching ErrLeaseExpired and herald.CodeAckTimeout. Once a message is settled
+// and its handler has returned, its handler context ends with the cause ErrSettled; a
+// Manual message left unsettled keeps its context until it is settled or expires.
 //
 // # Flow control
 //

@@ -45,9 +45,29 @@ type Message struct {
 	ctx    context.Context // the handler's context; cancelled when the lease is gone
 	cancel context.CancelCauseFunc
 
-	mu      sync.Mutex
-	settled string // "" while unsettled, else what settled it
-	expired error  // set when the server reported the lease gone
+	mu       sync.Mutex
+	settled  string // "" while unsettled, else what settled it
+	expired  error  // set when the server reported the lease gone
+	returned bool   // the handler has returned (or will not run)
+	gone     bool   // the subscription forgot the message: it can no longer be settled
+}
+
+// finished records that the handler returned (handler) or that the message can no
+// longer be settled (!handler), and cancels the handler's context once both hold. The
+// context is linked to the subscription's until it is cancelled, so one left alone
+// would stay there, with its share of memory, for as long as the subscription runs.
+func (m *Message) finished(handler bool) {
+	m.mu.Lock()
+	if handler {
+		m.returned = true
+	} else {
+		m.gone = true
+	}
+	end := m.returned && m.gone
+	m.mu.Unlock()
+	if end {
+		m.cancel(ErrSettled)
+	}
 }
 
 // Settled reports whether the message has been settled (or a settlement was attempted).

@@ -56,7 +56,9 @@ func (p Policy) String() string {
 }
 
 // Handler processes one message. Its context is cancelled when the message's lease is
-// gone (ack timeout, stream ended) and when Close gives up waiting.
+// gone (ack timeout, stream ended), when Close gives up waiting, and once the handler
+// has returned and the message is settled (its cause then is ErrSettled). A Manual
+// message that the handler leaves unsettled keeps its context until it is settled.
 type Handler func(ctx context.Context, m *Message) error
 
 // SubscribeOption configures Subscribe.
@@ -367,6 +369,7 @@ func (s *Subscription) forget(m *Message) {
 		delete(s.live, m.DeliveryID)
 	}
 	s.mu.Unlock()
+	m.finished(false)
 }
 
 func (s *Subscription) next() (*Message, bool) {
@@ -406,6 +409,7 @@ func (s *Subscription) process(m *Message) {
 			// and the server redelivers the message if the ACK did not land.
 			s.log.Warn("ack on receipt failed; the handler does not run", "delivery_id", m.DeliveryID, "err", err)
 			s.forget(m)
+			m.finished(true)
 			return
 		}
 	}
@@ -414,6 +418,7 @@ func (s *Subscription) process(m *Message) {
 	if m.Settled() || m.ctx.Err() != nil {
 		s.forget(m)
 	}
+	m.finished(true)
 }
 
 // call runs the handler, turning a panic into a *PanicError.

@@ -557,3 +557,58 @@ func TestAsyncSettlements(t *testing.T) {
 		t.Fatalf("statements %q, want %q", stmts, want)
 	}
 }
+
+// A handler's context ends once its handler has returned and its message is settled,
+// however it was settled; not while the handler runs, and not while a Manual message
+// waits for its settlement. Each one left uncancelled would stay linked to the
+// subscription's context for as long as the subscription runs.
+func TestHandlerContextEndsWithItsMessage(t *testing.T) {
+	type seen struct {
+		ctx       context.Context
+		errDuring error
+	}
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		h      func(context.Context, *Message) error
+		later  func(*Message) // settles a message the handler left
+	}{
+		{name: "auto ack", policy: NackOnError, h: func(context.Context, *Message) error { return nil }},
+		{name: "auto nack", policy: NackOnError, h: func(context.Context, *Message) error { return errBoom }},
+		{name: "ack first", policy: AckFirst, h: func(context.Context, *Message) error { return nil }},
+		{name: "manual ack in the handler", policy: Manual, h: func(ctx context.Context, m *Message) error { return m.Ack(ctx) }},
+		{name: "manual async ack in the handler", policy: Manual, h: func(ctx context.Context, m *Message) error { return m.AckAsync().Wait(ctx) }},
+		{name: "manual ack later", policy: Manual, h: func(context.Context, *Message) error { return nil },
+			later: func(m *Message) { _ = m.Ack(context.Background()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeServer(t)
+			ctxs := make(chan seen, 1)
+			_, st, done := subscription(t, f, func(ctx context.Context, m *Message) error {
+				err := tc.h(ctx, m)
+				ctxs <- seen{ctx, ctx.Err()}
+				return err
+			}, WithPolicy(tc.policy))
+			st.consumed("d1", 1, 1)
+			m := recv(t, done)
+			s := recv(t, ctxs)
+			if s.errDuring != nil {
+				t.Fatalf("the context ended while the handler ran: %v", s.errDuring)
+			}
+			if tc.later != nil {
+				if err := s.ctx.Err(); err != nil {
+					t.Fatalf("the context of an unsettled Manual message ended: %v", err)
+				}
+				tc.later(m)
+			}
+			select {
+			case <-s.ctx.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("the context did not end after the message was settled")
+			}
+			if cause := context.Cause(s.ctx); !errors.Is(cause, ErrSettled) {
+				t.Fatalf("cause %v, want ErrSettled", cause)
+			}
+		})
+	}
+}
