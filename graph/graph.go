@@ -229,19 +229,18 @@ func (g *Graph) PutType(name string, t *herald.TypeDecl) {
 // PutNode installs n at version ver (stamped into n.Ver), replacing any node with the
 // same id and updating the indexes. n must not be modified afterwards.
 func (g *Graph) PutNode(n *herald.Node, ver uint64) {
-	if old := g.Node(n.ID); old != nil {
+	n.Ver = ver
+	// One search of the node map: the replaced node comes back from the insert.
+	if old, _ := g.nodes.set(n.ID, n); old != nil {
 		g.unindexNode(old)
 	}
-	n.Ver = ver
-	g.nodes.set(n.ID, n)
 	g.indexNode(n)
 }
 
 // DeleteNode removes a node (not its edges; see Tx for the cascading KILL).
 func (g *Graph) DeleteNode(id herald.NodeID) {
-	if old := g.Node(id); old != nil {
+	if old, _ := g.nodes.del(id); old != nil {
 		g.unindexNode(old)
-		g.nodes.del(id)
 	}
 }
 

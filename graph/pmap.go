@@ -34,9 +34,17 @@ func (m pmap[K, V]) get(k K) (V, bool) {
 	return e.v, ok
 }
 
-func (m pmap[K, V]) set(k K, v V) { m.t.ReplaceOrInsert(entry[K, V]{k, v}) }
+// set puts v under k and returns what was there, if anything.
+func (m pmap[K, V]) set(k K, v V) (old V, had bool) {
+	e, had := m.t.ReplaceOrInsert(entry[K, V]{k, v})
+	return e.v, had
+}
 
-func (m pmap[K, V]) del(k K) { m.t.Delete(entry[K, V]{k: k}) }
+// del removes k and returns what was there, if anything.
+func (m pmap[K, V]) del(k K) (old V, had bool) {
+	e, had := m.t.Delete(entry[K, V]{k: k})
+	return e.v, had
+}
 
 func (m pmap[K, V]) len() int { return m.t.Len() }
 
