@@ -31,7 +31,9 @@ const (
 // consumer. Nothing a client can read holds a delivery id.
 
 // stateKey is the auxiliary record of a subject's delivery state.
-func stateKey(subject herald.NodeID) []byte { return append([]byte("d/"), subject...) }
+func stateKey(subject herald.NodeID) []byte {
+	return append(append(make([]byte, 0, 2+len(subject)), "d/"...), subject...)
+}
 
 // stateVersion is the first byte of an encoded state. Version 1 had no releases.
 const (
