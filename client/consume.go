@@ -316,10 +316,10 @@ func wireEvent(we *heraldv1.WatchEvent) (event, error) {
 	ev := event{Type: we.GetType(), Count: int(we.GetCount()), DeliveryID: we.GetDeliveryId(), Attempt: int(we.GetAttempt()), Releases: int(we.GetReleases()),
 		Seq: we.GetSeq(), Tick: we.GetTick(), Code: herald.Code(we.GetCode()), Message: we.GetMessage(), Last: we.GetLast()}
 	var err error
-	if ev.Match, err = convert.FromWire(we.GetMatch()); err != nil {
+	if ev.Match, err = convert.EventValue(we.GetMatchBinary(), we.GetMatch()); err != nil {
 		return event{}, fmt.Errorf("client: bad %s event at seq %d: %w", ev.Type, ev.Seq, err)
 	}
-	if ev.Prev, err = convert.FromWire(we.GetPrev()); err != nil {
+	if ev.Prev, err = convert.EventValue(we.GetPrevBinary(), we.GetPrev()); err != nil {
 		return event{}, fmt.Errorf("client: bad %s event at seq %d: %w", ev.Type, ev.Seq, err)
 	}
 	return ev, nil
@@ -356,7 +356,8 @@ func (t *transport) openStream(ctx context.Context, r streamRequest) (eventStrea
 	if err != nil {
 		return nil, err
 	}
-	req := &heraldv1.WatchRequest{Query: r.statement, Params: params, Session: r.session, After: r.after}
+	req := &heraldv1.WatchRequest{Query: r.statement, Params: params, Session: r.session, After: r.after,
+		BinaryMatch: true} // wireEvent reads either form
 	t.watches.mu.Lock()
 	many := !t.watches.unsupported
 	t.watches.mu.Unlock()

@@ -17,27 +17,34 @@ func TestEncodedEventShared(t *testing.T) {
 	last := ev
 	last.Last = true
 
-	a, err := encodedEvent(ev)
+	a, err := encodedEvent(ev, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := encodedEvent(ev)
+	b, err := encodedEvent(ev, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if &a[0] != &b[0] {
 		t.Fatal("the second copy was encoded again")
 	}
-	c, err := encodedEvent(last)
+	c, err := encodedEvent(last, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(a) == string(c) {
 		t.Fatal("an event marked last shares the encoding of one that is not")
 	}
+	d, err := encodedEvent(ev, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2, _ := encodedEvent(ev, true); &d[0] != &d2[0] || string(d) == string(a) {
+		t.Fatal("the binary form is not encoded once, apart from the Value form")
+	}
 
 	var raw []byte
-	for _, b := range [][]byte{a, c} {
+	for _, b := range [][]byte{a, c, d} {
 		raw = appendEncodedEvent(raw, b)
 	}
 	frame := &heraldv1.WatchResponse{}
@@ -50,8 +57,13 @@ func TestEncodedEventShared(t *testing.T) {
 	if err := proto.Unmarshal(wire, &got); err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Events) != 2 || got.Events[0].GetLast() || !got.Events[1].GetLast() || got.Events[1].GetSeq() != 7 ||
+	if len(got.Events) != 3 || got.Events[0].GetLast() || !got.Events[1].GetLast() || got.Events[1].GetSeq() != 7 ||
 		got.Events[0].GetMatch().GetMapValue().GetValues()[1].GetStringValue() != "a" {
 		t.Fatalf("frame read back as %v", got.Events)
+	}
+	bin := got.Events[2]
+	m, _, err := herald.DecodeValue(bin.GetMatchBinary())
+	if bin.GetMatch() != nil || err != nil || !m.Equal(ev.Match) {
+		t.Fatalf("binary event read back as %v (match %v, %v)", bin, m, err)
 	}
 }

@@ -73,7 +73,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 		}
 		var n int
 		var end error
-		raw, evs, n, end = encodeFrame(raw[:0], first, st, evs)
+		raw, evs, n, end = encodeFrame(raw[:0], first, st, evs, req.Msg.GetBinaryMatch())
 		release()
 		if n > 0 {
 			frame := &heraldv1.WatchResponse{}
@@ -115,13 +115,13 @@ func (s *Service) openWatch(ctx context.Context, m *heraldv1.WatchRequest) (hera
 // them as unknown fields, so an event shared by identical watches is serialised once
 // for all of them. It returns the frame, its event count and the error that ends the
 // stream, if an error event or a failed encoding came. evs is scratch space.
-func encodeFrame(raw []byte, first herald.Event, st herald.Stream, evs []herald.Event) ([]byte, []herald.Event, int, error) {
+func encodeFrame(raw []byte, first herald.Event, st herald.Stream, evs []herald.Event, binary bool) ([]byte, []herald.Event, int, error) {
 	evs, _ = take(st, append(evs[:0], first), maxEventsPerFrame)
 	for n, ev := range evs {
 		if ev.Type == herald.EventError {
 			return raw, evs, n, eventError(ev)
 		}
-		b, err := encodedEvent(ev)
+		b, err := encodedEvent(ev, binary)
 		if err != nil {
 			return raw, evs, n, toConnect(err)
 		}
@@ -232,21 +232,29 @@ func appendEncodedEvent(raw, ev []byte) []byte {
 	return protowire.AppendBytes(raw, ev)
 }
 
-// encodedEvent returns the protobuf encoding of a watch event, shared with the other
-// streams that send the same event when it carries Encodings.
-func encodedEvent(ev herald.Event) ([]byte, error) {
-	encode := func() ([]byte, error) { return proto.Marshal(toWireEvent(ev)) }
+// encodedEvent returns the protobuf encoding of a watch event, its values in their
+// binary encoding when binary is set (WatchRequest.binary_match), shared with the other
+// streams that send the same event in the same form when it carries Encodings.
+func encodedEvent(ev herald.Event, binary bool) ([]byte, error) {
+	encode := func() ([]byte, error) { return proto.Marshal(toWireEvent(ev, binary)) }
 	if ev.Enc == nil {
 		return encode()
 	}
 	key := "proto"
-	if ev.Last {
+	switch {
+	case binary && ev.Last:
+		key = "proto+bin+last"
+	case binary:
+		key = "proto+bin"
+	case ev.Last:
 		key = "proto+last"
 	}
 	return ev.Enc.Get(key, encode)
 }
 
-func toWireEvent(ev herald.Event) *heraldv1.WatchEvent {
+// toWireEvent converts an event for the wire; with binary set its match and prev go
+// as bytes in their binary encoding.
+func toWireEvent(ev herald.Event, binary bool) *heraldv1.WatchEvent {
 	out := &heraldv1.WatchEvent{
 		Type: ev.Type, Seq: ev.Seq, Tick: ev.Tick, Last: ev.Last, Count: int32(min(ev.Count, 1<<31-1)),
 		Uncommitted: ev.Uncommitted, Code: string(ev.Code), Message: ev.Message,
@@ -260,11 +268,21 @@ func toWireEvent(ev herald.Event) *heraldv1.WatchEvent {
 			out.Message = ev.Error.Message
 		}
 	}
-	if carriesMatch(ev.Type) || !ev.Match.IsNull() {
-		out.Match = convert.ToWire(ev.Match)
-	}
-	if ev.Type == herald.EventChanged || !ev.Prev.IsNull() {
-		out.Prev = convert.ToWire(ev.Prev)
+	switch match, prev := carriesMatch(ev.Type) || !ev.Match.IsNull(), ev.Type == herald.EventChanged || !ev.Prev.IsNull(); {
+	case binary:
+		if match {
+			out.MatchBinary = ev.Match.AppendBinary(nil)
+		}
+		if prev {
+			out.PrevBinary = ev.Prev.AppendBinary(nil)
+		}
+	default:
+		if match {
+			out.Match = convert.ToWire(ev.Match)
+		}
+		if prev {
+			out.Prev = convert.ToWire(ev.Prev)
+		}
 	}
 	return out
 }
@@ -472,7 +490,7 @@ func (w *subscribeWriter) add(frame *heraldv1.SubscribeResponse, ev herald.Event
 	case herald.EventError:
 		return eventError(ev)
 	default:
-		frame.Events = append(frame.Events, toWireEvent(ev))
+		frame.Events = append(frame.Events, toWireEvent(ev, false))
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ const (
 type manyWatch struct {
 	id     uint64
 	st     herald.Stream
+	binary bool // its values go in their binary encoding (WatchRequest.binary_match)
 	queued bool // in the mux's ready list (under the mux's lock)
 }
 
@@ -192,7 +193,7 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 		r := newRelay(st)
 		st, n = r, r
 	}
-	w := &manyWatch{id: id, st: st}
+	w := &manyWatch{id: id, st: st, binary: req.GetBinaryMatch()}
 	m.mu.Lock()
 	delete(m.opening, id)
 	if m.closed {
@@ -295,10 +296,10 @@ func (s *Service) drainMany(batch []byte, w *manyWatch, evs *[]herald.Event) (ou
 	batch = protowire.AppendTag(batch, batchIDField, protowire.VarintType)
 	batch = protowire.AppendVarint(batch, w.id)
 	for _, ev := range taken {
-		b, err := encodedEvent(ev)
+		b, err := encodedEvent(ev, w.binary)
 		if err != nil {
 			ev = herald.Event{Type: herald.EventError, Code: herald.CodeOf(err), Message: err.Error()}
-			b, _ = encodedEvent(ev)
+			b, _ = encodedEvent(ev, false)
 		}
 		batch = protowire.AppendTag(batch, batchEventsField, protowire.BytesType)
 		batch = protowire.AppendBytes(batch, b)
@@ -327,7 +328,7 @@ func appendAnswer(batch []byte, a manyAnswer) []byte {
 		return protowire.AppendVarint(batch, 1)
 	}
 	he := herald.AsError(a.err)
-	b, _ := encodedEvent(herald.Event{Type: herald.EventError, Code: he.Code, Message: he.Message})
+	b, _ := encodedEvent(herald.Event{Type: herald.EventError, Code: he.Code, Message: he.Message}, false)
 	batch = protowire.AppendTag(batch, batchEventsField, protowire.BytesType)
 	batch = protowire.AppendBytes(batch, b)
 	return appendEnded(batch)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 )
@@ -262,4 +263,73 @@ func TestWatchManyFullFrames(t *testing.T) {
 	}
 	_ = call.CloseRequest()
 	_ = call.CloseResponse()
+}
+
+// Watches opened with binary_match get match and prev as bytes, the others as Value
+// trees, on the same WatchMany call and on a Watch call alike; both read back as the
+// event's values.
+func TestWatchMatchForms(t *testing.T) {
+	match, prev := task("t1", "new"), task("t1", "old")
+	check := func(t *testing.T, binary bool, ev *heraldv1.WatchEvent) {
+		t.Helper()
+		if (len(ev.GetMatchBinary()) > 0) != binary || (ev.GetMatch() != nil) == binary || (len(ev.GetPrevBinary()) > 0) != binary {
+			t.Fatalf("binary_match %v: event %v", binary, ev)
+		}
+		m, err := convert.EventValue(ev.GetMatchBinary(), ev.GetMatch())
+		p, perr := convert.EventValue(ev.GetPrevBinary(), ev.GetPrev())
+		if err != nil || perr != nil || !m.Equal(match) || !p.Equal(prev) {
+			t.Fatalf("binary_match %v: match %v prev %v (%v, %v)", binary, m, p, err, perr)
+		}
+	}
+	changed := herald.Event{Type: herald.EventChanged, Match: match, Prev: prev, Seq: 5, Tick: 5}
+
+	t.Run("WatchMany", func(t *testing.T) {
+		wat := &manyWatcher{streams: map[string]*notifyStream{}, opened: make(chan string, 4)}
+		call, _, _ := manyCall(t, wat)
+		for id, q := range map[uint64]string{1: qA, 2: qB} {
+			if err := call.Send(&heraldv1.WatchManyRequest{Id: id, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: q, BinaryMatch: id == 2}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-wat.opened
+		<-wat.opened
+		wat.stream(qA).push(changed)
+		wat.stream(qB).push(changed)
+		got := map[uint64]*heraldv1.WatchEvent{}
+		for len(got) < 2 {
+			resp, err := call.Receive()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range resp.GetBatches() {
+				for _, ev := range b.GetEvents() {
+					got[b.GetId()] = ev
+				}
+			}
+		}
+		check(t, false, got[1])
+		check(t, true, got[2])
+		_ = call.CloseRequest()
+	})
+	t.Run("Watch", func(t *testing.T) {
+		for _, binary := range []bool{false, true} {
+			st := newFakeStream()
+			c, _ := serveBoth(t, nil, &fakeWatcher{stream: st})
+			ctx, cancel := context.WithCancel(context.Background())
+			stream, err := c.Watch(ctx, connect.NewRequest(&heraldv1.WatchRequest{Query: "WATCH t: Task RETURN t", BinaryMatch: binary}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !stream.Receive() { // the empty frame that says the watch is registered
+				t.Fatal(stream.Err())
+			}
+			st.events <- changed
+			if !stream.Receive() || len(stream.Msg().GetEvents()) != 1 {
+				t.Fatalf("no event: %v", stream.Err())
+			}
+			check(t, binary, stream.Msg().GetEvents()[0])
+			cancel()
+			_ = stream.Close()
+		}
+	})
 }

@@ -58,13 +58,19 @@ func ToWire(v herald.Value) *heraldv1.Value {
 // DeliveryMatch returns a delivery's match: decoded from match_binary when the server
 // filled it (the stream was opened with binary_match), else from match.
 func DeliveryMatch(d *heraldv1.Delivery) (herald.Value, error) {
-	b := d.GetMatchBinary()
-	if len(b) == 0 {
-		return FromWire(d.GetMatch())
+	return EventValue(d.GetMatchBinary(), d.GetMatch())
+}
+
+// EventValue returns a value that a stream sends in one of two forms: decoded from bin,
+// its binary encoding, when the server filled it (the stream was opened with
+// binary_match), else from the wire value w (null when unset).
+func EventValue(bin []byte, w *heraldv1.Value) (herald.Value, error) {
+	if len(bin) == 0 {
+		return FromWire(w)
 	}
-	v, rest, err := herald.DecodeValueNested(b, maxDepth)
+	v, rest, err := herald.DecodeValueNested(bin, maxDepth)
 	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("%w: %d bytes after the match", herald.ErrCorrupt, len(rest))
+		err = fmt.Errorf("%w: %d bytes after the value", herald.ErrCorrupt, len(rest))
 	}
 	return v, err
 }

@@ -1340,7 +1340,11 @@ type WatchRequest struct {
 	Params  map[string]*Value      `protobuf:"bytes,2,rep,name=params,proto3" json:"params,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Session string                 `protobuf:"bytes,3,opt,name=session,proto3" json:"session,omitempty"`
 	// Resume after this position (the seq of the last event processed); 0 starts afresh.
-	After         uint64 `protobuf:"varint,4,opt,name=after,proto3" json:"after,omitempty"`
+	After uint64 `protobuf:"varint,4,opt,name=after,proto3" json:"after,omitempty"`
+	// Events carry match and prev in match_binary and prev_binary, in Herald's binary
+	// value encoding (docs/api.md), instead of as Value trees. A server that predates the
+	// field fills match and prev.
+	BinaryMatch   bool `protobuf:"varint,5,opt,name=binary_match,json=binaryMatch,proto3" json:"binary_match,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1401,6 +1405,13 @@ func (x *WatchRequest) GetAfter() uint64 {
 		return x.After
 	}
 	return 0
+}
+
+func (x *WatchRequest) GetBinaryMatch() bool {
+	if x != nil {
+		return x.BinaryMatch
+	}
+	return false
 }
 
 type WatchResponse struct {
@@ -1679,7 +1690,11 @@ type WatchEvent struct {
 	DeliveryId string `protobuf:"bytes,11,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	Attempt    int32  `protobuf:"varint,12,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Consume mode: earlier deliveries given back because their consumer left.
-	Releases      int32 `protobuf:"varint,13,opt,name=releases,proto3" json:"releases,omitempty"`
+	Releases int32 `protobuf:"varint,13,opt,name=releases,proto3" json:"releases,omitempty"`
+	// match and prev in Herald's binary value encoding, instead of match and prev, on a
+	// watch opened with binary_match.
+	MatchBinary   []byte `protobuf:"bytes,14,opt,name=match_binary,json=matchBinary,proto3" json:"match_binary,omitempty"`
+	PrevBinary    []byte `protobuf:"bytes,15,opt,name=prev_binary,json=prevBinary,proto3" json:"prev_binary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1803,6 +1818,20 @@ func (x *WatchEvent) GetReleases() int32 {
 		return x.Releases
 	}
 	return 0
+}
+
+func (x *WatchEvent) GetMatchBinary() []byte {
+	if x != nil {
+		return x.MatchBinary
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetPrevBinary() []byte {
+	if x != nil {
+		return x.PrevBinary
+	}
+	return nil
 }
 
 type QueryRequest struct {
@@ -4166,12 +4195,13 @@ const file_herald_proto_rawDesc = "" +
 	"\x04tick\x18\x05 \x01(\x04R\x04tick\x12\x1a\n" +
 	"\bdeadline\x18\x06 \x01(\x10R\bdeadline\x12\x1a\n" +
 	"\breleases\x18\a \x01(\x05R\breleases\x12!\n" +
-	"\fmatch_binary\x18\b \x01(\fR\vmatchBinary\"\xde\x01\n" +
+	"\fmatch_binary\x18\b \x01(\fR\vmatchBinary\"\x81\x02\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12;\n" +
 	"\x06params\x18\x02 \x03(\v2#.herald.v1.WatchRequest.ParamsEntryR\x06params\x12\x18\n" +
 	"\asession\x18\x03 \x01(\tR\asession\x12\x14\n" +
-	"\x05after\x18\x04 \x01(\x04R\x05after\x1aK\n" +
+	"\x05after\x18\x04 \x01(\x04R\x05after\x12!\n" +
+	"\fbinary_match\x18\x05 \x01(\bR\vbinaryMatch\x1aK\n" +
 	"\vParamsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
 	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\">\n" +
@@ -4189,7 +4219,7 @@ const file_herald_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06opened\x18\x02 \x01(\bR\x06opened\x12-\n" +
 	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\x12\x14\n" +
-	"\x05ended\x18\x04 \x01(\bR\x05ended\"\xe5\x02\n" +
+	"\x05ended\x18\x04 \x01(\bR\x05ended\"\xa9\x03\n" +
 	"\n" +
 	"WatchEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12&\n" +
@@ -4206,7 +4236,10 @@ const file_herald_proto_rawDesc = "" +
 	"\vdelivery_id\x18\v \x01(\tR\n" +
 	"deliveryId\x12\x18\n" +
 	"\aattempt\x18\f \x01(\x05R\aattempt\x12\x1a\n" +
-	"\breleases\x18\r \x01(\x05R\breleases\"\xce\x01\n" +
+	"\breleases\x18\r \x01(\x05R\breleases\x12!\n" +
+	"\fmatch_binary\x18\x0e \x01(\fR\vmatchBinary\x12\x1f\n" +
+	"\vprev_binary\x18\x0f \x01(\fR\n" +
+	"prevBinary\"\xce\x01\n" +
 	"\fQueryRequest\x12\x14\n" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12;\n" +
 	"\x06params\x18\x02 \x03(\v2#.herald.v1.QueryRequest.ParamsEntryR\x06params\x12\x18\n" +
