@@ -1,6 +1,7 @@
-// Package convert translates between the wire's typed values (heraldv1.Value) and the
-// data model's (herald.Value), for the server's RPC handlers and the Go client alike.
-// Every kind crosses unchanged: an Int stays an Int, a Timestamp a Timestamp.
+// Package convert translates between the wire's typed values (heraldv1.Value trees, or
+// bytes in Herald's binary value encoding where a stream asked for them) and the data
+// model's (herald.Value), for the server's RPC handlers and the Go client alike. Every
+// kind crosses unchanged: an Int stays an Int, a Timestamp a Timestamp.
 package convert
 
 import (
