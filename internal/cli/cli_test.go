@@ -243,3 +243,12 @@ func TestNewLogger(t *testing.T) {
 		t.Fatalf("log %q (%v)", buf.String(), err)
 	}
 }
+
+// herald serve keeps a bounded change log unless told otherwise: with the old default
+// of 0 the log kept every change set the broker ever made.
+func TestServeRetentionDefault(t *testing.T) {
+	fl := newServeCmd().Flags().Lookup("retention")
+	if fl == nil || fl.DefValue != "100000" {
+		t.Fatalf("--retention default = %v, want 100000", fl)
+	}
+}

@@ -41,6 +41,12 @@ type serveFlags struct {
 	principalPubs       int
 }
 
+// DefaultRetention is how many change sets the change log keeps unless --retention says
+// otherwise: enough for a watch-mode stream to resume after a long disconnection (a
+// position older than that answers E6001, and the stream starts afresh), without a log
+// that grows with every message the broker ever carried.
+const DefaultRetention = 100_000
+
 func newServeCmd() *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
@@ -57,7 +63,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 		Example: `  herald serve
   herald serve --data /var/lib/herald --listen 0.0.0.0:7420
   herald serve --listen 127.0.0.1:0 --log-format json   # pick a free port, log it
-  herald serve --tick interval:100ms --retention 100000`,
+  herald serve --tick interval:100ms --retention 1000000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
@@ -67,7 +73,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.StringVar(&f.data, "data", server.DefaultDataDir, "data directory of the embedded store (created if missing)")
 	fl.StringVar(&f.listen, "listen", server.DefaultListen, "TCP address of the HTTP API; port 0 picks a free port")
 	fl.StringVar(&f.tick, "tick", "commit", "how the logical clock advances: commit, manual or interval:<duration>")
-	fl.Uint64Var(&f.retention, "retention", 0, "change sets the change log keeps (0 keeps all)")
+	fl.Uint64Var(&f.retention, "retention", DefaultRetention, "change sets the change log keeps (0 keeps all, and the log grows without bound)")
 	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest accepted request body, in bytes")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
