@@ -337,7 +337,8 @@ func (tx *Tx) edgeName(k herald.EdgeKey) string {
 // entity whose committed image differs from its final image. Deleting a node also deletes
 // committed edges that touch it even if they were linked after this transaction read them.
 func (tx *Tx) Changes() []herald.Change {
-	var out []herald.Change
+	// One change per touched entity, but for the edges a deleted node takes with it.
+	out := make([]herald.Change, 0, len(tx.order))
 	deletedEdges := map[herald.EdgeKey]bool{}
 	for _, t := range tx.order {
 		switch t.kind {
@@ -373,6 +374,9 @@ func (tx *Tx) Changes() []herald.Change {
 			}
 			out = append(out, herald.Change{Kind: herald.EdgeChange, EdgeBefore: before, EdgeAfter: after})
 		}
+	}
+	if len(out) == 0 {
+		return nil // as before the slice was sized: nothing changed
 	}
 	return out
 }
