@@ -376,7 +376,7 @@ func (tx *Tx) Changes() []herald.Change {
 		}
 	}
 	if len(out) == 0 {
-		return nil // as before the slice was sized: nothing changed
+		return nil // nothing changed: nil, not an empty slice
 	}
 	return out
 }
