@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -103,19 +102,24 @@ func newPublication(typ string, attrs map[string]any, id string) (publication, e
 	if id != "" && !isIdent(id) {
 		return publication{}, fmt.Errorf("client: publish: id %q must be letters, digits and _", id)
 	}
+	// In name order, so that of several bad attributes the same one is reported.
+	names := make([]string, 0, len(attrs))
+	for name := range attrs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
 	pub := publication{typ: typ, id: id, attrs: make(herald.Attrs, 0, len(attrs))}
-	for name, x := range attrs {
+	for _, name := range names {
 		if !isIdent(name) {
 			return publication{}, fmt.Errorf("client: publish: attribute %q is not an identifier", name)
 		}
-		v, err := herald.ValueOf(x)
+		v, err := herald.ValueOf(attrs[name])
 		if err != nil {
 			return publication{}, fmt.Errorf("client: publish: attribute %s: %w", name, err)
 		}
 		pub.attrs = append(pub.attrs, herald.Attr{Name: name, Value: v})
 		pub.hasNull = pub.hasNull || v.IsNull()
 	}
-	slices.SortFunc(pub.attrs, func(a, b herald.Attr) int { return strings.Compare(a.Name, b.Name) })
 	return pub, nil
 }
 
