@@ -268,19 +268,17 @@ func toWireEvent(ev herald.Event, binary bool) *heraldv1.WatchEvent {
 			out.Message = ev.Error.Message
 		}
 	}
-	switch match, prev := carriesMatch(ev.Type) || !ev.Match.IsNull(), ev.Type == herald.EventChanged || !ev.Prev.IsNull(); {
-	case binary:
-		if match {
+	if carriesMatch(ev.Type) || !ev.Match.IsNull() {
+		if binary {
 			out.MatchBinary = ev.Match.AppendBinary(nil)
-		}
-		if prev {
-			out.PrevBinary = ev.Prev.AppendBinary(nil)
-		}
-	default:
-		if match {
+		} else {
 			out.Match = convert.ToWire(ev.Match)
 		}
-		if prev {
+	}
+	if ev.Type == herald.EventChanged || !ev.Prev.IsNull() {
+		if binary {
+			out.PrevBinary = ev.Prev.AppendBinary(nil)
+		} else {
 			out.Prev = convert.ToWire(ev.Prev)
 		}
 	}
