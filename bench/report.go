@@ -122,6 +122,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 
 	r.writeRatios(&b)
 	r.writeStore(&b)
+	r.writeCPU(&b)
 
 	b.WriteString("\n| system | durability |\n|---|---|\n")
 	for _, s := range r.Systems {
@@ -269,6 +270,28 @@ func (r *Report) writeRatios(b *strings.Builder) {
 	b.WriteString("\n")
 	row(b, head)
 	row(b, sep)
+	for _, cells := range rows {
+		row(b, cells)
+	}
+}
+
+// writeCPU writes the CPU time per message of S1's phases for the systems that run in
+// the process.
+func (r *Report) writeCPU(b *strings.Builder) {
+	var rows [][]string
+	for _, s := range r.Systems {
+		res, ok := s.Results[S1]
+		if !ok || res.Messages == 0 || res.PublishCPU <= 0 || res.ConsumeCPU <= 0 {
+			continue
+		}
+		n := float64(res.Messages)
+		rows = append(rows, []string{s.Name, fmt.Sprintf("%.1f", float64(res.PublishCPU.Microseconds())/n),
+			fmt.Sprintf("%.1f", float64(res.ConsumeCPU.Microseconds())/n)})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\n| system (in-process: its server and the bench's clients) | S1 publish CPU µs per message | S1 consume+ack CPU µs per message |\n|---|---:|---:|\n")
 	for _, cells := range rows {
 		row(b, cells)
 	}

@@ -15,6 +15,9 @@ func TestReport(t *testing.T) {
 	r := &Report{Started: time.Now(), Config: cfg, Scenarios: Scenarios}
 	r.Systems = append(r.Systems, RunSystem(context.Background(), f, Scenarios, cfg))
 	r.Systems = append(r.Systems, System{Name: "redis", Unavailable: "dial tcp 127.0.0.1:6379: connection refused"})
+	r.Systems = append(r.Systems, System{Name: "inproc", Durability: "fsync", Results: map[string]Result{
+		S1: {Scenario: S1, Messages: 1000, PublishRate: 1, ConsumeRate: 1, PublishCPU: 30 * time.Millisecond, ConsumeCPU: 42500 * time.Microsecond},
+	}})
 	r.Systems = append(r.Systems, System{Name: "bad", Durability: "none", Results: map[string]Result{
 		S1: {Scenario: S1, Err: "setup: boom"},
 		S3: {Scenario: S3, Violations: []string{"message 1 never acked"}},
@@ -36,6 +39,8 @@ func TestReport(t *testing.T) {
 		"**no** (1)",
 		"- bad S1: setup: boom",
 		"- bad S3 violation: message 1 never acked",
+		"| S1 publish CPU µs per message | S1 consume+ack CPU µs per message |",
+		"| inproc | 30.0 | 42.5 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
@@ -53,7 +58,7 @@ func TestReport(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Config["messages"] != float64(cfg.Messages) || len(back.Systems) != 3 || back.Systems[0].Results[S1].PublishRate <= 0 {
+	if back.Config["messages"] != float64(cfg.Messages) || len(back.Systems) != 4 || back.Systems[0].Results[S1].PublishRate <= 0 {
 		t.Errorf("JSON round trip lost data: %s", js.String())
 	}
 }

@@ -111,6 +111,11 @@ type Result struct {
 	// Store is what the broker wrote to its store per message over the scenario, for
 	// brokers that report it (StoreMeter).
 	Store *StoreUse `json:"store,omitempty"`
+	// PublishCPU and ConsumeCPU are the process's CPU time over S1's two phases, for a
+	// broker that runs in the process (a StoreMeter): its server and the bench's
+	// clients together.
+	PublishCPU time.Duration `json:"publish_cpu_ns,omitempty"`
+	ConsumeCPU time.Duration `json:"consume_cpu_ns,omitempty"`
 }
 
 // StoreMeter is a Broker that can tell what it wrote to its store: Herald in-process.
@@ -143,8 +148,8 @@ func Run(ctx context.Context, b Broker, scenario string, cfg Config) Result {
 		res.Err = "setup: " + err.Error()
 		return res
 	}
-	r := &runner{b: b, cfg: cfg, scenario: scenario}
 	meter, _ := b.(StoreMeter)
+	r := &runner{b: b, cfg: cfg, scenario: scenario, inProcess: meter != nil}
 	var syncs0, wal0, tab0 uint64
 	if meter != nil {
 		syncs0, wal0, tab0 = meter.StoreCounters(true)
@@ -175,9 +180,23 @@ func Run(ctx context.Context, b Broker, scenario string, cfg Config) Result {
 }
 
 type runner struct {
-	b        Broker
-	cfg      Config
-	scenario string
+	b         Broker
+	cfg       Config
+	scenario  string
+	inProcess bool // the broker runs in this process: its CPU time is the process's
+}
+
+// phaseCPU returns a function that reports the process's CPU time since phaseCPU was
+// called, or 0 when the broker does not run in the process or the system cannot tell.
+func (r *runner) phaseCPU() func() time.Duration {
+	start, ok := processCPU()
+	return func() time.Duration {
+		end, ok2 := processCPU()
+		if !r.inProcess || !ok || !ok2 {
+			return 0
+		}
+		return end - start
+	}
 }
 
 // track reports the progress of one phase until the returned stop is called.
@@ -299,8 +318,9 @@ func rate(n int, d time.Duration) float64 {
 func (r *runner) s1(ctx context.Context, res *Result) error {
 	n := r.cfg.Messages
 	res.Messages = n
+	cpu := r.phaseCPU()
 	pt, err := r.publishAll(ctx, n)
-	res.PublishTime, res.PublishRate = pt, rate(n, pt)
+	res.PublishTime, res.PublishRate, res.PublishCPU = pt, rate(n, pt), cpu()
 	if err != nil {
 		return err
 	}
@@ -308,6 +328,7 @@ func (r *runner) s1(ctx context.Context, res *Result) error {
 	var acked atomic.Int64
 	complete := make(chan struct{})
 	stop := r.track("consume", n, &acked)
+	cpu = r.phaseCPU()
 	ct, err := r.consumeUntil(ctx, complete, 0, func(ctx context.Context, m Msg) error {
 		id, _, err := ParsePayload(m.Payload())
 		if err != nil || id >= uint64(n) {
@@ -328,6 +349,7 @@ func (r *runner) s1(ctx context.Context, res *Result) error {
 		}
 		return nil
 	})
+	res.ConsumeCPU = cpu()
 	stop()
 	res.ConsumeTime, res.ConsumeRate = ct, rate(int(acked.Load()), ct)
 	res.Duplicates = led.dup

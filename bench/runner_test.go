@@ -163,6 +163,25 @@ func TestS1(t *testing.T) {
 	}
 }
 
+// inProcessFake is a fake that says it runs in the process (a StoreMeter), as Herald's
+// in-process server does.
+type inProcessFake struct{ *fake }
+
+func (inProcessFake) StoreCounters(bool) (uint64, uint64, uint64) { return 0, 0, 0 }
+
+// S1 reports the process's CPU time over each phase for a broker in the process, and
+// none for one outside it, whose server's CPU the process cannot see.
+func TestS1ProcessCPU(t *testing.T) {
+	res := Run(context.Background(), inProcessFake{newFake()}, S1, testConfig())
+	if res.Err != "" || res.PublishCPU <= 0 || res.ConsumeCPU <= 0 {
+		t.Errorf("in process: publish CPU %v, consume CPU %v (%s); want both measured", res.PublishCPU, res.ConsumeCPU, res.Err)
+	}
+	res = Run(context.Background(), newFake(), S1, testConfig())
+	if res.Err != "" || res.PublishCPU != 0 || res.ConsumeCPU != 0 {
+		t.Errorf("out of process: publish CPU %v, consume CPU %v (%s); want none", res.PublishCPU, res.ConsumeCPU, res.Err)
+	}
+}
+
 func TestS1TimesOutOnMissingMessage(t *testing.T) {
 	f := newFake()
 	f.drop = func(id uint64) bool { return id == 17 }
