@@ -63,7 +63,7 @@ type consumeConn struct {
 // statement (its first, empty frame), so an error in it is returned here.
 func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen) (*consumeConn, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	open.BinaryMatch = true // convert.DeliveryMatch reads either form
+	open.BinaryMatch = true // convert.EventValue reads either form
 	call := t.rpc.Subscribe(ctx)
 	if err := call.Send(&heraldv1.SubscribeRequest{Open: open}); err != nil && !errors.Is(err, io.EOF) {
 		cancel()
@@ -95,7 +95,7 @@ func (c *consumeConn) next() (event, error) {
 		c.settled(resp.GetSettled())
 		for _, d := range resp.GetDeliveries() {
 			ev := event{Type: eventConsumed, DeliveryID: d.GetDeliveryId(), Attempt: int(d.GetAttempt()), Releases: int(d.GetReleases()), Seq: d.GetSeq(), Tick: d.GetTick()}
-			if ev.Match, err = convert.DeliveryMatch(d); err != nil {
+			if ev.Match, err = convert.EventValue(d.GetMatchBinary(), d.GetMatch()); err != nil {
 				return event{}, fmt.Errorf("client: bad delivery %s: %w", ev.DeliveryID, err)
 			}
 			if d.GetDeadline() != 0 {

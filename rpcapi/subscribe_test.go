@@ -44,7 +44,7 @@ func TestSubscribeMatchForms(t *testing.T) {
 			if binary != (len(d.GetMatchBinary()) > 0) || binary == (d.GetMatch() != nil) {
 				t.Errorf("binary_match %v: delivery %d has match_binary %q and match %v", binary, i, d.GetMatchBinary(), d.GetMatch())
 			}
-			m, err := convert.DeliveryMatch(d)
+			m, err := convert.EventValue(d.GetMatchBinary(), d.GetMatch())
 			if err != nil || !m.Equal(want[i]) {
 				t.Errorf("binary_match %v: delivery %d reads back as %v, %v; want %v", binary, i, m, err, want[i])
 			}

@@ -56,12 +56,6 @@ func ToWire(v herald.Value) *heraldv1.Value {
 	return &heraldv1.Value{Kind: &heraldv1.Value_NullValue{NullValue: true}}
 }
 
-// DeliveryMatch returns a delivery's match: decoded from match_binary when the server
-// filled it (the stream was opened with binary_match), else from match.
-func DeliveryMatch(d *heraldv1.Delivery) (herald.Value, error) {
-	return EventValue(d.GetMatchBinary(), d.GetMatch())
-}
-
 // EventValue returns a value that a stream sends in one of two forms: decoded from bin,
 // its binary encoding, when the server filled it (the stream was opened with
 // binary_match), else from the wire value w (null when unset).

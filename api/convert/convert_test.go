@@ -8,21 +8,21 @@ import (
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
-// A delivery's match reads the same from either form, and undecodable binary bytes are
-// an error rather than a wrong value.
-func TestDeliveryMatch(t *testing.T) {
+// A value sent in either form (a delivery's match here) reads the same, and undecodable
+// binary bytes are an error rather than a wrong value.
+func TestEventValue(t *testing.T) {
 	want := herald.Map([]string{"body", "n"}, []herald.Value{herald.String("hello"), herald.List(herald.Int(1), herald.Float(2.5))})
 	for _, d := range []*heraldv1.Delivery{
 		{Match: ToWire(want)},
 		{MatchBinary: want.AppendBinary(nil)},
 		{MatchBinary: want.AppendBinary(nil), Match: ToWire(herald.String("ignored"))},
 	} {
-		got, err := DeliveryMatch(d)
+		got, err := EventValue(d.GetMatchBinary(), d.GetMatch())
 		if err != nil || !got.Equal(want) {
-			t.Errorf("DeliveryMatch(%v) = %v, %v; want %v", d, got, err, want)
+			t.Errorf("EventValue of %v = %v, %v; want %v", d, got, err, want)
 		}
 	}
-	if got, err := DeliveryMatch(&heraldv1.Delivery{}); err != nil || !got.IsNull() {
+	if got, err := EventValue(nil, nil); err != nil || !got.IsNull() {
 		t.Errorf("no match: %v, %v; want null", got, err)
 	}
 	full := want.AppendBinary(nil)
@@ -31,7 +31,7 @@ func TestDeliveryMatch(t *testing.T) {
 		"truncated":      full[:len(full)-1],
 		"unknown kind":   {0xff},
 	} {
-		if _, err := DeliveryMatch(&heraldv1.Delivery{MatchBinary: b}); !errors.Is(err, herald.ErrCorrupt) {
+		if _, err := EventValue(b, nil); !errors.Is(err, herald.ErrCorrupt) {
 			t.Errorf("%s: err = %v; want ErrCorrupt", name, err)
 		}
 	}
