@@ -36,3 +36,28 @@ func TestEventValue(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAttrsFromBinary feeds the server's decoder of attrs_binary, which takes bytes from
+// any client, arbitrary input: it must refuse what it cannot read, never panic or
+// recurse without bound, and what it accepts must encode back to an equal value.
+func FuzzAttrsFromBinary(f *testing.F) {
+	f.Add(herald.Attrs{{Name: "body", Value: herald.String("x")}}.AppendBinary(nil))
+	f.Add(herald.Attrs{{Name: "a", Value: herald.List(herald.Int(1), herald.Float(2))}, {Name: "b", Value: herald.Bool(true)}}.AppendBinary(nil))
+	f.Add([]byte{0x01, 0x01, 'a', 0x07, 0x01, 0x07, 0x01, 0x07, 0x00})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := AttrsFromBinary(b, "attribute")
+		if err != nil {
+			return
+		}
+		for name, v := range m {
+			if v.Kind() == herald.KindMap {
+				t.Fatalf("attribute %s holds a map", name)
+			}
+			back, _, err := herald.DecodeValueNested(v.AppendBinary(nil), maxDepth)
+			if err != nil || !back.Equal(v) {
+				t.Fatalf("attribute %s: %v does not survive a round trip (%v)", name, v, err)
+			}
+		}
+	})
+}
