@@ -105,7 +105,7 @@ type Config struct {
 	// none.
 	WatchLinger time.Duration
 	// WatchCPUShare bounds the CPU that watch-mode fan-out may take, as a share of one
-	// CPU (watch.Config.CPUShare); 0 means watch.DefaultCPUShare, 1 or more no bound.
+	// CPU (watch.Config.CPUShare); 0 means watch.DefaultCPUShare(), 1 or more no bound.
 	WatchCPUShare float64
 	// StatsInterval is how often _Watch nodes get their counters; 0 means
 	// engine.DefaultLayer0Interval.
@@ -355,8 +355,9 @@ const DefaultMaxInflightPublishes = rpcapi.DefaultMaxInflightPublishes
 // DefaultWatchLinger is Config.WatchLinger's default.
 const DefaultWatchLinger = rpcapi.DefaultWatchLinger
 
-// DefaultWatchCPUShare is Config.WatchCPUShare's default.
-const DefaultWatchCPUShare = watch.DefaultCPUShare
+// DefaultWatchCPUShare returns Config.WatchCPUShare's default on this machine (see
+// watch.DefaultCPUShare).
+func DefaultWatchCPUShare() float64 { return watch.DefaultCPUShare() }
 
 // DefaultWatchBufferBytes is Config.WatchBufferBytes's default.
 const DefaultWatchBufferBytes = watch.DefaultMaxBufferBytes

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -75,5 +76,20 @@ func TestFrameBudget(t *testing.T) {
 	close(done)
 	if ok := <-got; ok {
 		t.Fatal("a frame went out though its call had ended and the budget was spent")
+	}
+}
+
+// The default fan-out budget is a share of the machine, not of one CPU: 2.5 % of the
+// CPUs the process may use, so 0.05 of one CPU on two and 0.8 on thirty-two.
+func TestDefaultCPUShareFollowsTheCPUs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct {
+		procs int
+		want  float64
+	}{{1, 0.025}, {2, 0.05}, {32, 0.8}} {
+		runtime.GOMAXPROCS(tc.procs)
+		if got := DefaultCPUShare(); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("GOMAXPROCS %d: default share %g, want %g", tc.procs, got, tc.want)
+		}
 	}
 }
