@@ -275,23 +275,27 @@ func (r *Report) writeRatios(b *strings.Builder) {
 	}
 }
 
-// writeCPU writes the CPU time per message of S1's phases for the systems that run in
-// the process.
+// writeCPU writes what S1's phases cost per message (CPU time and heap allocations) for
+// the systems that run in the process.
 func (r *Report) writeCPU(b *strings.Builder) {
 	var rows [][]string
 	for _, s := range r.Systems {
 		res, ok := s.Results[S1]
-		if !ok || res.Messages == 0 || res.PublishCPU <= 0 || res.ConsumeCPU <= 0 {
+		if !ok || res.Messages == 0 || res.PublishUse == nil || res.ConsumeUse == nil {
 			continue
 		}
 		n := float64(res.Messages)
-		rows = append(rows, []string{s.Name, fmt.Sprintf("%.1f", float64(res.PublishCPU.Microseconds())/n),
-			fmt.Sprintf("%.1f", float64(res.ConsumeCPU.Microseconds())/n)})
+		cells := []string{s.Name}
+		for _, u := range []*Use{res.PublishUse, res.ConsumeUse} {
+			cells = append(cells, fmt.Sprintf("%.1f", float64(u.CPU.Microseconds())/n),
+				fmt.Sprintf("%.1f", float64(u.Allocs)/n), fmt.Sprintf("%.1f", float64(u.AllocBytes)/n/1024))
+		}
+		rows = append(rows, cells)
 	}
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\n| system (in-process: its server and the bench's clients) | S1 publish CPU µs per message | S1 consume+ack CPU µs per message |\n|---|---:|---:|\n")
+	b.WriteString("\n| system (in-process: its server and the bench's clients), per message | S1 publish CPU µs | allocations | allocated KB | S1 consume+ack CPU µs | allocations | allocated KB |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, cells := range rows {
 		row(b, cells)
 	}

@@ -16,7 +16,9 @@ func TestReport(t *testing.T) {
 	r.Systems = append(r.Systems, RunSystem(context.Background(), f, Scenarios, cfg))
 	r.Systems = append(r.Systems, System{Name: "redis", Unavailable: "dial tcp 127.0.0.1:6379: connection refused"})
 	r.Systems = append(r.Systems, System{Name: "inproc", Durability: "fsync", Results: map[string]Result{
-		S1: {Scenario: S1, Messages: 1000, PublishRate: 1, ConsumeRate: 1, PublishCPU: 30 * time.Millisecond, ConsumeCPU: 42500 * time.Microsecond},
+		S1: {Scenario: S1, Messages: 1000, PublishRate: 1, ConsumeRate: 1,
+			PublishUse: &Use{CPU: 30 * time.Millisecond, Allocs: 61000, AllocBytes: 8 << 20},
+			ConsumeUse: &Use{CPU: 42500 * time.Microsecond, Allocs: 95500, AllocBytes: 9 << 20}},
 	}})
 	r.Systems = append(r.Systems, System{Name: "bad", Durability: "none", Results: map[string]Result{
 		S1: {Scenario: S1, Err: "setup: boom"},
@@ -39,8 +41,8 @@ func TestReport(t *testing.T) {
 		"**no** (1)",
 		"- bad S1: setup: boom",
 		"- bad S3 violation: message 1 never acked",
-		"| S1 publish CPU µs per message | S1 consume+ack CPU µs per message |",
-		"| inproc | 30.0 | 42.5 |",
+		"| S1 publish CPU µs | allocations | allocated KB | S1 consume+ack CPU µs | allocations | allocated KB |",
+		"| inproc | 30.0 | 61.0 | 8.2 | 42.5 | 95.5 | 9.2 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)

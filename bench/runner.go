@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -111,11 +112,11 @@ type Result struct {
 	// Store is what the broker wrote to its store per message over the scenario, for
 	// brokers that report it (StoreMeter).
 	Store *StoreUse `json:"store,omitempty"`
-	// PublishCPU and ConsumeCPU are the process's CPU time over S1's two phases, for a
+	// PublishUse and ConsumeUse are what the process spent over S1's two phases, for a
 	// broker that runs in the process (a StoreMeter): its server and the bench's
 	// clients together.
-	PublishCPU time.Duration `json:"publish_cpu_ns,omitempty"`
-	ConsumeCPU time.Duration `json:"consume_cpu_ns,omitempty"`
+	PublishUse *Use `json:"publish_use,omitempty"`
+	ConsumeUse *Use `json:"consume_use,omitempty"`
 }
 
 // StoreMeter is a Broker that can tell what it wrote to its store: Herald in-process.
@@ -186,16 +187,35 @@ type runner struct {
 	inProcess bool // the broker runs in this process: its CPU time is the process's
 }
 
-// phaseCPU returns a function that reports the process's CPU time since phaseCPU was
-// called, or 0 when the broker does not run in the process or the system cannot tell.
-func (r *runner) phaseCPU() func() time.Duration {
+// Use is what the process spent over a phase: CPU time, and heap allocations (objects
+// and bytes, from runtime/metrics).
+type Use struct {
+	CPU        time.Duration `json:"cpu_ns"`
+	Allocs     uint64        `json:"allocs"`
+	AllocBytes uint64        `json:"alloc_bytes"`
+}
+
+var allocMetrics = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+
+func heapAllocs() (objects, bytes uint64) {
+	s := slices.Clone(allocMetrics)
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
+}
+
+// phaseUse returns a function that reports what the process has spent since phaseUse
+// was called, or nil when the broker does not run in the process or the system cannot
+// tell its CPU time.
+func (r *runner) phaseUse() func() *Use {
 	start, ok := processCPU()
-	return func() time.Duration {
+	objs, bytes := heapAllocs()
+	return func() *Use {
 		end, ok2 := processCPU()
+		objs2, bytes2 := heapAllocs()
 		if !r.inProcess || !ok || !ok2 {
-			return 0
+			return nil
 		}
-		return end - start
+		return &Use{CPU: end - start, Allocs: objs2 - objs, AllocBytes: bytes2 - bytes}
 	}
 }
 
@@ -318,9 +338,9 @@ func rate(n int, d time.Duration) float64 {
 func (r *runner) s1(ctx context.Context, res *Result) error {
 	n := r.cfg.Messages
 	res.Messages = n
-	cpu := r.phaseCPU()
+	use := r.phaseUse()
 	pt, err := r.publishAll(ctx, n)
-	res.PublishTime, res.PublishRate, res.PublishCPU = pt, rate(n, pt), cpu()
+	res.PublishTime, res.PublishRate, res.PublishUse = pt, rate(n, pt), use()
 	if err != nil {
 		return err
 	}
@@ -328,7 +348,7 @@ func (r *runner) s1(ctx context.Context, res *Result) error {
 	var acked atomic.Int64
 	complete := make(chan struct{})
 	stop := r.track("consume", n, &acked)
-	cpu = r.phaseCPU()
+	use = r.phaseUse()
 	ct, err := r.consumeUntil(ctx, complete, 0, func(ctx context.Context, m Msg) error {
 		id, _, err := ParsePayload(m.Payload())
 		if err != nil || id >= uint64(n) {
@@ -349,7 +369,7 @@ func (r *runner) s1(ctx context.Context, res *Result) error {
 		}
 		return nil
 	})
-	res.ConsumeCPU = cpu()
+	res.ConsumeUse = use()
 	stop()
 	res.ConsumeTime, res.ConsumeRate = ct, rate(int(acked.Load()), ct)
 	res.Duplicates = led.dup

@@ -173,12 +173,17 @@ func (inProcessFake) StoreCounters(bool) (uint64, uint64, uint64) { return 0, 0,
 // none for one outside it, whose server's CPU the process cannot see.
 func TestS1ProcessCPU(t *testing.T) {
 	res := Run(context.Background(), inProcessFake{newFake()}, S1, testConfig())
-	if res.Err != "" || res.PublishCPU <= 0 || res.ConsumeCPU <= 0 {
-		t.Errorf("in process: publish CPU %v, consume CPU %v (%s); want both measured", res.PublishCPU, res.ConsumeCPU, res.Err)
+	if res.Err != "" || res.PublishUse == nil || res.ConsumeUse == nil {
+		t.Fatalf("in process: publish %v, consume %v (%s); want both measured", res.PublishUse, res.ConsumeUse, res.Err)
+	}
+	for _, u := range []*Use{res.PublishUse, res.ConsumeUse} {
+		if u.CPU <= 0 || u.Allocs == 0 || u.AllocBytes < u.Allocs {
+			t.Errorf("in process: %+v; want CPU time and allocations measured", *u)
+		}
 	}
 	res = Run(context.Background(), newFake(), S1, testConfig())
-	if res.Err != "" || res.PublishCPU != 0 || res.ConsumeCPU != 0 {
-		t.Errorf("out of process: publish CPU %v, consume CPU %v (%s); want none", res.PublishCPU, res.ConsumeCPU, res.Err)
+	if res.Err != "" || res.PublishUse != nil || res.ConsumeUse != nil {
+		t.Errorf("out of process: publish %v, consume %v (%s); want none", res.PublishUse, res.ConsumeUse, res.Err)
 	}
 }
 
