@@ -38,6 +38,8 @@ type Broker interface {
 
 // Msg is one delivery. A handler settles it exactly once with Ack or Nack.
 type Msg interface {
+	// Payload is the message body. It may share memory with the client's copy of the
+	// message: read it, never change it.
 	Payload() []byte
 	// Ack settles the delivery as processed.
 	Ack(ctx context.Context) error
