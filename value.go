@@ -484,6 +484,54 @@ func DecodeValueNested(b []byte, depth int) (Value, []byte, error) {
 	return decodeValue(b, depth)
 }
 
+// DecodeInterface decodes one value as DecodeValueNested does and returns its plain
+// form (see Interface), building the plain lists and maps directly instead of a Value's
+// on the way. Clients that hand matches out as Go maps use it.
+func DecodeInterface(b []byte, depth int) (any, []byte, error) {
+	if len(b) == 0 {
+		return nil, nil, ErrCorrupt
+	}
+	k := Kind(b[0])
+	if k != KindList && k != KindMap {
+		v, rest, err := decodeValue(b, 0) // a scalar: nothing nests
+		if err != nil {
+			return nil, nil, err
+		}
+		return v.Interface(), rest, nil
+	}
+	if depth <= 0 {
+		return nil, nil, ErrCorrupt
+	}
+	n, m := binary.Uvarint(b[1:])
+	if m <= 0 || n > uint64(len(b)) {
+		return nil, nil, ErrCorrupt
+	}
+	b = b[1+m:]
+	var err error
+	if k == KindList {
+		out := make([]any, n)
+		for i := range out {
+			if out[i], b, err = DecodeInterface(b, depth-1); err != nil {
+				return nil, nil, err
+			}
+		}
+		return out, b, nil
+	}
+	out := make(map[string]any, n)
+	for range n {
+		var key string
+		var e any
+		if key, b, err = DecodeString(b); err != nil {
+			return nil, nil, err
+		}
+		if e, b, err = DecodeInterface(b, depth-1); err != nil {
+			return nil, nil, err
+		}
+		out[key] = e
+	}
+	return out, b, nil
+}
+
 // decodeValue decodes one value whose lists and maps nest at most depth deep.
 func decodeValue(b []byte, depth int) (Value, []byte, error) {
 	if len(b) == 0 {
@@ -717,6 +765,20 @@ func (a Attrs) AppendBinary(buf []byte) []byte {
 		buf = a[i].Value.AppendBinary(buf)
 	}
 	return buf
+}
+
+// EncodedLen returns the length of a's binary encoding (AppendBinary) without encoding
+// it, so that a buffer can be sized once.
+func (a Attrs) EncodedLen() int {
+	n, size := 0, 0
+	for i := range a {
+		if a[i].Value.IsNull() {
+			continue
+		}
+		n++
+		size += uvarintLen(uint64(len(a[i].Name))) + len(a[i].Name) + a[i].Value.EncodedLen()
+	}
+	return uvarintLen(uint64(n)) + size
 }
 
 // DecodeAttrs decodes an Attrs encoding from the front of b and returns the rest. Names

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -195,6 +196,12 @@ func TestSplitAttrsAndEncodedLen(t *testing.T) {
 			t.Fatalf("EncodedLen(%s) = %d, want %d", at.Name, got, want)
 		}
 	}
+	withNull := append(herald.Attrs{{Name: "a", Value: herald.Null}}, a...)
+	for _, as := range []herald.Attrs{nil, a, withNull} {
+		if got, want := as.EncodedLen(), len(as.AppendBinary(nil)); got != want {
+			t.Fatalf("Attrs.EncodedLen(%v) = %d, want %d", as.Keys(), got, want)
+		}
+	}
 	inline, big := herald.SplitAttrs(a)
 	if fmt.Sprint(inline.Keys()) != "[n s]" || fmt.Sprint(big.Keys()) != "[big l]" {
 		t.Fatalf("SplitAttrs = %v / %v", inline.Keys(), big.Keys())
@@ -240,5 +247,40 @@ func TestDecodeValueNested(t *testing.T) {
 	a := herald.Attrs{{Name: "a", Value: v}}
 	if _, _, err := herald.DecodeAttrsNested(a.AppendBinary(nil), 9); !errors.Is(err, herald.ErrCorrupt) {
 		t.Errorf("an attribute of depth 10 within 9: %v, want ErrCorrupt", err)
+	}
+}
+
+// DecodeInterface gives what decoding a Value and asking for its Interface gives, for
+// every kind and nesting, and refuses what DecodeValueNested refuses.
+func TestDecodeInterface(t *testing.T) {
+	at := time.Date(2026, 11, 26, 10, 0, 0, 5, time.UTC)
+	values := []herald.Value{
+		herald.Null, herald.Bool(true), herald.Int(-7), herald.Float(2.5), herald.String("héllo"),
+		herald.Timestamp(at), herald.Duration(1500 * time.Millisecond),
+		herald.List(), herald.Map(nil, nil),
+		herald.Map([]string{"body", "n", "l"}, []herald.Value{herald.String("x"), herald.Int(1),
+			herald.List(herald.Null, herald.Map([]string{"k"}, []herald.Value{herald.Bool(false)}))}),
+		herald.Map([]string{"k", "k"}, []herald.Value{herald.Int(1), herald.Int(2)}), // the last of a repeated key wins
+	}
+	for _, v := range values {
+		b := append(v.AppendBinary(nil), 0xAA)
+		got, rest, err := herald.DecodeInterface(b, 8)
+		if err != nil || len(rest) != 1 || rest[0] != 0xAA {
+			t.Fatalf("DecodeInterface(%v): rest %x, %v", v, rest, err)
+		}
+		want, _, _ := herald.DecodeValueNested(b, 8)
+		if !reflect.DeepEqual(got, want.Interface()) {
+			t.Errorf("DecodeInterface(%v) = %#v, want %#v", v, got, want.Interface())
+		}
+	}
+	deep := herald.List(herald.List(herald.Int(1)))
+	full := deep.AppendBinary(nil)
+	for name, b := range map[string][]byte{"too deep": full, "truncated": full[:len(full)-1], "empty": nil, "unknown kind": {0xff}} {
+		if _, _, err := herald.DecodeInterface(b, 1); !errors.Is(err, herald.ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
+		}
+		if _, _, err := herald.DecodeValueNested(b, 1); !errors.Is(err, herald.ErrCorrupt) {
+			t.Errorf("%s: DecodeValueNested err = %v, want ErrCorrupt (the two agree)", name, err)
+		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
@@ -24,7 +23,7 @@ import (
 // watch-mode event.
 type event struct {
 	Type        string
-	Match, Prev herald.Value
+	Match, Prev map[string]any // plainMap of the values sent
 	Count       int
 	DeliveryID  string
 	Attempt     int
@@ -63,7 +62,7 @@ type consumeConn struct {
 // statement (its first, empty frame), so an error in it is returned here.
 func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen) (*consumeConn, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	open.BinaryMatch = true // convert.EventValue reads either form
+	open.BinaryMatch = true // matchMap reads either form
 	call := t.rpc.Subscribe(ctx)
 	if err := call.Send(&heraldv1.SubscribeRequest{Open: open}); err != nil && !errors.Is(err, io.EOF) {
 		cancel()
@@ -95,7 +94,7 @@ func (c *consumeConn) next() (event, error) {
 		c.settled(resp.GetSettled())
 		for _, d := range resp.GetDeliveries() {
 			ev := event{Type: eventConsumed, DeliveryID: d.GetDeliveryId(), Attempt: int(d.GetAttempt()), Releases: int(d.GetReleases()), Seq: d.GetSeq(), Tick: d.GetTick()}
-			if ev.Match, err = convert.EventValue(d.GetMatchBinary(), d.GetMatch()); err != nil {
+			if ev.Match, err = matchMap(d.GetMatchBinary(), d.GetMatch()); err != nil {
 				return event{}, fmt.Errorf("client: bad delivery %s: %w", ev.DeliveryID, err)
 			}
 			if d.GetDeadline() != 0 {
@@ -316,10 +315,10 @@ func wireEvent(we *heraldv1.WatchEvent) (event, error) {
 	ev := event{Type: we.GetType(), Count: int(we.GetCount()), DeliveryID: we.GetDeliveryId(), Attempt: int(we.GetAttempt()), Releases: int(we.GetReleases()),
 		Seq: we.GetSeq(), Tick: we.GetTick(), Code: herald.Code(we.GetCode()), Message: we.GetMessage(), Last: we.GetLast()}
 	var err error
-	if ev.Match, err = convert.EventValue(we.GetMatchBinary(), we.GetMatch()); err != nil {
+	if ev.Match, err = matchMap(we.GetMatchBinary(), we.GetMatch()); err != nil {
 		return event{}, fmt.Errorf("client: bad %s event at seq %d: %w", ev.Type, ev.Seq, err)
 	}
-	if ev.Prev, err = convert.EventValue(we.GetPrevBinary(), we.GetPrev()); err != nil {
+	if ev.Prev, err = matchMap(we.GetPrevBinary(), we.GetPrev()); err != nil {
 		return event{}, fmt.Errorf("client: bad %s event at seq %d: %w", ev.Type, ev.Seq, err)
 	}
 	return ev, nil

@@ -218,6 +218,13 @@ func (p *publisher) send() {
 		p.mu.Unlock()
 		req := &heraldv1.PublishRequest{Messages: make([]*heraldv1.PublishMessage, n)}
 		var buf []byte
+		if binary {
+			size := 0
+			for _, it := range frame {
+				size += it.pub.attrs.EncodedLen()
+			}
+			buf = make([]byte, 0, size) // one array for the frame: no slice outgrows it
+		}
 		for i, it := range frame {
 			req.Messages[i], buf = it.pub.wire(first+uint64(i), binary, buf)
 		}

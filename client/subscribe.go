@@ -333,7 +333,7 @@ func (s *Subscription) received(ev event) {
 		s.log.Error("ignoring a delivery with a malformed id", "delivery_id", ev.DeliveryID)
 		return
 	}
-	m := &Message{DeliveryID: ev.DeliveryID, Attempt: ev.Attempt, Releases: ev.Releases, Seq: ev.Seq, Tick: ev.Tick, Deadline: ev.Deadline, Match: plainMap(ev.Match), sub: s}
+	m := &Message{DeliveryID: ev.DeliveryID, Attempt: ev.Attempt, Releases: ev.Releases, Seq: ev.Seq, Tick: ev.Tick, Deadline: ev.Deadline, Match: ev.Match, sub: s}
 	m.ctx, m.cancel = context.WithCancelCause(s.base)
 	s.mu.Lock()
 	defer s.mu.Unlock()

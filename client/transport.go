@@ -152,16 +152,26 @@ func decodeResponse(m *heraldv1.ExecResponse) (*Response, error) {
 // Go duration text, as the JSON API writes them.
 func plain(v herald.Value) any { return v.Interface() }
 
-// plainMap returns a match as a map: a node, an edge or a RETURN row; any other value is
-// kept under the key "value".
-func plainMap(v herald.Value) map[string]any {
-	if v.IsNull() {
+// plainMap returns a match in its plain form (see plain) as a map: a node, an edge or a
+// RETURN row; null is nil, and any other value is kept under the key "value".
+func plainMap(x any) map[string]any {
+	if x == nil {
 		return nil
 	}
-	if m, ok := v.Interface().(map[string]any); ok {
+	if m, ok := x.(map[string]any); ok {
 		return m
 	}
-	return map[string]any{"value": v.Interface()}
+	return map[string]any{"value": x}
+}
+
+// matchMap decodes a match or prev that a stream sends in either form (binary_match or
+// a wire value) into the map the client hands out.
+func matchMap(bin []byte, w *heraldv1.Value) (map[string]any, error) {
+	x, err := convert.EventPlain(bin, w)
+	if err != nil {
+		return nil, err
+	}
+	return plainMap(x), nil
 }
 
 // wireParams converts parameters to typed wire values.

@@ -377,5 +377,5 @@ func retryable(err error) bool {
 
 func decodeEvent(ev event) (Event, error) {
 	return Event{Type: ev.Type, Count: ev.Count, Seq: ev.Seq, Tick: ev.Tick, Code: ev.Code, Message: ev.Message, Last: ev.Last,
-		Match: plainMap(ev.Match), Prev: plainMap(ev.Prev)}, nil
+		Match: ev.Match, Prev: ev.Prev}, nil
 }

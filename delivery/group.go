@@ -165,6 +165,9 @@ func (s *Service) setEntryLocked(g *group, n *herald.Node, info *matchInfo) *ent
 	if e == nil {
 		e = &entry{subj: sub, grp: g, info: info, index: -1}
 		g.matches[n.ID] = e
+		if sub.entries == nil {
+			sub.entries = map[*group]*entry{} // most subjects never queue (a lazy group's cursor passes them)
+		}
 		sub.entries[g] = e
 		s.queueLocked(e)
 		return e

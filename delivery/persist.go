@@ -92,7 +92,11 @@ type recordDrop struct {
 func (d recordDrop) apply(tx *engine.SysTx) { tx.DeleteAux(stateKey(d.subject), d.once) }
 
 func (st deliveryState) encode() []byte {
-	b := []byte{stateVersion}
+	// Sized once: a version byte, four varints of at most ten bytes each, the leased
+	// flag, the handle and two length-prefixed strings.
+	size := 1 + 4*binary.MaxVarintLen64 + 1 + len(st.handle) +
+		2*binary.MaxVarintLen64 + len(st.watch) + len(st.consumer)
+	b := append(make([]byte, 0, size), stateVersion)
 	b = binary.AppendUvarint(b, uint64(st.attempts))
 	b = binary.AppendUvarint(b, uint64(st.releases))
 	b = appendTime(b, st.notBefore)

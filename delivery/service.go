@@ -479,7 +479,7 @@ func lastOfType(tx *graph.Tx, typ string) *herald.Node {
 func (s *Service) subjectLocked(n *herald.Node) *subject {
 	sub := s.subjects[n.ID]
 	if sub == nil {
-		sub = &subject{id: n.ID, typ: n.Type, created: n.Created, entries: map[*group]*entry{}}
+		sub = &subject{id: n.ID, typ: n.Type, created: n.Created}
 		s.subjects[n.ID] = sub
 	}
 	if sub.created == 0 {

@@ -73,6 +73,7 @@ type spec struct {
 	types      map[string]bool
 	proj       *graph.Projection
 	wholeNode  bool // RETURN of the bare subject: the match is the node itself
+	seedOnly   bool // every node of the subject type matches, with plain queue data
 	ctx        func() *eval.Context
 
 	ordering        string // arrival, causal, attribute
@@ -331,6 +332,7 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 			s.wholeNode = true
 		}
 	}
+	s.seedOnly = s.plan.SeedOnly() && s.keys == nil && s.fairness == nil && s.weight == nil && s.availableAt == nil
 	return s, nil
 }
 
@@ -375,6 +377,10 @@ func (s *spec) lazy() bool {
 func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, eval.Row, error) {
 	if n == nil || n.Type != s.subjectTyp {
 		return nil, nil, nil
+	}
+	if s.seedOnly {
+		// The queue shape: n is the one binding, and nothing needs evaluating.
+		return plainInfo, eval.Row{{Node: n}}, nil
 	}
 	ctx := s.ctx()
 	ctx.Node = tx.Node

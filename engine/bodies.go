@@ -33,7 +33,7 @@ func (e *Engine) externalize(n *herald.Node, seq uint64) (*herald.Node, error) {
 		}
 		big = old.Merge(big)
 	}
-	data := big.AppendBinary(nil)
+	data := big.AppendBinary(make([]byte, 0, big.EncodedLen()))
 	b := herald.NewBody(seq, big, data, e.cfg.Backend)
 	e.bodies.add(b)
 	out := *n

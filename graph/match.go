@@ -371,6 +371,17 @@ func (p *Plan) RunSeeded(tx *Tx, ctx *eval.Context, seed *herald.Node, fn func(e
 	return p.run(tx, ctx, seed, fn, nil)
 }
 
+// SeedOnly reports whether the plan binds nothing but its seed and tests nothing but
+// the seed's type: every node of that type is its one binding. Consume mode's queue
+// shape (one node type, no WHERE) is such a plan, and skips running it per message.
+func (p *Plan) SeedOnly() bool {
+	if p.seed < 0 || len(p.pre) > 0 || len(p.prebind) > 0 || p.Scope.Len() != 1 || len(p.steps) != 1 {
+		return false
+	}
+	st := &p.steps[0]
+	return st.kind == stepNode && st.access == accessBound && st.slot == p.seed && len(st.filters) == 0
+}
+
 // RunLenient is Run, except that a condition that fails to evaluate (a division by zero,
 // say) rejects only the binding at hand: bad hears of it, with the row as bound so far,
 // and the enumeration goes on. Standing queries use it, so that one bad node cannot

@@ -70,6 +70,20 @@ func EventValue(bin []byte, w *heraldv1.Value) (herald.Value, error) {
 	return v, err
 }
 
+// EventPlain returns a value that a stream sends in one of two forms, as EventValue
+// does, in its plain Go form (herald.Value.Interface).
+func EventPlain(bin []byte, w *heraldv1.Value) (any, error) {
+	if len(bin) == 0 {
+		v, err := FromWire(w)
+		return v.Interface(), err
+	}
+	x, rest, err := herald.DecodeInterface(bin, maxDepth)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("%w: %d bytes after the value", herald.ErrCorrupt, len(rest))
+	}
+	return x, err
+}
+
 // AttrsFromBinary decodes attributes sent in Herald's binary encoding
 // (PublishMessage.attrs_binary) and checks them as FromWireMap checks a map of wire
 // values: no map values, no nesting deeper than the wire allows, and, as protobuf

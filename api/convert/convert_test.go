@@ -2,6 +2,7 @@ package convert
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/herald-mq/herald"
@@ -21,6 +22,13 @@ func TestEventValue(t *testing.T) {
 		if err != nil || !got.Equal(want) {
 			t.Errorf("EventValue of %v = %v, %v; want %v", d, got, err, want)
 		}
+		plain, err := EventPlain(d.GetMatchBinary(), d.GetMatch())
+		if err != nil || !reflect.DeepEqual(plain, want.Interface()) {
+			t.Errorf("EventPlain of %v = %v, %v; want %v", d, plain, err, want.Interface())
+		}
+	}
+	if got, err := EventPlain(nil, nil); err != nil || got != nil {
+		t.Errorf("EventPlain of no match: %v, %v; want nil", got, err)
 	}
 	if got, err := EventValue(nil, nil); err != nil || !got.IsNull() {
 		t.Errorf("no match: %v, %v; want null", got, err)
@@ -33,6 +41,9 @@ func TestEventValue(t *testing.T) {
 	} {
 		if _, err := EventValue(b, nil); !errors.Is(err, herald.ErrCorrupt) {
 			t.Errorf("%s: err = %v; want ErrCorrupt", name, err)
+		}
+		if _, err := EventPlain(b, nil); !errors.Is(err, herald.ErrCorrupt) {
+			t.Errorf("%s: EventPlain err = %v; want ErrCorrupt", name, err)
 		}
 	}
 }
