@@ -94,6 +94,19 @@ func (b *Body) Attrs(id NodeID) (Attrs, error) {
 	return a, nil
 }
 
+// Attr returns the body's attribute name (null when it has none), decoding only that one.
+func (b *Body) Attr(id NodeID, name string) (Value, error) {
+	data, err := b.Encoded(id)
+	if err != nil {
+		return Null, err
+	}
+	v, err := AttrOf(data, name)
+	if err != nil {
+		return Null, &Error{Code: CodeReadFailed, Message: fmt.Sprintf("decoding attribute %s of the body of node #%s (seq %d): %v", name, id, b.Seq, err), Err: err}
+	}
+	return v, nil
+}
+
 // BodyBatchSource is a BodySource that reads many bodies in one pass. Bodies written
 // one after another lie together in the store, so reading a run of them in key order
 // costs about one read, where reading them one at a time costs one each.

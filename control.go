@@ -90,8 +90,11 @@ type controlError interface {
 // chain (outermost first, as errors.As searches) decides. For VerdictNack the delay is
 // the one given to NackAfter; otherwise it is zero.
 func VerdictOf(err error) (Verdict, time.Duration) {
+	if err == nil {
+		return VerdictNone, 0 // before c, which escapes: a handler's success allocates nothing
+	}
 	var c controlError
-	if err == nil || !errors.As(err, &c) {
+	if !errors.As(err, &c) {
 		return VerdictNone, 0
 	}
 	return c.verdict()

@@ -47,11 +47,7 @@ func (n *Node) Attr(name string) (Value, error) {
 	if n.Body == nil || !n.Body.Has(name) {
 		return Null, nil
 	}
-	a, err := n.Body.Attrs(n.ID)
-	if err != nil {
-		return Null, err
-	}
-	return a.Get(name), nil
+	return n.Body.Attr(n.ID, name)
 }
 
 // HasAttr reports whether n has the attribute name (in memory or in its body).

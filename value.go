@@ -819,6 +819,81 @@ func decodeAttrs(b []byte, depth int) (Attrs, []byte, error) {
 	return a, b, nil
 }
 
+// AttrOf returns the attribute name of an Attrs encoding (AppendBinary), or null when
+// it has none, decoding no other attribute on the way.
+func AttrOf(b []byte, name string) (Value, error) {
+	n, m := binary.Uvarint(b)
+	if m <= 0 || n > uint64(len(b)) {
+		return Null, ErrCorrupt
+	}
+	b = b[m:]
+	for range n {
+		l, m := binary.Uvarint(b)
+		if m <= 0 || uint64(len(b)-m) < l {
+			return Null, ErrCorrupt
+		}
+		k := b[m : m+int(l)]
+		b = b[m+int(l):]
+		switch {
+		case string(k) == name:
+			v, _, err := decodeValue(b, math.MaxInt)
+			return v, err
+		case string(k) > name:
+			return Null, nil // names are sorted: it is not there
+		}
+		var err error
+		if b, err = skipValue(b); err != nil {
+			return Null, err
+		}
+	}
+	return Null, nil
+}
+
+// skipValue returns what follows the value encoded at the front of b.
+func skipValue(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, ErrCorrupt
+	}
+	k, b := Kind(b[0]), b[1:]
+	switch k {
+	case KindNull:
+		return b, nil
+	case KindBool, KindInt, KindTimestamp, KindDuration:
+		if _, n := binary.Varint(b); n > 0 {
+			return b[n:], nil
+		}
+	case KindFloat:
+		if len(b) >= 8 {
+			return b[8:], nil
+		}
+	case KindString:
+		if n, m := binary.Uvarint(b); m > 0 && uint64(len(b)-m) >= n {
+			return b[m+int(n):], nil
+		}
+	case KindList, KindMap:
+		n, m := binary.Uvarint(b)
+		if m <= 0 || n > uint64(len(b)) {
+			return nil, ErrCorrupt
+		}
+		b = b[m:]
+		var err error
+		for range n {
+			if k == KindMap { // the key, a length-prefixed string
+				l, m := binary.Uvarint(b)
+				if m <= 0 || uint64(len(b)-m) < l {
+					return nil, ErrCorrupt
+				}
+				b = b[m+int(l):]
+			}
+			if b, err = skipValue(b); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	}
+	return nil, ErrCorrupt
+}
+
 // AppendString appends a length-prefixed string, the building block of the binary
 // encodings of values and of the store's records.
 func AppendString(buf []byte, s string) []byte {

@@ -284,3 +284,25 @@ func TestDecodeInterface(t *testing.T) {
 		}
 	}
 }
+
+// AttrOf reads one attribute of an encoding as decoding them all would, whatever kinds
+// come before it, and refuses bytes it cannot read.
+func TestAttrOf(t *testing.T) {
+	a := herald.AttrsOf(map[string]herald.Value{
+		"a": herald.Map([]string{"k", "l"}, []herald.Value{herald.Int(1), herald.List(herald.String("x"), herald.Null)}),
+		"b": herald.Float(1.5), "c": herald.Timestamp(time.Unix(5, 0)), "d": herald.List(),
+		"e": herald.String("hello"), "g": herald.Bool(true),
+	})
+	enc := a.AppendBinary(nil)
+	for _, name := range []string{"a", "b", "c", "d", "e", "g", "f", "z", "", "0"} {
+		got, err := herald.AttrOf(enc, name)
+		if err != nil || !got.Equal(a.Get(name)) {
+			t.Errorf("AttrOf(%q) = %v, %v; want %v", name, got, err, a.Get(name))
+		}
+	}
+	for cut := 0; cut < len(enc); cut++ {
+		if _, err := herald.AttrOf(enc[:cut], "g"); !errors.Is(err, herald.ErrCorrupt) {
+			t.Errorf("AttrOf of the first %d of %d bytes: err = %v, want ErrCorrupt", cut, len(enc), err)
+		}
+	}
+}

@@ -51,8 +51,8 @@ type consumeConn struct {
 
 	sendMu  sync.Mutex // serializes the request side
 	mu      sync.Mutex
-	waiting map[string][]func(settleOutcome) // settlements sent, by delivery id: who takes the outcome
-	pending []*heraldv1.Settlement           // settlements to send
+	waiting map[string]waiters     // settlements sent, by delivery id: who takes the outcome
+	pending []*heraldv1.Settlement // settlements to send
 	sending bool
 	ended   error // set once the stream has ended
 	wg      sync.WaitGroup
@@ -72,7 +72,7 @@ func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen)
 		cancel()
 		return nil, fromConnect(err)
 	}
-	c := &consumeConn{call: call, cancel: cancel, waiting: map[string][]func(settleOutcome){}}
+	c := &consumeConn{call: call, cancel: cancel, waiting: map[string]waiters{}}
 	// A cancelled request context does not always wake a Receive already waiting on
 	// the HTTP/2 response body; closing the response side does.
 	context.AfterFunc(ctx, func() { _ = call.CloseResponse() })
@@ -129,15 +129,15 @@ func (c *consumeConn) settled(results []*heraldv1.SettleResult) {
 	c.mu.Lock()
 	for _, r := range results {
 		id := r.GetDeliveryId()
-		ws := c.waiting[id]
-		if len(ws) == 0 {
+		ws, ok := c.waiting[id]
+		if !ok {
 			continue
 		}
-		w := ws[0]
-		if len(ws) == 1 {
+		w := ws.first
+		if len(ws.rest) == 0 {
 			delete(c.waiting, id)
 		} else {
-			c.waiting[id] = ws[1:]
+			c.waiting[id] = waiters{first: ws.rest[0], rest: ws.rest[1:]}
 		}
 		var out settleOutcome
 		switch {
@@ -155,6 +155,23 @@ func (c *consumeConn) settled(results []*heraldv1.SettleResult) {
 	for _, a := range answers {
 		a.to(a.out)
 	}
+}
+
+// waiters take the outcomes of a delivery's settlements in the order sent; the first
+// is kept apart, so the usual single settlement needs no slice.
+type waiters struct {
+	first func(settleOutcome)
+	rest  []func(settleOutcome)
+}
+
+// waitLocked queues done for the outcome of the next settlement of id answered.
+func (c *consumeConn) waitLocked(id string, done func(settleOutcome)) {
+	if ws, ok := c.waiting[id]; ok {
+		ws.rest = append(ws.rest, done) // an EXTEND, say, then the ACK
+		c.waiting[id] = ws
+		return
+	}
+	c.waiting[id] = waiters{first: done}
 }
 
 // settleOutcome is what the server said about one settlement.
@@ -186,7 +203,7 @@ func (c *consumeConn) settleAsync(s *heraldv1.Settlement, done func(settleOutcom
 		done(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v), so the server released the message", ErrLeaseExpired, err)})
 		return
 	}
-	c.waiting[s.GetDeliveryId()] = append(c.waiting[s.GetDeliveryId()], done)
+	c.waitLocked(s.GetDeliveryId(), done)
 	c.pending = append(c.pending, s)
 	if !c.sending {
 		c.sending = true
@@ -248,11 +265,11 @@ func (c *consumeConn) end(err error) {
 	}
 	c.ended = err
 	waiting := c.waiting
-	c.waiting = map[string][]func(settleOutcome){}
+	c.waiting = map[string]waiters{}
 	c.pending = nil
 	c.mu.Unlock()
 	for _, ws := range waiting {
-		for _, w := range ws {
+		for _, w := range append([]func(settleOutcome){ws.first}, ws.rest...) {
 			w(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v) before the server answered", ErrLeaseExpired, err)})
 		}
 	}

@@ -138,24 +138,26 @@ func (s *Service) prepareLocked(it Settle) (*settlement, error) {
 
 // ackLocked prepares an ACK: the subject and its delivery record go in one commit.
 func (s *Service) ackLocked(l *lease) *settlement {
-	sub := l.subj
-	drop := recordDrop{subject: sub.id, once: sub.writes == 1}
-	return &settlement{
-		l: l,
-		apply: func(tx *engine.SysTx) {
-			if tx.Node(sub.id) != nil {
-				tx.DeleteNode(sub.id)
-			}
-			drop.apply(tx)
-		},
-		after: func() error {
-			s.finishLocked(l)
-			sub.stored = false
-			s.dropSubjectLocked(sub)
-			s.count.acked.Add(1)
-			return nil
-		},
+	// The most common settlement is written without closures: see settlement.write.
+	return &settlement{l: l, ack: true, svc: s, drop: recordDrop{subject: l.subj.id, once: l.subj.writes == 1}}
+}
+
+// applyAck writes an ACK: the subject and its delivery record go.
+func (st *settlement) applyAck(tx *engine.SysTx) {
+	if id := st.l.subj.id; tx.Node(id) != nil {
+		tx.DeleteNode(id)
 	}
+	st.drop.apply(tx)
+}
+
+// afterAck applies a committed ACK to memory.
+func (st *settlement) afterAck() error {
+	s, sub := st.svc, st.l.subj
+	s.finishLocked(st.l)
+	sub.stored = false
+	s.dropSubjectLocked(sub)
+	s.count.acked.Add(1)
+	return nil
 }
 
 // nackLocked prepares a NACK: a new record with the attempt counted and the delay, or a

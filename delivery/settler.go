@@ -18,6 +18,9 @@ type settlement struct {
 	l        *lease
 	apply    func(tx *engine.SysTx) // writes its effect into the batch's transaction
 	after    func() error           // updates memory once committed, under s.mu; its error is the caller's
+	ack      bool                   // an ACK: applyAck and afterAck instead of apply and after
+	svc      *Service               // an ACK's service
+	drop     recordDrop             // an ACK's record deletion
 	deadline time.Time              // EXTEND: the new deadline
 	batch    *settleBatch           // the caller's batch
 	slot     int                    // its place in the batch
@@ -31,6 +34,24 @@ type settleBatch struct {
 	left      int
 	seq, tick uint64
 	done      func(results []SettleResult, seq, tick uint64)
+}
+
+// write writes the settlement's effect into the batch's transaction.
+func (st *settlement) write(tx *engine.SysTx) {
+	if st.ack {
+		st.applyAck(tx)
+		return
+	}
+	st.apply(tx)
+}
+
+// committed updates memory once the settlement is committed, under s.mu; its error is
+// the caller's.
+func (st *settlement) committed() error {
+	if st.ack {
+		return st.afterAck()
+	}
+	return st.after()
 }
 
 // finish records one settlement's outcome, reporting the batch when it was the last.
@@ -111,7 +132,7 @@ func (s *Service) settler() {
 func (s *Service) commitSettlements(batch []*settlement) {
 	err := s.commitAsync(func(tx *engine.SysTx) {
 		for _, st := range batch {
-			st.apply(tx)
+			st.write(tx)
 		}
 	}, func(seq, tick uint64, err error) {
 		if err != nil {
@@ -137,7 +158,7 @@ func (s *Service) settled(batch []*settlement, seq, tick uint64) {
 	errs := make([]error, len(batch))
 	s.mu.Lock()
 	for i, st := range batch {
-		errs[i] = st.after()
+		errs[i] = st.committed()
 	}
 	s.mu.Unlock()
 	for i, st := range batch {

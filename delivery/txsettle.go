@@ -46,7 +46,7 @@ func (t *txSettlement) Prepare() error {
 }
 
 // Apply writes the settlement into the committing transaction.
-func (t *txSettlement) Apply(tx *engine.SysTx) { t.st.apply(tx) }
+func (t *txSettlement) Apply(tx *engine.SysTx) { t.st.write(tx) }
 
 // Done finishes the settlement once the commit is durable, or gives the lease back
 // unsettled when the commit failed.
@@ -57,7 +57,7 @@ func (t *txSettlement) Done(err error) {
 		return
 	}
 	s.mu.Lock()
-	aerr := t.st.after()
+	aerr := t.st.committed()
 	s.mu.Unlock()
 	if aerr != nil {
 		// The transaction committed; what went wrong is the dead letter's destination

@@ -285,7 +285,6 @@ func deadKey(seq uint64, b store.BodyKey) []byte {
 	return append(k, b.Node...)
 }
 
-func auxKey(k []byte) []byte { return append([]byte{prefixAux}, k...) }
 
 // acquire takes the shared lock for one call; it fails once the store is closed.
 func (s *Store) acquire(ctx context.Context) error {
@@ -508,6 +507,7 @@ func (s *Store) prepare(ctx context.Context, batches []*store.Batch) (errs []err
 type writer struct {
 	pb  *pebble.Batch
 	buf []byte
+	key []byte // the key being written: the batch copies it, so it is reused
 }
 
 func (w *writer) changeSet(cs *herald.ChangeSet) error {
@@ -516,7 +516,8 @@ func (w *writer) changeSet(cs *herald.ChangeSet) error {
 		if c.Kind == herald.NodeChange && c.NodeAfter == nil && store.WrittenOnce(c.NodeBefore) {
 			// Written once since it was created: a single delete lets both writes vanish
 			// together in compaction (often before either reaches a table).
-			if err := w.pb.SingleDelete(nodeKey(string(c.NodeBefore.ID)), nil); err != nil {
+			w.key = append(append(w.key[:0], prefixNode), c.NodeBefore.ID...)
+			if err := w.pb.SingleDelete(w.key, nil); err != nil {
 				return err
 			}
 			continue
@@ -547,7 +548,8 @@ func (w *writer) changeSet(cs *herald.ChangeSet) error {
 
 func (w *writer) aux(ops []store.AuxOp) error {
 	for _, op := range ops {
-		k := auxKey(op.Key)
+		w.key = append(append(w.key[:0], prefixAux), op.Key...)
+		k := w.key
 		var err error
 		switch {
 		case op.Value != nil:

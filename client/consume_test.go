@@ -1,0 +1,46 @@
+package client
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+)
+
+// TestSettlementOutcomesInOrder: a delivery's settlements waiting at once (an EXTEND,
+// then the ACK) take the server's answers in the order they were sent, other deliveries'
+// answers go to theirs, and an answer nobody waits for is dropped; when the stream
+// ends, every settlement still waiting hears of it.
+func TestSettlementOutcomesInOrder(t *testing.T) {
+	c := &consumeConn{waiting: map[string]waiters{}}
+	var got []string
+	record := func(name string) func(settleOutcome) {
+		return func(out settleOutcome) {
+			if out.err != nil {
+				name += " failed"
+			}
+			got = append(got, name)
+		}
+	}
+	c.waitLocked("d1", record("extend d1"))
+	c.waitLocked("d1", record("ack d1"))
+	c.waitLocked("d2", record("ack d2"))
+	c.waitLocked("d1", record("nack d1"))
+	c.settled([]*heraldv1.SettleResult{{DeliveryId: "d1", Ok: true}, {DeliveryId: "d2", Ok: true},
+		{DeliveryId: "d3", Ok: true}, {DeliveryId: "d1", Ok: true}})
+	if want := []string{"extend d1", "ack d2", "ack d1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("answered %q, want %q", got, want)
+	}
+	got = nil
+	c.waitLocked("d4", record("ack d4"))
+	c.end(errors.New("connection reset"))
+	if len(got) != 2 || got[0] == got[1] || len(c.waiting) != 0 {
+		t.Fatalf("at the end %q answered (waiting %d); want nack d1 and ack d4 failed", got, len(c.waiting))
+	}
+	for _, g := range got {
+		if g != "nack d1 failed" && g != "ack d4 failed" {
+			t.Errorf("at the end: %q", g)
+		}
+	}
+}
