@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -439,7 +440,12 @@ func (s *Service) Redrive(ctx context.Context, letter herald.NodeID) (herald.Nod
 // newDeliveryID returns a delivery id: "d" and 128 random bits in lower-case base32. It is
 // URL-safe and can be written as a string, a $param or an `#ident` in ACK and NACK.
 func newDeliveryID() string {
-	return "d" + randBase32(16)
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	var b [1 + 26]byte // "d" and 16 bytes in unpadded base32
+	b[0] = 'd'
+	idEncoding.Encode(b[1:], raw[:])
+	return string(b[:])
 }
 
 func newNodeID(prefix string) herald.NodeID { return herald.NewID(prefix) }

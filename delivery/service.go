@@ -658,13 +658,6 @@ func randToken(n int) string {
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// randBase32 returns n random bytes in lower-case base32.
-func randBase32(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return idEncoding.EncodeToString(b)
-}
-
 // invalidDelivery is the E8004 answer.
 func invalidDelivery(id string) error {
 	return herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %q is unknown, already settled, or expired", id)

@@ -391,8 +391,9 @@ func receiveAll[Req, Res any](stream *connect.BidiStream[Req, Res], handle func(
 type subscribeWriter struct {
 	stream *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
 	c      delivery.Consumer
-	binary bool   // matches go out in their binary encoding (SubscribeOpen.binary_match)
-	buf    []byte // the binary matches of the frame being built (run's goroutine only)
+	binary bool                // matches go out in their binary encoding (SubscribeOpen.binary_match)
+	buf    []byte              // the binary matches of the frame being built (run's goroutine only)
+	slab   []heraldv1.Delivery // the deliveries of the frame being built, in one array
 
 	mu      sync.Mutex
 	results []*heraldv1.SettleResult // settlement outcomes waiting to go out
@@ -404,9 +405,11 @@ func (w *subscribeWriter) send(r *heraldv1.SubscribeResponse) error { return w.s
 // settled queues the outcomes of a batch of settlements; it never blocks (it runs on the
 // consume engine's completer).
 func (w *subscribeWriter) settled(items []delivery.Settle, results []delivery.SettleResult) {
+	slab := make([]heraldv1.SettleResult, len(results)) // one allocation for the batch
 	w.mu.Lock()
 	for i, r := range results {
-		res := &heraldv1.SettleResult{DeliveryId: items[i].DeliveryID, Ok: r.Err == nil}
+		res := &slab[i]
+		res.DeliveryId, res.Ok = items[i].DeliveryID, r.Err == nil
 		if r.Err != nil {
 			res.Error = errorDetail(r.Err)
 		} else if !r.Deadline.IsZero() {
@@ -427,8 +430,9 @@ func (w *subscribeWriter) run(ctx context.Context) error {
 	for {
 		frame := &heraldv1.SubscribeResponse{}
 		// Send marshals the frame before it returns, so the next frame can reuse the
-		// buffer its matches were encoded in.
-		w.buf = w.buf[:0]
+		// buffer its matches were encoded in. Its deliveries get an array of their own
+		// (sized by what is waiting): a frame's messages are never reused.
+		w.buf, w.slab = w.buf[:0], nil
 		var end error
 		select {
 		case <-ctx.Done():
@@ -442,6 +446,7 @@ func (w *subscribeWriter) run(ctx context.Context) error {
 				}
 				return nil
 			}
+			w.slab = make([]heraldv1.Delivery, 0, min(len(events)+1, maxEventsPerFrame))
 			end = w.add(frame, ev)
 			for more := end == nil && len(frame.Deliveries) < maxEventsPerFrame; more; {
 				select {
@@ -473,7 +478,8 @@ func (w *subscribeWriter) run(ctx context.Context) error {
 func (w *subscribeWriter) add(frame *heraldv1.SubscribeResponse, ev herald.Event) error {
 	switch ev.Type {
 	case herald.EventConsumed:
-		d := &heraldv1.Delivery{DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Releases: int32(min(ev.Releases, 1<<31-1)), Seq: ev.Seq, Tick: ev.Tick}
+		w.slab = append(w.slab, heraldv1.Delivery{DeliveryId: ev.DeliveryID, Attempt: int32(ev.Attempt), Releases: int32(min(ev.Releases, 1<<31-1)), Seq: ev.Seq, Tick: ev.Tick})
+		d := &w.slab[len(w.slab)-1]
 		if w.binary {
 			start := len(w.buf)
 			w.buf = ev.Match.AppendBinary(w.buf)
