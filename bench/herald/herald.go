@@ -207,6 +207,11 @@ func (m msg) queue(ctx context.Context, f *client.SettleFuture) error {
 	m.pending.Add(1)
 	select {
 	case m.check <- f:
+		return nil // the usual case, without making ctx's Done channel
+	default:
+	}
+	select {
+	case m.check <- f:
 		return nil
 	case <-ctx.Done():
 		m.pending.Add(-1)
