@@ -285,7 +285,6 @@ func deadKey(seq uint64, b store.BodyKey) []byte {
 	return append(k, b.Node...)
 }
 
-
 // acquire takes the shared lock for one call; it fails once the store is closed.
 func (s *Store) acquire(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
