@@ -14,6 +14,9 @@ const idAlphabet = "234567abcdefghijklmnopqrstuvwxyz"
 
 var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 
+// idLen is the length of an id after its prefix: 13 bytes in unpadded base32.
+const idLen = (13*8 + 4) / 5
+
 // lastID is the time-ordered part of the last generated id: Unix milliseconds shifted
 // left 16 bits, plus a counter for ids made in the same millisecond.
 var lastID atomic.Uint64
@@ -35,5 +38,11 @@ func NewID(prefix string) NodeID {
 	var b [13]byte
 	binary.BigEndian.PutUint64(b[:8], v)
 	_, _ = rand.Read(b[8:])
+	var out [64]byte // on the stack: the id is one allocation, its string
+	if n := len(prefix) + idLen; n <= len(out) {
+		copy(out[:], prefix)
+		idEncoding.Encode(out[len(prefix):n], b[:])
+		return NodeID(out[:n])
+	}
 	return NodeID(prefix + idEncoding.EncodeToString(b[:]))
 }

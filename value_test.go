@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,6 +304,16 @@ func TestAttrOf(t *testing.T) {
 	for cut := 0; cut < len(enc); cut++ {
 		if _, err := herald.AttrOf(enc[:cut], "g"); !errors.Is(err, herald.ErrCorrupt) {
 			t.Errorf("AttrOf of the first %d of %d bytes: err = %v, want ErrCorrupt", cut, len(enc), err)
+		}
+	}
+}
+
+// An id is its prefix and 21 base32 characters, whatever the prefix's length.
+func TestNewIDForm(t *testing.T) {
+	for _, prefix := range []string{"", "n", strings.Repeat("p", 43), strings.Repeat("q", 44)} {
+		id := string(herald.NewID(prefix))
+		if len(id) != len(prefix)+21 || !strings.HasPrefix(id, prefix) || strings.Trim(id[len(prefix):], "abcdefghijklmnopqrstuvwxyz234567") != "" {
+			t.Errorf("NewID(%q) = %q", prefix, id)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -102,22 +103,23 @@ func newPublication(typ string, attrs map[string]any, id string) (publication, e
 	if id != "" && !isIdent(id) {
 		return publication{}, fmt.Errorf("client: publish: id %q must be letters, digits and _", id)
 	}
-	// In name order, so that of several bad attributes the same one is reported.
-	names := make([]string, 0, len(attrs))
-	for name := range attrs {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+	// In name order, so that of several bad attributes the same one is reported: the
+	// names are sorted first, then the values converted in place.
 	pub := publication{typ: typ, id: id, attrs: make(herald.Attrs, 0, len(attrs))}
-	for _, name := range names {
-		if !isIdent(name) {
-			return publication{}, fmt.Errorf("client: publish: attribute %q is not an identifier", name)
+	for name := range attrs {
+		pub.attrs = append(pub.attrs, herald.Attr{Name: name})
+	}
+	slices.SortFunc(pub.attrs, func(a, b herald.Attr) int { return strings.Compare(a.Name, b.Name) })
+	for i := range pub.attrs {
+		a := &pub.attrs[i]
+		if !isIdent(a.Name) {
+			return publication{}, fmt.Errorf("client: publish: attribute %q is not an identifier", a.Name)
 		}
-		v, err := herald.ValueOf(attrs[name])
+		v, err := herald.ValueOf(attrs[a.Name])
 		if err != nil {
-			return publication{}, fmt.Errorf("client: publish: attribute %s: %w", name, err)
+			return publication{}, fmt.Errorf("client: publish: attribute %s: %w", a.Name, err)
 		}
-		pub.attrs = append(pub.attrs, herald.Attr{Name: name, Value: v})
+		a.Value = v
 		pub.hasNull = pub.hasNull || v.IsNull()
 	}
 	return pub, nil
@@ -142,7 +144,7 @@ func (pub publication) wire(ref uint64, binary bool, buf []byte) (*heraldv1.Publ
 
 type pubItem struct {
 	pub publication
-	fut *PublishFuture
+	fut PublishFuture // one allocation with the item
 }
 
 // pubStream is one open Publish call.
@@ -169,7 +171,7 @@ type publisher struct {
 }
 
 func (p *publisher) submit(pub publication) *PublishFuture {
-	it := &pubItem{pub: pub, fut: &PublishFuture{done: make(chan struct{})}}
+	it := &pubItem{pub: pub, fut: PublishFuture{done: make(chan struct{})}}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -182,7 +184,7 @@ func (p *publisher) submit(pub publication) *PublishFuture {
 		go p.send()
 	}
 	p.mu.Unlock()
-	return it.fut
+	return &it.fut
 }
 
 // send writes frames of what is queued until the queue is empty.
@@ -261,7 +263,13 @@ func (p *publisher) receive(st *pubStream) {
 		binary := st.call.ResponseHeader().Get(convert.HeaderBinaryAttrs) == "1"
 		p.mu.Lock()
 		st.binary = binary
-		var done []func()
+		type outcome struct {
+			it  *pubItem
+			id  string
+			seq uint64
+			err error
+		}
+		done := make([]outcome, 0, len(resp.GetAcks()))
 		for _, a := range resp.GetAcks() {
 			it := st.inflight[a.GetRef()]
 			if it == nil {
@@ -269,16 +277,14 @@ func (p *publisher) receive(st *pubStream) {
 			}
 			delete(st.inflight, a.GetRef())
 			if e := a.GetError(); e != nil {
-				err := detailError(e)
-				done = append(done, func() { it.fut.finish("", 0, err) })
+				done = append(done, outcome{it: it, err: detailError(e)})
 				continue
 			}
-			id, seq := a.GetId(), a.GetSeq()
-			done = append(done, func() { it.fut.finish(id, seq, nil) })
+			done = append(done, outcome{it: it, id: a.GetId(), seq: a.GetSeq()})
 		}
 		p.mu.Unlock()
-		for _, f := range done {
-			f()
+		for _, o := range done {
+			o.it.fut.finish(o.id, o.seq, o.err)
 		}
 	}
 }

@@ -156,7 +156,7 @@ func (x *execution) spawn(s *ast.SpawnStmt, scope *eval.Scope, row eval.Row) (ev
 	}
 	// The body is evaluated after the type and id checks, as the statement reads.
 	body := func() (attrMap, error) { return x.evalBody(s.Body, scope, row) }
-	n, err := x.create(s.Type.Name, id, body, s.Type, idNode, s)
+	n, err := x.create(s.Type.Name, id, nil, body, s.Type, idNode, s)
 	if err != nil {
 		return nil, err
 	}
@@ -172,9 +172,10 @@ func (x *execution) spawn(s *ast.SpawnStmt, scope *eval.Scope, row eval.Row) (ev
 }
 
 // create puts a new node of type typ into the transaction: with id, or a generated one
-// when id is empty, and the attributes body returns, checked against the type's
-// declaration. The nodes name where errors point.
-func (x *execution) create(typ string, id herald.NodeID, body func() (attrMap, error), typeNode, idNode, stmt ast.Node) (*herald.Node, error) {
+// when id is empty, and the attributes body returns (or attrs, when body is nil),
+// checked against the type's declaration, which may change the map. The nodes name
+// where errors point.
+func (x *execution) create(typ string, id herald.NodeID, attrs attrMap, body func() (attrMap, error), typeNode, idNode, stmt ast.Node) (*herald.Node, error) {
 	if err := x.writable(typ, typeNode); err != nil {
 		return nil, err
 	}
@@ -192,9 +193,14 @@ func (x *execution) create(typ string, id herald.NodeID, body func() (attrMap, e
 	} else {
 		id = newNodeID()
 	}
-	attrs, err := body()
-	if err != nil {
-		return nil, err
+	if body != nil {
+		var err error
+		if attrs, err = body(); err != nil {
+			return nil, err
+		}
+	}
+	if attrs == nil {
+		attrs = attrMap{} // defaults may be added
 	}
 	if err := x.checkAttrs(decl, attrs, true, stmt); err != nil {
 		return nil, err

@@ -124,8 +124,11 @@ func (e *Engine) ExecPrepared(ctx context.Context, sessionID string, p *Prepared
 // Publication is one node to create by Publish: a SPAWN of Type with Attrs, under ID
 // when it is set.
 type Publication struct {
-	ID    herald.NodeID
-	Type  string
+	ID   herald.NodeID
+	Type string
+	// Attrs passes to the engine, which may change it (dropping nulls, converting
+	// values to their declared types, adding defaults): the caller must not use it
+	// afterwards.
 	Attrs map[string]herald.Value
 }
 
@@ -206,11 +209,9 @@ func (e *Engine) publishLocked(sess *Session, p *herald.Principal, msgs []Public
 		var kept []int
 		for _, i := range idx {
 			m := msgs[i]
-			attrs := make(attrMap, len(m.Attrs))
-			for k, v := range m.Attrs {
-				attrs[k] = v
-			}
-			n, err := x.create(m.Type, m.ID, func() (attrMap, error) { return attrs, nil }, noNode{}, noNode{}, noNode{})
+			// The map is the engine's (see Publication); checking it again in a retry
+			// finds it as the first check left it, which passes the same way.
+			n, err := x.create(m.Type, m.ID, m.Attrs, nil, noNode{}, noNode{}, noNode{})
 			if err != nil {
 				out[i] = Published{Err: err}
 				continue

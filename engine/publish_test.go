@@ -59,6 +59,18 @@ func TestPublish(t *testing.T) {
 	if err != nil || out[0].Err != nil || herald.CodeOf(out[1].Err) != herald.CodeConstraint || out[2].Err != nil {
 		t.Fatalf("publish with a constraint violation: %+v %v", out, err)
 	}
+
+	// A publication without attributes still gets the declared defaults; one with a
+	// null drops it.
+	exec1(t, e, `node Note { kind: String = "plain", tag: String? }`, nil)
+	out, err = e.Publish(ctx, "", []engine.Publication{{Type: "Note"}, {Type: "Note", Attrs: map[string]herald.Value{"tag": herald.Null}}})
+	if err != nil || out[0].Err != nil || out[1].Err != nil {
+		t.Fatalf("publish of notes: %+v %v", out, err)
+	}
+	res = exec1(t, e, `MATCH n: Note RETURN n.kind, n.tag`, nil)
+	if len(res.Rows) != 2 || res.Rows[0][0].AsString() != "plain" || !res.Rows[1][1].IsNull() {
+		t.Fatalf("notes: %v", res.Rows)
+	}
 }
 
 func TestPrepared(t *testing.T) {

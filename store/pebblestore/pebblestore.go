@@ -264,22 +264,23 @@ func get(r getter, key []byte, fn func([]byte) error) (found bool, err error) {
 	return true, fn(b)
 }
 
-func typeKey(name string) []byte { return append([]byte{prefixType}, name...) }
-func nodeKey(id string) []byte   { return append([]byte{prefixNode}, id...) }
-func edgeKey(key string) []byte  { return append([]byte{prefixEdge}, key...) }
+func nodeKey(id string) []byte  { return append([]byte{prefixNode}, id...) }
+func edgeKey(key string) []byte { return append([]byte{prefixEdge}, key...) }
 
 func logKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{prefixLog}, seq)
 }
 
 func bodyKey(id herald.NodeID, seq uint64) []byte {
-	k := make([]byte, 0, 2+len(id)+8)
+	return appendBodyKey(make([]byte, 0, 2+len(id)+8), id, seq)
+}
+
+func appendBodyKey(k []byte, id herald.NodeID, seq uint64) []byte {
 	k = append(append(append(k, prefixBody), id...), 0)
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
-func deadKey(seq uint64, b store.BodyKey) []byte {
-	k := make([]byte, 0, 17+len(b.Node))
+func appendDeadKey(k []byte, seq uint64, b store.BodyKey) []byte {
 	k = binary.BigEndian.AppendUint64(append(k, prefixDead), seq)
 	k = binary.BigEndian.AppendUint64(k, b.Seq)
 	return append(k, b.Node...)
@@ -504,12 +505,15 @@ func (s *Store) prepare(ctx context.Context, batches []*store.Batch) (errs []err
 
 // writer turns change sets and auxiliary records into the writes of one pebble batch.
 type writer struct {
-	pb  *pebble.Batch
-	buf []byte
-	key []byte // the key being written: the batch copies it, so it is reused
+	pb   *pebble.Batch
+	buf  []byte
+	key  []byte // the key being written: the batch copies it, so it is reused
+	val  []byte // the value being written, reused likewise
+	rest []herald.Change
 }
 
 func (w *writer) changeSet(cs *herald.ChangeSet) error {
+	w.rest = w.rest[:0]
 	for i := range cs.Changes {
 		c := &cs.Changes[i]
 		if c.Kind == herald.NodeChange && c.NodeAfter == nil && store.WrittenOnce(c.NodeBefore) {
@@ -521,28 +525,58 @@ func (w *writer) changeSet(cs *herald.ChangeSet) error {
 			}
 			continue
 		}
-		for _, m := range store.Mutations(&herald.ChangeSet{Changes: cs.Changes[i : i+1]}) {
-			if err := write(w.pb, m); err != nil {
+		w.rest = append(w.rest, *c) // a change set names each entity once: order does not matter
+	}
+	if len(w.rest) > 0 {
+		for _, m := range store.Mutations(&herald.ChangeSet{Changes: w.rest}) {
+			if err := w.write(m); err != nil {
 				return err
 			}
 		}
+		clear(w.rest) // let the nodes go
 	}
 	for _, n := range store.NewBodies(cs) {
 		data, ok := n.Body.Data()
 		if !ok {
 			return fmt.Errorf("pebblestore: the new body of node %s (seq %d) is not in memory", n.ID, cs.Seq)
 		}
-		if err := w.pb.Set(bodyKey(n.ID, n.Body.Seq), data, nil); err != nil {
+		w.key = appendBodyKey(w.key[:0], n.ID, n.Body.Seq)
+		if err := w.pb.Set(w.key, data, nil); err != nil {
 			return err
 		}
 	}
 	for _, b := range store.DeadBodies(cs) {
-		if err := w.pb.Set(deadKey(cs.Seq, b), nil, nil); err != nil {
+		w.key = appendDeadKey(w.key[:0], cs.Seq, b)
+		if err := w.pb.Set(w.key, nil, nil); err != nil {
 			return err
 		}
 	}
 	w.buf = store.AppendChangeSet(w.buf[:0], cs)
-	return w.pb.Set(logKey(cs.Seq), w.buf, nil)
+	w.key = binary.BigEndian.AppendUint64(append(w.key[:0], prefixLog), cs.Seq)
+	return w.pb.Set(w.key, w.buf, nil)
+}
+
+// write writes one mutation, through the writer's reused key and value buffers.
+func (w *writer) write(m store.Mutation) error {
+	switch m.Kind {
+	case herald.NodeChange:
+		w.key = append(append(w.key[:0], prefixNode), m.Key...)
+	case herald.EdgeChange:
+		w.key = append(append(w.key[:0], prefixEdge), m.Key...)
+	case herald.TypeChange:
+		w.key = append(append(w.key[:0], prefixType), m.Key...)
+	}
+	switch {
+	case m.Node != nil:
+		w.val = store.AppendNode(w.val[:0], m.Node)
+	case m.Edge != nil:
+		w.val = store.AppendEdge(w.val[:0], m.Edge)
+	case m.Type != nil:
+		w.val = store.AppendTypeDecl(w.val[:0], m.Type)
+	default:
+		return w.pb.Delete(w.key, nil)
+	}
+	return w.pb.Set(w.key, w.val, nil)
 }
 
 func (w *writer) aux(ops []store.AuxOp) error {
@@ -601,27 +635,6 @@ func holds(r getter, expect []store.Precondition) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-func write(pb *pebble.Batch, m store.Mutation) error {
-	var key []byte
-	switch m.Kind {
-	case herald.NodeChange:
-		key = nodeKey(m.Key)
-	case herald.EdgeChange:
-		key = edgeKey(m.Key)
-	case herald.TypeChange:
-		key = typeKey(m.Key)
-	}
-	switch {
-	case m.Node != nil:
-		return pb.Set(key, store.AppendNode(nil, m.Node), nil)
-	case m.Edge != nil:
-		return pb.Set(key, store.AppendEdge(nil, m.Edge), nil)
-	case m.Type != nil:
-		return pb.Set(key, store.AppendTypeDecl(nil, m.Type), nil)
-	}
-	return pb.Delete(key, nil)
 }
 
 // Changes returns up to limit change sets after the given position, read from one
