@@ -246,6 +246,7 @@ func (s *Service) nextWake() time.Time {
 // write applies a round's work in a system transaction. It reads only what runOnce
 // copied under the lock.
 func (s *Service) write(tx *engine.SysTx, w *work, now time.Time) {
+	tx.GrowAux(len(w.drops) + len(w.states))
 	for i, lt := range w.letters {
 		if _, failed, err := s.deadLetter(tx, lt.drop, lt.watch, lt.dest, lt.reason, lt.attempts, lt.match, now); err != nil {
 			w.letters[i].kept = true

@@ -131,6 +131,7 @@ func (s *Service) settler() {
 // completer applies each settlement to memory and answers it.
 func (s *Service) commitSettlements(batch []*settlement) {
 	err := s.commitAsync(func(tx *engine.SysTx) {
+		tx.GrowAux(len(batch)) // an ACK or NACK writes or deletes one record
 		for _, st := range batch {
 			st.write(tx)
 		}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/herald-mq/herald"
@@ -88,6 +89,10 @@ type SysTx struct {
 func (t *SysTx) PutAux(key, value []byte) {
 	t.aux = append(t.aux, store.AuxOp{Key: key, Value: value})
 }
+
+// GrowAux makes room for n more auxiliary writes, for a caller that knows how many it
+// will make.
+func (t *SysTx) GrowAux(n int) { t.aux = slices.Grow(t.aux, n) }
 
 // DeleteAux deletes the auxiliary record key. once says it was written exactly once.
 func (t *SysTx) DeleteAux(key []byte, once bool) {
