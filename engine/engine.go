@@ -40,6 +40,7 @@ type Engine struct {
 	snapMu            sync.Mutex
 	snap              *graph.Graph
 	snapSeq, snapTick uint64
+	snapshots         atomic.Uint64 // snapshots taken (herald_graph_snapshots_total)
 	recent            recent // the newest change sets, for ViewSince
 	bodies            bodyCache
 	// appliedListeners hear of each commit as it is applied (ListenApplied).
@@ -220,6 +221,7 @@ func (e *Engine) snapshot() (*graph.Graph, uint64, uint64) {
 		// Snapshot changes only the trees' copy-on-write marks, which readers of g
 		// (holding mu shared, as here) never look at; writers are shut out by mu.
 		e.snap, e.snapSeq, e.snapTick = e.g.Snapshot(), e.seq, e.tick
+		e.snapshots.Add(1)
 	}
 	return e.snap, e.snapSeq, e.snapTick
 }

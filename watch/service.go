@@ -990,16 +990,17 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 // initial events when the loop starts.
 func (w *watcher) snapshot(send bool) error {
 	var rows map[string]row
-	err := w.svc.eng.ViewSnapshot(func(tx *graph.Tx, seq, tick uint64) error {
+	if !send {
+		// Only the position (initial: none, or a window). A snapshot of the graph would
+		// make the next commit copy the tree nodes it changes, which is most of what
+		// opening such a watch would cost.
+		w.cursor, w.tick = w.svc.eng.Position()
+	} else if err := w.svc.eng.ViewSnapshot(func(tx *graph.Tx, seq, tick uint64) error {
 		w.cursor, w.tick = seq, tick
-		if !send {
-			return nil // only the position: initial: none, or a window
-		}
 		var err error
 		rows, err = w.sp.matches(tx, time.Time{})
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	// The snapshot may include commits that are still syncing: show them only once durable.
