@@ -41,7 +41,7 @@ type Engine struct {
 	snap              *graph.Graph
 	snapSeq, snapTick uint64
 	snapshots         atomic.Uint64 // snapshots taken (herald_graph_snapshots_total)
-	recent            recent // the newest change sets, for ViewSince
+	recent            recent        // the newest change sets, for ViewSince
 	bodies            bodyCache
 	// appliedListeners hear of each commit as it is applied (ListenApplied).
 	appliedListeners listeners
