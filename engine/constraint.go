@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -353,7 +354,6 @@ func (cs *constraints) verify(tx *graph.Tx, changes []herald.Change, now func() 
 // run checks the bindings of ch (seeded on seed, or all of them when seed is nil).
 func (c *constraint) run(tx *graph.Tx, ctx *eval.Context, ch check, seed *herald.Node) error {
 	var broken error
-	errStop := fmt.Errorf("stop")
 	_, err := ch.plan.RunSeeded(tx, ctx, seed, func(r eval.Row) error {
 		v, err := ch.cond(ctx, r)
 		if err == nil && v.Kind() == herald.KindBool && v.AsBool() {
@@ -370,6 +370,9 @@ func (c *constraint) run(tx *graph.Tx, ctx *eval.Context, ch check, seed *herald
 	}
 	return nil
 }
+
+// errStop ends a constraint's enumeration at its first broken binding.
+var errStop = errors.New("stop")
 
 // violation describes a binding that breaks c.
 func (c *constraint) violation(scope *eval.Scope, r eval.Row, v herald.Value, err error) error {
