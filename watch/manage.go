@@ -45,33 +45,42 @@ func (w *watcher) saveNode(ctx context.Context, status string) {
 	w.statMu.Lock()
 	delivered, last := w.delivered, w.lastAt
 	w.statMu.Unlock()
-	attrs := map[string]herald.Value{
-		"pattern":          herald.String(sp.text),
-		"mode":             herald.String("watch"),
-		"status":           herald.String(status),
-		"ordering":         herald.String(sp.ordering()),
-		"delivery":         herald.String(map[bool]string{true: "reliable", false: "best_effort"}[sp.reliable]),
-		"visibility":       herald.String("committed"),
-		"buffer_size":      herald.Int(int64(sp.buffer)),
-		"on_full":          herald.String(sp.onFull),
-		"events_delivered": herald.Int(int64(delivered)),
-		"events_pending":   herald.Int(int64(len(w.events)) + w.queued.Load()),
-		"position":         herald.Int(int64(w.position())),
-	}
-	if w.handle != "" {
-		attrs["handle"] = herald.String(w.handle)
-	}
-	if !last.IsZero() {
-		attrs["last_event_at"] = herald.Timestamp(last)
+	delivery := "best_effort"
+	if sp.reliable {
+		delivery = "reliable"
 	}
 	_, _, err := w.svc.eng.System(ctx, func(tx *engine.SysTx) error {
 		id := w.nodeID()
+		created := herald.Timestamp(now)
 		if old := tx.Node(id); old != nil {
-			attrs["created_at"] = old.Attrs.Get("created_at")
-		} else {
-			attrs["created_at"] = herald.Timestamp(now)
+			created = old.Attrs.Get("created_at")
 		}
-		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: herald.AttrsOf(attrs)})
+		// Built in name order (what AttrsOf would sort a map into), without a map.
+		attrs := make(herald.Attrs, 0, 14)
+		add := func(name string, v herald.Value) {
+			if !v.IsNull() {
+				attrs = append(attrs, herald.Attr{Name: name, Value: v})
+			}
+		}
+		add("buffer_size", herald.Int(int64(sp.buffer)))
+		add("created_at", created)
+		add("delivery", herald.String(delivery))
+		add("events_delivered", herald.Int(int64(delivered)))
+		add("events_pending", herald.Int(int64(len(w.events))+w.queued.Load()))
+		if w.handle != "" {
+			add("handle", herald.String(w.handle))
+		}
+		if !last.IsZero() {
+			add("last_event_at", herald.Timestamp(last))
+		}
+		add("mode", herald.String("watch"))
+		add("on_full", herald.String(sp.onFull))
+		add("ordering", herald.String(sp.ordering()))
+		add("pattern", herald.String(sp.text))
+		add("position", herald.Int(int64(w.position())))
+		add("status", herald.String(status))
+		add("visibility", herald.String("committed"))
+		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: attrs})
 		w.link.Do(func() { w.slot.LinkIn(tx, id) })
 		return nil
 	})

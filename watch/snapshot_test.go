@@ -2,9 +2,11 @@ package watch_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/graph"
 )
 
 // graphSnapshots reads herald_graph_snapshots_total.
@@ -44,5 +46,33 @@ func TestOpenWithoutInitialTakesNoSnapshot(t *testing.T) {
 	defer st.Close()
 	if got := graphSnapshots(t, h.eng) - before; got == 0 {
 		t.Error("opening a watch with initial: full took no snapshot; the test cannot see snapshots")
+	}
+}
+
+// TestWatchNodeAttributes: a stream's _Watch node carries its attributes in name order
+// (the graph's lookups by name rely on it) and every one of them.
+func TestWatchNodeAttributes(t *testing.T) {
+	h := newHarness(t)
+	st, err := h.svc.Open(context.Background(), "", `jobs = WATCH t: Task [initial: none] RETURN t`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var names []string
+	err = h.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+		for _, id := range tx.NodesOfType("_Watch") {
+			for _, a := range tx.Node(id).Attrs {
+				names = append(names, a.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"buffer_size", "created_at", "delivery", "events_delivered", "events_pending", "handle",
+		"mode", "on_full", "ordering", "pattern", "position", "status", "visibility"}
+	if !slices.Equal(names, want) {
+		t.Errorf("_Watch attributes %q, want %q", names, want)
 	}
 }
