@@ -56,7 +56,14 @@ func (w *watcher) saveNode(ctx context.Context, status string) {
 			created = old.Attrs.Get("created_at")
 		}
 		// Built in name order (what AttrsOf would sort a map into), without a map.
-		attrs := make(herald.Attrs, 0, 14)
+		n := 12 // the attributes every stream has; the node keeps this array
+		if w.handle != "" {
+			n++
+		}
+		if !last.IsZero() {
+			n++
+		}
+		attrs := make(herald.Attrs, 0, n)
 		add := func(name string, v herald.Value) {
 			if !v.IsNull() {
 				attrs = append(attrs, herald.Attr{Name: name, Value: v})
