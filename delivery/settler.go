@@ -132,6 +132,7 @@ func (s *Service) settler() {
 func (s *Service) commitSettlements(batch []*settlement) {
 	err := s.commitAsync(func(tx *engine.SysTx) {
 		tx.GrowAux(len(batch)) // an ACK or NACK writes or deletes one record
+		tx.Reserve(len(batch)) // an ACK deletes its node
 		for _, st := range batch {
 			st.write(tx)
 		}

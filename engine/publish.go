@@ -206,6 +206,7 @@ func (e *Engine) publishLocked(sess *Session, p *herald.Principal, msgs []Public
 	// try commits the publications idx together; those it commits get its position.
 	try := func(idx []int) error {
 		x := &execution{e: e, sess: sess, tx: e.g.Begin(), pos: &pos, principal: p}
+		x.tx.Reserve(len(idx))
 		var kept []int
 		for _, i := range idx {
 			m := msgs[i]

@@ -57,3 +57,29 @@ func TestSeedOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnlyTx: a transaction that only reads makes none of its maps (most
+// transactions are reads: every round of the consume dispatcher, every MATCH), and one
+// that writes after Reserve behaves as any other.
+func TestReadOnlyTx(t *testing.T) {
+	g := New()
+	tx := g.Begin()
+	tx.PutNode(testNode("a", "Msg"))
+	g.Apply(&herald.ChangeSet{Seq: 1, Changes: tx.Changes()})
+	allocs := testing.AllocsPerRun(100, func() {
+		tx := g.Begin()
+		if tx.Node("a") == nil || tx.Node("b") != nil || len(tx.NodesOfType("Msg")) != 1 {
+			t.Fatal("read view")
+		}
+	})
+	if allocs > 2 {
+		t.Errorf("a read-only transaction made %v allocations, want at most 2 (itself, the type's id list)", allocs)
+	}
+	w := g.Begin()
+	w.Reserve(2)
+	w.PutNode(testNode("b", "Msg"))
+	w.DeleteNode("a")
+	if w.Node("a") != nil || w.Node("b") == nil || len(w.Changes()) != 2 {
+		t.Errorf("writes after Reserve: a=%v b=%v changes=%d", w.Node("a"), w.Node("b"), len(w.Changes()))
+	}
+}

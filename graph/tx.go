@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/google/btree"
@@ -38,16 +39,17 @@ type Tx struct {
 }
 
 // Begin starts a transaction over g.
-func (g *Graph) Begin() *Tx {
-	return &Tx{
-		g:     g,
-		nodes: map[herald.NodeID]*herald.Node{},
-		edges: map[herald.EdgeKey]*herald.Edge{},
-		types: map[string]*herald.TypeDecl{},
-		nseen: map[herald.NodeID]uint64{},
-		eseen: map[herald.EdgeKey]uint64{},
-		tseen: map[string]*herald.TypeDecl{},
+// Its maps are made by the first write of their kind: most transactions only read.
+func (g *Graph) Begin() *Tx { return &Tx{g: g} }
+
+// Reserve makes room for n node writes, for a writer that knows how many it will make
+// (a batch of publications or settlements), so the maps are not grown step by step.
+func (tx *Tx) Reserve(n int) {
+	if tx.nseen == nil && tx.nodes == nil {
+		tx.nseen = make(map[herald.NodeID]uint64, n)
+		tx.nodes = make(map[herald.NodeID]*herald.Node, n)
 	}
+	tx.order = slices.Grow(tx.order, n)
 }
 
 // Rebase moves the transaction onto g, a later state of the graph it began on, before
@@ -230,6 +232,12 @@ func (tx *Tx) mergeEdges(base []herald.EdgeKey, keep func(*herald.Edge) bool) []
 }
 
 func (tx *Tx) touchNode(id herald.NodeID) {
+	if tx.nseen == nil {
+		tx.nseen = map[herald.NodeID]uint64{}
+		if tx.nodes == nil {
+			tx.nodes = map[herald.NodeID]*herald.Node{}
+		}
+	}
 	if _, ok := tx.nseen[id]; !ok {
 		var ver uint64
 		if n := tx.g.Node(id); n != nil {
@@ -241,6 +249,12 @@ func (tx *Tx) touchNode(id herald.NodeID) {
 }
 
 func (tx *Tx) touchEdge(k herald.EdgeKey) {
+	if tx.eseen == nil {
+		tx.eseen = map[herald.EdgeKey]uint64{}
+		if tx.edges == nil {
+			tx.edges = map[herald.EdgeKey]*herald.Edge{}
+		}
+	}
 	if _, ok := tx.eseen[k]; !ok {
 		tx.eseen[k] = tx.g.edgeVer(k)
 		tx.order = append(tx.order, touch{kind: touchEdge, edge: k})
@@ -249,6 +263,9 @@ func (tx *Tx) touchEdge(k herald.EdgeKey) {
 
 // PutType declares (or replaces) a type in the transaction.
 func (tx *Tx) PutType(t *herald.TypeDecl) {
+	if tx.tseen == nil {
+		tx.tseen, tx.types = map[string]*herald.TypeDecl{}, map[string]*herald.TypeDecl{}
+	}
 	if _, ok := tx.tseen[t.Name]; !ok {
 		tx.tseen[t.Name] = tx.g.types[t.Name]
 		tx.order = append(tx.order, touch{kind: touchType, typ: t.Name})
