@@ -85,7 +85,10 @@ type Delivered struct {
 	Priority    int64
 	Weight      int64
 	// Attempt is 1 for the first delivery; a Nack or an expired lease adds one.
-	Attempt    int
+	Attempt int
+	// Releases counts earlier deliveries given back because their consumer's stream
+	// ended: not failed attempts.
+	Releases   int
 	Deadline   time.Time
 	EnqueuedAt time.Time
 }
@@ -461,6 +464,7 @@ func delivered(queue string, ev herald.Event) Delivered {
 		Priority:    m.MapGet("priority").AsInt(),
 		Weight:      m.MapGet("weight").AsInt(),
 		Attempt:     ev.Attempt,
+		Releases:    ev.Releases,
 		Deadline:    ev.Deadline,
 		Headers:     map[string]string{},
 	}

@@ -151,6 +151,7 @@ func toProtoMessage(d queue.Delivered) *heraldv1.QueueMessage {
 		FairnessKey:  d.FairnessKey,
 		Priority:     d.Priority,
 		AttemptCount: int64(d.Attempt),
+		ReleaseCount: int64(d.Releases),
 		Weight:       d.Weight,
 	}
 	if !d.Deadline.IsZero() {

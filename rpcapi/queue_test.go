@@ -248,8 +248,8 @@ func TestQueueRPCStreamEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := receive(t, second); m.GetAttemptCount() != 1 { // a release is not an attempt
-		t.Fatalf("after the first consumer left: %v", m)
+	if m := receive(t, second); m.GetAttemptCount() != 1 || m.GetReleaseCount() != 1 { // a release is not an attempt
+		t.Fatalf("after the first consumer left: %v; want attempt 1, release 1", m)
 	}
 	svc.CloseStreams()
 	if second.Receive() {

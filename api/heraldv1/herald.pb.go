@@ -3600,7 +3600,10 @@ type QueueMessage struct {
 	Deadline   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	EnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
 	// The weight stamped on the message at enqueue (from the queue's fairness weights).
-	Weight        int64 `protobuf:"varint,10,opt,name=weight,proto3" json:"weight,omitempty"`
+	Weight int64 `protobuf:"varint,10,opt,name=weight,proto3" json:"weight,omitempty"`
+	// Earlier deliveries of the message given back because their consumer's stream
+	// ended (a release); they are not failed attempts and leave attempt_count as it was.
+	ReleaseCount  int64 `protobuf:"varint,11,opt,name=release_count,json=releaseCount,proto3" json:"release_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3701,6 +3704,13 @@ func (x *QueueMessage) GetEnqueuedAt() *timestamppb.Timestamp {
 func (x *QueueMessage) GetWeight() int64 {
 	if x != nil {
 		return x.Weight
+	}
+	return 0
+}
+
+func (x *QueueMessage) GetReleaseCount() int64 {
+	if x != nil {
+		return x.ReleaseCount
 	}
 	return 0
 }
@@ -4382,7 +4392,7 @@ const file_herald_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\"+\n" +
 	"\x13ConsumeQueueRequest\x12\x14\n" +
-	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xca\x03\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"\xef\x03\n" +
 	"\fQueueMessage\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x01 \x01(\tR\tmessageId\x12\x14\n" +
@@ -4396,7 +4406,8 @@ const file_herald_proto_rawDesc = "" +
 	"\venqueued_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"enqueuedAt\x12\x16\n" +
 	"\x06weight\x18\n" +
-	" \x01(\x03R\x06weight\x1a:\n" +
+	" \x01(\x03R\x06weight\x12#\n" +
+	"\rrelease_count\x18\v \x01(\x03R\freleaseCount\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"F\n" +
