@@ -67,3 +67,28 @@ func TestSettleMany(t *testing.T) {
 		t.Fatalf("second batch: %v, %v", again[0].Err, again[1].Err)
 	}
 }
+
+// TestProjectionContext: a consume watch's projection that reads only the row takes a
+// shared empty context, and one that reads parameters or the clock still gets them.
+func TestProjectionContext(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	if _, err := h.eng.Exec(ctx, "", `SPAWN m: Msg { n = 1 }`, nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := h.svc.Consume(ctx, "", `WATCH m: Msg [mode: consume] RETURN m.n AS n, $tag AS tag, now() AS at`, map[string]herald.Value{"tag": herald.String("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h.svc.Flush()
+	select {
+	case ev := <-st.Events():
+		m := ev.Match
+		if m.MapGet("n").AsInt() != 1 || m.MapGet("tag").AsString() != "x" || !m.MapGet("at").AsTime().Equal(h.clk.Now()) {
+			t.Errorf("match %v: want n 1, tag x, at %v", m, h.clk.Now())
+		}
+	default:
+		t.Fatal("no delivery after Flush")
+	}
+}

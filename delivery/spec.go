@@ -74,6 +74,7 @@ type spec struct {
 	proj       *graph.Projection
 	wholeNode  bool // RETURN of the bare subject: the match is the node itself
 	seedOnly   bool // every node of the subject type matches, with plain queue data
+	rowOnly    bool // the projection reads the row alone (readsRowOnly)
 	ctx        func() *eval.Context
 
 	ordering        string // arrival, causal, attribute
@@ -333,6 +334,7 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 		}
 	}
 	s.seedOnly = s.plan.SeedOnly() && s.keys == nil && s.fairness == nil && s.weight == nil && s.availableAt == nil
+	s.rowOnly = readsRowOnly(w.Return)
 	return s, nil
 }
 
@@ -459,15 +461,39 @@ func (s *spec) info(ctx *eval.Context, row eval.Row) (*matchInfo, error) {
 // project returns the match value of a binding row: the watch's RETURN, or the subject
 // node itself for `RETURN v`.
 func (s *spec) project(tx *graph.Tx, row eval.Row) (herald.Value, error) {
-	ctx := s.ctx()
-	ctx.Node = tx.Node
 	if s.wholeNode {
 		slot, _, _ := s.plan.Scope.Lookup(s.subjectVar)
 		return eval.NodeValue(row[slot].Node)
+	}
+	ctx := &noContext // variables and their attributes read the row alone
+	if !s.rowOnly {
+		ctx = s.ctx()
+		ctx.Node = tx.Node
 	}
 	vals, err := s.proj.Single(ctx, row)
 	if err != nil {
 		return herald.Null, err
 	}
 	return herald.MapOf(s.proj.Columns, vals), nil
+}
+
+// noContext is the evaluation context of projections that read nothing but the row;
+// they never write it, so every such projection shares it.
+var noContext eval.Context
+
+// readsRowOnly reports whether every item of r is a variable or a variable's attribute
+// (`m`, `m.body`): it needs no clock, parameters or lookups, only the row.
+func readsRowOnly(r *ast.ReturnClause) bool {
+	for _, it := range r.Items {
+		switch x := it.X.(type) {
+		case *ast.Ident:
+		case *ast.SelectorExpr:
+			if _, ok := x.X.(*ast.Ident); !ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
