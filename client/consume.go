@@ -122,7 +122,7 @@ func (c *consumeConn) settled(results []*heraldv1.SettleResult) {
 		return
 	}
 	type answer struct {
-		to  func(settleOutcome)
+		to  settleWaiter
 		out settleOutcome
 	}
 	answers := make([]answer, 0, len(results))
@@ -153,19 +153,28 @@ func (c *consumeConn) settled(results []*heraldv1.SettleResult) {
 	}
 	c.mu.Unlock()
 	for _, a := range answers {
-		a.to(a.out)
+		a.to.settled(a.out)
 	}
 }
 
 // waiters take the outcomes of a delivery's settlements in the order sent; the first
 // is kept apart, so the usual single settlement needs no slice.
 type waiters struct {
-	first func(settleOutcome)
-	rest  []func(settleOutcome)
+	first settleWaiter
+	rest  []settleWaiter
 }
 
+// settleWaiter takes the outcome of one settlement: a SettleFuture, or the channel of
+// a caller that waits (outcomeChan).
+type settleWaiter interface{ settled(settleOutcome) }
+
+// outcomeChan hands the outcome to a waiting caller; its room is one.
+type outcomeChan chan settleOutcome
+
+func (c outcomeChan) settled(out settleOutcome) { c <- out }
+
 // waitLocked queues done for the outcome of the next settlement of id answered.
-func (c *consumeConn) waitLocked(id string, done func(settleOutcome)) {
+func (c *consumeConn) waitLocked(id string, done settleWaiter) {
 	if ws, ok := c.waiting[id]; ok {
 		ws.rest = append(ws.rest, done) // an EXTEND, say, then the ACK
 		c.waiting[id] = ws
@@ -183,8 +192,8 @@ type settleOutcome struct {
 // settle sends one settlement (with those of other callers made meanwhile) and waits
 // for its outcome, or for ctx. A settlement whose caller stopped waiting is still sent.
 func (c *consumeConn) settle(ctx context.Context, s *heraldv1.Settlement) settleOutcome {
-	w := make(chan settleOutcome, 1)
-	c.settleAsync(s, func(out settleOutcome) { w <- out })
+	w := make(outcomeChan, 1)
+	c.settleAsync(s, w)
 	select {
 	case out := <-w:
 		return out
@@ -196,11 +205,11 @@ func (c *consumeConn) settle(ctx context.Context, s *heraldv1.Settlement) settle
 // settleAsync sends one settlement (with those of other callers made meanwhile); done
 // takes its outcome once the server has answered, or the stream has ended. done must
 // not block.
-func (c *consumeConn) settleAsync(s *heraldv1.Settlement, done func(settleOutcome)) {
+func (c *consumeConn) settleAsync(s *heraldv1.Settlement, done settleWaiter) {
 	c.mu.Lock()
 	if err := c.ended; err != nil {
 		c.mu.Unlock()
-		done(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v), so the server released the message", ErrLeaseExpired, err)})
+		done.settled(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v), so the server released the message", ErrLeaseExpired, err)})
 		return
 	}
 	c.waitLocked(s.GetDeliveryId(), done)
@@ -269,8 +278,8 @@ func (c *consumeConn) end(err error) {
 	c.pending = nil
 	c.mu.Unlock()
 	for _, ws := range waiting {
-		for _, w := range append([]func(settleOutcome){ws.first}, ws.rest...) {
-			w(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v) before the server answered", ErrLeaseExpired, err)})
+		for _, w := range append([]settleWaiter{ws.first}, ws.rest...) {
+			w.settled(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v) before the server answered", ErrLeaseExpired, err)})
 		}
 	}
 }

@@ -8,6 +8,11 @@ import (
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
+// waiterFunc is a settleWaiter made of a function.
+type waiterFunc func(settleOutcome)
+
+func (f waiterFunc) settled(out settleOutcome) { f(out) }
+
 // TestSettlementOutcomesInOrder: a delivery's settlements waiting at once (an EXTEND,
 // then the ACK) take the server's answers in the order they were sent, other deliveries'
 // answers go to theirs, and an answer nobody waits for is dropped; when the stream
@@ -15,13 +20,13 @@ import (
 func TestSettlementOutcomesInOrder(t *testing.T) {
 	c := &consumeConn{waiting: map[string]waiters{}}
 	var got []string
-	record := func(name string) func(settleOutcome) {
-		return func(out settleOutcome) {
+	record := func(name string) settleWaiter {
+		return waiterFunc(func(out settleOutcome) {
 			if out.err != nil {
 				name += " failed"
 			}
 			got = append(got, name)
-		}
+		})
 	}
 	c.waitLocked("d1", record("extend d1"))
 	c.waitLocked("d1", record("ack d1"))

@@ -129,15 +129,12 @@ func (m *Message) AckAsync() *SettleFuture { return m.settleAsync("ack", 0) }
 func (m *Message) NackAsync() *SettleFuture { return m.settleAsync("nack", 0) }
 
 func (m *Message) settleAsync(how string, delay time.Duration) *SettleFuture {
-	f := &SettleFuture{done: make(chan struct{})}
+	f := &SettleFuture{done: make(chan struct{}), m: m}
 	if err := m.claim(how); err != nil {
 		f.finish(err)
 		return f
 	}
-	m.sub.conn.settleAsync(settlement(m.DeliveryID, how, delay), func(out settleOutcome) {
-		m.sub.forget(m)
-		f.finish(out.err)
-	})
+	m.sub.conn.settleAsync(settlement(m.DeliveryID, how, delay), f)
 	return f
 }
 
@@ -146,6 +143,13 @@ func (m *Message) settleAsync(how string, delay time.Duration) *SettleFuture {
 type SettleFuture struct {
 	done chan struct{}
 	err  error
+	m    *Message
+}
+
+// settled takes the server's answer: the message is forgotten, the future done.
+func (f *SettleFuture) settled(out settleOutcome) {
+	f.m.sub.forget(f.m)
+	f.finish(out.err)
 }
 
 // Done is closed once the server has answered (or the subscription's stream ended).
