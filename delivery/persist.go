@@ -32,6 +32,15 @@ const (
 // consumer. Nothing a client can read holds a delivery id.
 
 // stateKey is the auxiliary record of a subject's delivery state.
+// stateKey returns the key of sub's delivery record, made once: the record's writes
+// and its deletion share it (the store copies keys, never changes them).
+func (sub *subject) stateKey() []byte {
+	if sub.key == nil {
+		sub.key = stateKey(sub.id)
+	}
+	return sub.key
+}
+
 func stateKey(subject herald.NodeID) []byte {
 	return append(append(make([]byte, 0, 2+len(subject)), "d/"...), subject...)
 }
@@ -47,6 +56,7 @@ const (
 // and consumers keep changing the live subject and lease.
 type deliveryState struct {
 	subject   herald.NodeID
+	key       []byte // stateKey(subject), when the subject had it made already
 	attempts  int
 	releases  int
 	notBefore time.Time
@@ -61,7 +71,7 @@ type deliveryState struct {
 // stateLocked copies sub's delivery state, leased by l (nil: not leased), and counts the
 // record's write.
 func stateLocked(sub *subject, l *lease) deliveryState {
-	st := deliveryState{subject: sub.id, attempts: sub.attempts, releases: sub.releases, notBefore: sub.notBefore}
+	st := deliveryState{subject: sub.id, key: sub.stateKey(), attempts: sub.attempts, releases: sub.releases, notBefore: sub.notBefore}
 	if l != nil {
 		st.attempts = l.attempt
 		st.leased, st.handle, st.deadline, st.watch = true, l.key, l.deadline, l.watch
@@ -87,10 +97,16 @@ func dropLocked(sub *subject) recordDrop {
 // recordDrop deletes a subject's delivery record.
 type recordDrop struct {
 	subject herald.NodeID
+	key     []byte // stateKey(subject), when the subject had it made already
 	once    bool
 }
 
-func (d recordDrop) apply(tx *engine.SysTx) { tx.DeleteAux(stateKey(d.subject), d.once) }
+func (d recordDrop) apply(tx *engine.SysTx) {
+	if d.key == nil {
+		d.key = stateKey(d.subject)
+	}
+	tx.DeleteAux(d.key, d.once)
+}
 
 func (st deliveryState) encode() []byte {
 	// Sized once: a version byte, four varints of at most ten bytes each, the leased
@@ -185,7 +201,12 @@ func decodeTime(b []byte) (time.Time, []byte, error) {
 }
 
 // put writes the state as the subject's record.
-func (st deliveryState) put(tx *engine.SysTx) { tx.PutAux(stateKey(st.subject), st.encode()) }
+func (st deliveryState) put(tx *engine.SysTx) {
+	if st.key == nil {
+		st.key = stateKey(st.subject)
+	}
+	tx.PutAux(st.key, st.encode())
+}
 
 // saveWatch records the group's _Watch node (kept across restarts for named groups).
 // A stream's session slot, when given, is linked to it in the same commit.

@@ -46,9 +46,10 @@ type subject struct {
 	lease     *lease
 	notBefore time.Time
 	entries   map[*group]*entry
-	stored    bool // its delivery record exists
-	writes    int  // writes of its record since it last did not exist; -1 unknown
-	gone      bool // deleted while a settlement of its lease was committing
+	stored    bool   // its delivery record exists
+	writes    int    // writes of its record since it last did not exist; -1 unknown
+	gone      bool   // deleted while a settlement of its lease was committing
+	key       []byte // its delivery record's key, once made (stateKey)
 }
 
 func (sub *subject) pos() graph.Pos { return graph.Pos{Created: sub.created, ID: sub.id} }

@@ -139,7 +139,7 @@ func (s *Service) prepareLocked(it Settle) (*settlement, error) {
 // ackLocked prepares an ACK: the subject and its delivery record go in one commit.
 func (s *Service) ackLocked(l *lease) *settlement {
 	// The most common settlement is written without closures: see settlement.write.
-	return &settlement{l: l, ack: true, svc: s, drop: recordDrop{subject: l.subj.id, once: l.subj.writes == 1}}
+	return &settlement{l: l, ack: true, svc: s, drop: recordDrop{subject: l.subj.id, key: l.subj.stateKey(), once: l.subj.writes == 1}}
 }
 
 // applyAck writes an ACK: the subject and its delivery record go.
