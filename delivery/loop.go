@@ -391,7 +391,7 @@ type pick struct {
 // leaseLocked leases a candidate to c (nil for a pull lease): a new delivery id, the
 // match projected now, the deadline from the watch's ack_timeout.
 func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, cand candidate, now time.Time) *lease {
-	match, err := g.spec.project(tx, cand.row)
+	match, err := g.spec.project(tx, cand.node, cand.row)
 	if err != nil {
 		s.failingLocked(g, cand.node.ID, err)
 		return nil

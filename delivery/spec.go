@@ -72,9 +72,10 @@ type spec struct {
 	single     bool        // the pattern is the subject alone: decided on the node's image
 	types      map[string]bool
 	proj       *graph.Projection
-	wholeNode  bool // RETURN of the bare subject: the match is the node itself
-	seedOnly   bool // every node of the subject type matches, with plain queue data
-	rowOnly    bool // the projection reads the row alone (readsRowOnly)
+	wholeNode  bool     // RETURN of the bare subject: the match is the node itself
+	seedOnly   bool     // every node of the subject type matches, with plain queue data
+	rowOnly    bool     // the projection reads the row alone (readsRowOnly)
+	seedRow    eval.Row // seedOnly: the row project binds the subject in (under the service's lock)
 	ctx        func() *eval.Context
 
 	ordering        string // arrival, causal, attribute
@@ -335,6 +336,9 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 	}
 	s.seedOnly = s.plan.SeedOnly() && s.keys == nil && s.fairness == nil && s.weight == nil && s.availableAt == nil
 	s.rowOnly = readsRowOnly(w.Return)
+	if s.seedOnly {
+		s.seedRow = make(eval.Row, 1) // the subject is the plan's one slot
+	}
 	return s, nil
 }
 
@@ -381,8 +385,9 @@ func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, eval.Row, er
 		return nil, nil, nil
 	}
 	if s.seedOnly {
-		// The queue shape: n is the one binding, and nothing needs evaluating.
-		return plainInfo, eval.Row{{Node: n}}, nil
+		// The queue shape: n is the one binding, and nothing needs evaluating. No row
+		// is made: project binds n itself.
+		return plainInfo, nil, nil
 	}
 	ctx := s.ctx()
 	ctx.Node = tx.Node
@@ -458,9 +463,18 @@ func (s *spec) info(ctx *eval.Context, row eval.Row) (*matchInfo, error) {
 	return m, nil
 }
 
-// project returns the match value of a binding row: the watch's RETURN, or the subject
-// node itself for `RETURN v`.
-func (s *spec) project(tx *graph.Tx, row eval.Row) (herald.Value, error) {
+// project returns the match value of n's binding row: the watch's RETURN, or the
+// subject node itself for `RETURN v`. A nil row is the queue shape's (seedOnly), where
+// n is the one binding. It runs under the service's lock, which guards seedRow.
+func (s *spec) project(tx *graph.Tx, n *herald.Node, row eval.Row) (herald.Value, error) {
+	if row == nil {
+		if s.wholeNode {
+			return eval.NodeValue(n)
+		}
+		row = s.seedRow
+		row[0].Node = n
+		defer func() { row[0].Node = nil }()
+	}
 	if s.wholeNode {
 		slot, _, _ := s.plan.Scope.Lookup(s.subjectVar)
 		return eval.NodeValue(row[slot].Node)
