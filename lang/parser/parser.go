@@ -96,11 +96,14 @@ func (p *parser) init(src string) {
 	b := []byte(src)
 	p.file = token.NewFile(b)
 	var s scanner.Scanner
-	p.errLines = make(map[int]bool)
 	s.Init(b, func(pos token.Pos, msg string) {
 		p.errors.Add(p.file.Position(pos), msg)
-		p.errLines[p.file.Position(pos).Line] = true
+		p.errorLine(p.file.Position(pos).Line)
 	}, 0)
+	// Room for the tokens at once (a token takes four bytes of source or more, most
+	// often), rather than growing the slice step by step: a statement is parsed for
+	// every watch opened and every query run.
+	p.toks = make([]tokenInfo, 0, len(src)/4+2)
 	for {
 		pos, tok, lit := s.Scan()
 		end := pos + token.Pos(len(lit))
@@ -171,10 +174,18 @@ func (p *parser) peekLit(n int) string {
 // ---------------------------------------------------------------------------
 // Errors
 
+// errorLine records that line has an error; the map is made by the first one.
+func (p *parser) errorLine(line int) {
+	if p.errLines == nil {
+		p.errLines = map[int]bool{}
+	}
+	p.errLines[line] = true
+}
+
 func (p *parser) error(pos token.Pos, msg string) {
 	position := p.file.Position(pos)
 	p.errors.Add(position, msg)
-	p.errLines[position.Line] = true
+	p.errorLine(position.Line)
 	if len(p.errLines) > MaxErrors {
 		panic(bailout{})
 	}
