@@ -89,6 +89,7 @@ type Store struct {
 	// under it. meta is the durable position.
 	wmu    sync.Mutex
 	next   store.Meta
+	w      writer // prepare's, reused from commit to commit (under wmu)
 	metaMu sync.Mutex
 	meta   store.Meta
 
@@ -461,7 +462,9 @@ func (s *Store) prepare(ctx context.Context, batches []*store.Batch) (errs []err
 	}
 	errs = make([]error, len(batches))
 	applied := 0
-	w := &writer{pb: pb}
+	w := &s.w // its buffers carry over from commit to commit (prepare runs under wmu)
+	w.pb = pb
+	defer w.release()
 	for i, b := range batches {
 		if cs := b.Changes; cs != nil {
 			if cs.Seq <= meta.Seq {
@@ -510,6 +513,19 @@ type writer struct {
 	key  []byte // the key being written: the batch copies it, so it is reused
 	val  []byte // the value being written, reused likewise
 	rest []herald.Change
+}
+
+// release lets the batch go and keeps the buffers for the next commit, unless one
+// grew past what an ordinary commit needs.
+func (w *writer) release() {
+	w.pb = nil
+	const keep = 64 << 10
+	if cap(w.buf) > keep || cap(w.val) > keep {
+		w.buf, w.val = nil, nil
+	}
+	if cap(w.rest) > 1024 {
+		w.rest = nil
+	}
 }
 
 func (w *writer) changeSet(cs *herald.ChangeSet) error {
