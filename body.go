@@ -1,6 +1,7 @@
 package herald
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -28,6 +29,57 @@ type Body struct {
 	data atomic.Pointer[[]byte] // its encoding, while held in memory
 }
 
+// nameLists holds the lists of attribute names that bodies share: the messages of a
+// type keep the same attributes in their bodies, so a backlog holds one list of names,
+// not one per message. The lists are never changed.
+var (
+	nameListsMu sync.RWMutex
+	nameLists   = map[string][]string{}
+)
+
+// nameListLimit bounds how many lists are interned.
+const nameListLimit = 1 << 12
+
+// InternNames returns a list equal to names (sorted, as a body's are), shared with
+// every body whose attributes have the same names; names itself when there are too
+// many lists already. Neither may be changed afterwards.
+func InternNames(names []string) []string {
+	return internNameList(func(i int) string { return names[i] }, len(names), names...)
+}
+
+// internNameList is InternNames for the n names name(0), …, name(n-1); have, when
+// given, is the list itself, used as the new entry instead of a copy.
+func internNameList(name func(int) string, n int, have ...string) []string {
+	var buf [256]byte
+	key := buf[:0]
+	for i := range n {
+		key = append(binary.AppendUvarint(key, uint64(len(name(i)))), name(i)...)
+	}
+	nameListsMu.RLock()
+	list, ok := nameLists[string(key)]
+	nameListsMu.RUnlock()
+	if ok {
+		return list
+	}
+	if have == nil {
+		have = make([]string, n)
+		for i := range have {
+			have[i] = name(i)
+		}
+	}
+	nameListsMu.Lock()
+	defer nameListsMu.Unlock()
+	if list, ok := nameLists[string(key)]; ok {
+		return list
+	}
+	if len(nameLists) < nameListLimit {
+		nameLists[string(key)] = have
+	}
+	return have
+}
+
+func (a Attrs) name(i int) string { return a[i].Name }
+
 // BodySource reads bodies back from the store that holds them.
 type BodySource interface {
 	// LoadBody returns the encoding of the body written for node id by commit seq.
@@ -37,7 +89,7 @@ type BodySource interface {
 // NewBody returns a body holding attrs (whose encoding is data), written by commit seq
 // and kept in memory until Release; src reads it back afterwards.
 func NewBody(seq uint64, attrs Attrs, data []byte, src BodySource) *Body {
-	b := &Body{Seq: seq, Names: attrs.Keys(), Size: len(data), src: src}
+	b := &Body{Seq: seq, Names: internNameList(attrs.name, len(attrs)), Size: len(data), src: src}
 	b.data.Store(&data)
 	return b
 }

@@ -317,3 +317,20 @@ func TestNewIDForm(t *testing.T) {
 		}
 	}
 }
+
+// Bodies with the same attribute names share one list of them, whether made at
+// publish (NewBody) or read back from the store (InternNames); other names get their
+// own list.
+func TestBodiesShareTheirNames(t *testing.T) {
+	big := herald.String(strings.Repeat("x", herald.InlineLimit+1))
+	a := herald.NewBody(1, herald.Attrs{{Name: "body", Value: big}, {Name: "zz_share_test", Value: big}}, []byte("x"), nil)
+	b := herald.NewBody(2, herald.Attrs{{Name: "body", Value: big}, {Name: "zz_share_test", Value: big}}, []byte("y"), nil)
+	c := herald.InternNames([]string{"body", "zz_share_test"})
+	d := herald.NewBody(3, herald.Attrs{{Name: "body", Value: big}, {Name: "zz_share_tesu", Value: big}}, []byte("z"), nil)
+	if &a.Names[0] != &b.Names[0] || &a.Names[0] != &c[0] {
+		t.Error("bodies with the same attribute names hold lists of their own")
+	}
+	if &d.Names[0] == &a.Names[0] || fmt.Sprint(d.Names) != "[body zz_share_tesu]" || fmt.Sprint(a.Names) != "[body zz_share_test]" {
+		t.Errorf("names %v and %v", a.Names, d.Names)
+	}
+}

@@ -197,7 +197,7 @@ func decodeNode(b []byte, version byte, src herald.BodySource) (*herald.Node, []
 	if m <= 0 || size > 1<<40 {
 		return nil, nil, herald.ErrCorrupt
 	}
-	n.Body = herald.BodyRef(seq, names, int(size), src)
+	n.Body = herald.BodyRef(seq, herald.InternNames(names), int(size), src)
 	return n, b[m:], nil
 }
 
