@@ -502,11 +502,10 @@ func DecodeInterface(b []byte, depth int) (any, []byte, error) {
 	if depth <= 0 {
 		return nil, nil, ErrCorrupt
 	}
-	n, m := binary.Uvarint(b[1:])
-	if m <= 0 || n > uint64(len(b)) {
+	n, b, ok := decodeCount(b[1:])
+	if !ok {
 		return nil, nil, ErrCorrupt
 	}
-	b = b[1+m:]
 	var err error
 	if k == KindList {
 		out := make([]any, n)
@@ -553,20 +552,19 @@ func decodeValue(b []byte, depth int) (Value, []byte, error) {
 		}
 		return Float(math.Float64frombits(binary.BigEndian.Uint64(b))), b[8:], nil
 	case KindString:
-		n, m := binary.Uvarint(b)
-		if m <= 0 || uint64(len(b)-m) < n {
+		str, rest, ok := lenPrefixed(b)
+		if !ok {
 			return Null, nil, ErrCorrupt
 		}
-		return String(string(b[m : m+int(n)])), b[m+int(n):], nil
+		return String(string(str)), rest, nil
 	case KindList:
 		if depth <= 0 {
 			return Null, nil, ErrCorrupt
 		}
-		n, m := binary.Uvarint(b)
-		if m <= 0 || n > uint64(len(b)) {
+		n, b, ok := decodeCount(b)
+		if !ok {
 			return Null, nil, ErrCorrupt
 		}
-		b = b[m:]
 		vs := make([]Value, 0, n)
 		for i := uint64(0); i < n; i++ {
 			var e Value
@@ -581,11 +579,10 @@ func decodeValue(b []byte, depth int) (Value, []byte, error) {
 		if depth <= 0 {
 			return Null, nil, ErrCorrupt
 		}
-		n, m := binary.Uvarint(b)
-		if m <= 0 || n > uint64(len(b)) {
+		n, b, ok := decodeCount(b)
+		if !ok {
 			return Null, nil, ErrCorrupt
 		}
-		b = b[m:]
 		keys := make([]string, 0, n)
 		vs := make([]Value, 0, n)
 		for i := uint64(0); i < n; i++ {
@@ -792,11 +789,10 @@ func DecodeAttrsNested(b []byte, depth int) (Attrs, []byte, error) {
 }
 
 func decodeAttrs(b []byte, depth int) (Attrs, []byte, error) {
-	n, m := binary.Uvarint(b)
-	if m <= 0 || n > uint64(len(b)) {
+	n, b, ok := decodeCount(b)
+	if !ok {
 		return nil, nil, ErrCorrupt
 	}
-	b = b[m:]
 	if n == 0 {
 		return nil, b, nil
 	}
@@ -822,18 +818,15 @@ func decodeAttrs(b []byte, depth int) (Attrs, []byte, error) {
 // AttrOf returns the attribute name of an Attrs encoding (AppendBinary), or null when
 // it has none, decoding no other attribute on the way.
 func AttrOf(b []byte, name string) (Value, error) {
-	n, m := binary.Uvarint(b)
-	if m <= 0 || n > uint64(len(b)) {
+	n, b, ok := decodeCount(b)
+	if !ok {
 		return Null, ErrCorrupt
 	}
-	b = b[m:]
 	for range n {
-		l, m := binary.Uvarint(b)
-		if m <= 0 || uint64(len(b)-m) < l {
+		var k []byte
+		if k, b, ok = lenPrefixed(b); !ok {
 			return Null, ErrCorrupt
 		}
-		k := b[m : m+int(l)]
-		b = b[m+int(l):]
 		switch {
 		case string(k) == name:
 			v, _, err := decodeValue(b, math.MaxInt)
@@ -867,23 +860,20 @@ func skipValue(b []byte) ([]byte, error) {
 			return b[8:], nil
 		}
 	case KindString:
-		if n, m := binary.Uvarint(b); m > 0 && uint64(len(b)-m) >= n {
-			return b[m+int(n):], nil
+		if _, rest, ok := lenPrefixed(b); ok {
+			return rest, nil
 		}
 	case KindList, KindMap:
-		n, m := binary.Uvarint(b)
-		if m <= 0 || n > uint64(len(b)) {
+		n, b, ok := decodeCount(b)
+		if !ok {
 			return nil, ErrCorrupt
 		}
-		b = b[m:]
 		var err error
 		for range n {
 			if k == KindMap { // the key, a length-prefixed string
-				l, m := binary.Uvarint(b)
-				if m <= 0 || uint64(len(b)-m) < l {
+				if _, b, ok = lenPrefixed(b); !ok {
 					return nil, ErrCorrupt
 				}
-				b = b[m+int(l):]
 			}
 			if b, err = skipValue(b); err != nil {
 				return nil, err
@@ -903,11 +893,32 @@ func AppendString(buf []byte, s string) []byte {
 
 // DecodeString decodes a string written by AppendString and returns the rest.
 func DecodeString(b []byte) (string, []byte, error) {
-	n, m := binary.Uvarint(b)
-	if m <= 0 || uint64(len(b)-m) < n {
+	str, rest, ok := lenPrefixed(b)
+	if !ok {
 		return "", nil, ErrCorrupt
 	}
-	return string(b[m : m+int(n)]), b[m+int(n):], nil
+	return string(str), rest, nil
+}
+
+// lenPrefixed splits a length-prefixed string (AppendString) from the front of b,
+// without copying it.
+func lenPrefixed(b []byte) (str, rest []byte, ok bool) {
+	n, m := binary.Uvarint(b)
+	if m <= 0 || uint64(len(b)-m) < n {
+		return nil, nil, false
+	}
+	return b[m : m+int(n)], b[m+int(n):], true
+}
+
+// decodeCount reads the element count of a list, a map or a set of attributes from
+// the front of b; a count larger than b's length is corrupt, as each element takes a
+// byte at least.
+func decodeCount(b []byte) (n uint64, rest []byte, ok bool) {
+	n, m := binary.Uvarint(b)
+	if m <= 0 || n > uint64(len(b)) {
+		return 0, nil, false
+	}
+	return n, b[m:], true
 }
 
 // EncodedLen returns the length of v's binary encoding (AppendBinary) without encoding
