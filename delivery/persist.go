@@ -89,9 +89,15 @@ func stateLocked(sub *subject, l *lease) deliveryState {
 // dropLocked returns the deletion of sub's record, which was written since the last
 // deletion if stored; once tells whether it was written exactly once.
 func dropLocked(sub *subject) recordDrop {
-	d := recordDrop{subject: sub.id, once: sub.writes == 1}
+	d := sub.recordDrop()
 	sub.stored, sub.writes = false, 0
 	return d
+}
+
+// recordDrop is the deletion of sub's record as it stands: once when it was written
+// exactly once.
+func (sub *subject) recordDrop() recordDrop {
+	return recordDrop{subject: sub.id, key: sub.stateKey(), once: sub.writes == 1}
 }
 
 // recordDrop deletes a subject's delivery record.

@@ -139,7 +139,7 @@ func (s *Service) prepareLocked(it Settle) (*settlement, error) {
 // ackLocked prepares an ACK: the subject and its delivery record go in one commit.
 func (s *Service) ackLocked(l *lease) *settlement {
 	// The most common settlement is written without closures: see settlement.write.
-	return &settlement{l: l, ack: true, svc: s, drop: recordDrop{subject: l.subj.id, key: l.subj.stateKey(), once: l.subj.writes == 1}}
+	return &settlement{l: l, ack: true, svc: s, drop: l.subj.recordDrop()}
 }
 
 // applyAck writes an ACK: the subject and its delivery record go.
@@ -182,7 +182,7 @@ func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 	var drop recordDrop
 	var st deliveryState
 	if reason != "" {
-		drop = recordDrop{subject: sub.id, once: sub.writes == 1}
+		drop = sub.recordDrop()
 	} else {
 		st = deliveryState{subject: sub.id, attempts: l.attempt, releases: sub.releases, notBefore: notBefore}
 		if sub.writes >= 0 {
