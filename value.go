@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // Kind is the dynamic type of a Value.
@@ -50,14 +51,38 @@ func KindByName(name string) (Kind, bool) {
 	return KindNull, false
 }
 
-// Value is an immutable attribute value. The zero Value is null. It is 40 bytes: the
-// scalar kinds keep their bits in i, strings in s, and lists and maps behind x.
+// Value is an immutable attribute value. The zero Value is null. It is 24 bytes, a
+// union by kind: the scalar kinds keep their bits in i; a String keeps its bytes in p
+// and its length in i; a List or Map keeps its *composite in p. Values are not
+// comparable with ==, which would compare where strings are held rather than what
+// they hold: use Compare.
 type Value struct {
+	_ [0]func() // not comparable (see above)
+	p unsafe.Pointer
+	i int64 // Bool (0/1), Int, Timestamp (unix nanos), Duration (nanos), Float (IEEE bits); String: its length
 	k Kind
-	i int64 // Bool (0/1), Int, Timestamp (unix nanos), Duration (nanos), Float (IEEE bits)
-	s string
-	x *composite // List, Map
 }
+
+// str returns the string of a String value.
+func (v Value) str() string { return unsafe.String((*byte)(v.p), int(v.i)) }
+
+// x returns the elements of a List or Map value, nil for any other kind.
+func (v Value) x() *composite {
+	if v.k < KindList {
+		return nil
+	}
+	return (*composite)(v.p)
+}
+
+// stringValue and compositeValue make the union's String and List or Map forms.
+func stringValue(s string) Value {
+	if s == "" {
+		return Value{k: KindString}
+	}
+	return Value{k: KindString, p: unsafe.Pointer(unsafe.StringData(s)), i: int64(len(s))}
+}
+
+func compositeValue(k Kind, c *composite) Value { return Value{k: k, p: unsafe.Pointer(c)} }
 
 // composite holds the elements of a List, and of a Map with its keys.
 type composite struct {
@@ -67,18 +92,18 @@ type composite struct {
 
 // elems returns the elements of a List or Map.
 func (v Value) elems() []Value {
-	if v.x == nil {
-		return nil
+	if c := v.x(); c != nil {
+		return c.l
 	}
-	return v.x.l
+	return nil
 }
 
 // keys returns the keys of a Map.
 func (v Value) keys() []string {
-	if v.x == nil {
-		return nil
+	if c := v.x(); c != nil {
+		return c.m
 	}
-	return v.x.m
+	return nil
 }
 
 // f returns the float of a Float value.
@@ -102,7 +127,7 @@ func Int(i int64) Value { return Value{k: KindInt, i: i} }
 func Float(f float64) Value { return Value{k: KindFloat, i: int64(math.Float64bits(f))} }
 
 // String returns a String value.
-func String(s string) Value { return Value{k: KindString, s: s} }
+func String(s string) Value { return stringValue(s) }
 
 // Timestamp returns a Timestamp value with nanosecond precision, in UTC.
 func Timestamp(t time.Time) Value { return Value{k: KindTimestamp, i: t.UnixNano()} }
@@ -112,20 +137,20 @@ func Duration(d time.Duration) Value { return Value{k: KindDuration, i: int64(d)
 
 // List returns a List value holding a copy of vs.
 func List(vs ...Value) Value {
-	return Value{k: KindList, x: &composite{l: append([]Value(nil), vs...)}}
+	return compositeValue(KindList, &composite{l: append([]Value(nil), vs...)})
 }
 
 // Map returns a Map value with the given keys and values (equal length), kept in the
 // given order.
 func Map(keys []string, vals []Value) Value {
-	return Value{k: KindMap, x: &composite{m: append([]string(nil), keys...), l: append([]Value(nil), vals...)}}
+	return compositeValue(KindMap, &composite{m: append([]string(nil), keys...), l: append([]Value(nil), vals...)})
 }
 
 // MapOf returns a Map value over keys and vals without copying them: the caller must
 // not modify either afterwards. Projections that build many rows with the same keys
 // share one keys slice this way.
 func MapOf(keys []string, vals []Value) Value {
-	return Value{k: KindMap, x: &composite{m: keys, l: vals}}
+	return compositeValue(KindMap, &composite{m: keys, l: vals})
 }
 
 // MapKeys returns the keys of a Map value; callers must not modify them.
@@ -144,7 +169,7 @@ func (v Value) MapValues() []Value {
 func (v Value) MapGet(key string) Value {
 	for i, k := range v.keys() {
 		if k == key {
-			return v.x.l[i]
+			return v.x().l[i]
 		}
 	}
 	return Null
@@ -160,24 +185,37 @@ func (v Value) IsNull() bool { return v.k == KindNull }
 func (v Value) AsBool() bool { return v.k == KindBool && v.i != 0 }
 
 // AsInt returns the integer of an Int, Timestamp (unix nanos) or Duration (nanos).
-func (v Value) AsInt() int64 { return v.i }
+func (v Value) AsInt() int64 { return v.bits() }
+
+// bits returns i for the kinds that keep their value there, 0 for the others.
+func (v Value) bits() int64 {
+	if v.k == KindString || v.k >= KindList {
+		return 0
+	}
+	return v.i
+}
 
 // AsFloat returns a Float, or an Int converted to float.
 func (v Value) AsFloat() float64 {
 	if v.k == KindInt {
 		return float64(v.i)
 	}
-	return v.f()
+	return math.Float64frombits(uint64(v.bits()))
 }
 
 // AsString returns the string of a String value.
-func (v Value) AsString() string { return v.s }
+func (v Value) AsString() string {
+	if v.k != KindString {
+		return ""
+	}
+	return v.str()
+}
 
 // AsTime returns the time of a Timestamp value, in UTC.
-func (v Value) AsTime() time.Time { return time.Unix(0, v.i).UTC() }
+func (v Value) AsTime() time.Time { return time.Unix(0, v.bits()).UTC() }
 
 // AsDuration returns the duration of a Duration value.
-func (v Value) AsDuration() time.Duration { return time.Duration(v.i) }
+func (v Value) AsDuration() time.Duration { return time.Duration(v.bits()) }
 
 // AsList returns the elements of a List value; callers must not modify them.
 func (v Value) AsList() []Value {
@@ -241,7 +279,7 @@ func Compare(a, b Value) int {
 	case KindBool, KindTimestamp, KindDuration:
 		return cmpInt(a.i, b.i)
 	case KindString:
-		return strings.Compare(a.s, b.s)
+		return strings.Compare(a.str(), b.str())
 	case KindList, KindMap:
 		am, bm := a.keys(), b.keys()
 		for i := 0; i < len(am) && i < len(bm); i++ {
@@ -307,7 +345,7 @@ func (v Value) String() string {
 		}
 		return s
 	case KindString:
-		return strconv.Quote(v.s)
+		return strconv.Quote(v.str())
 	case KindTimestamp:
 		return v.AsTime().Format(time.RFC3339Nano)
 	case KindDuration:
@@ -321,7 +359,7 @@ func (v Value) String() string {
 	case KindMap:
 		parts := make([]string, len(v.elems()))
 		for i, e := range v.elems() {
-			parts[i] = v.x.m[i] + ": " + e.String()
+			parts[i] = v.x().m[i] + ": " + e.String()
 		}
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
@@ -339,7 +377,7 @@ func (v Value) Interface() any {
 	case KindFloat:
 		return v.f()
 	case KindString:
-		return v.s
+		return v.str()
 	case KindTimestamp:
 		return v.AsTime().Format(time.RFC3339Nano)
 	case KindDuration:
@@ -353,7 +391,7 @@ func (v Value) Interface() any {
 	case KindMap:
 		out := make(map[string]any, len(v.elems()))
 		for i, e := range v.elems() {
-			out[v.x.m[i]] = e.Interface()
+			out[v.x().m[i]] = e.Interface()
 		}
 		return out
 	}
@@ -373,7 +411,7 @@ func (v Value) MarshalJSON() ([]byte, error) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			k, _ := json.Marshal(v.x.m[i])
+			k, _ := json.Marshal(v.x().m[i])
 			b.Write(k)
 			b.WriteByte(':')
 			ev, err := e.MarshalJSON()
@@ -440,7 +478,7 @@ func FromJSON(x any) (Value, error) {
 			}
 			vs[i] = v
 		}
-		return Value{k: KindList, x: &composite{l: vs}}, nil
+		return compositeValue(KindList, &composite{l: vs}), nil
 	}
 	return Null, fmt.Errorf("unsupported JSON value of type %T", x)
 }
@@ -454,8 +492,8 @@ func (v Value) AppendBinary(buf []byte) []byte {
 	case KindFloat:
 		buf = binary.BigEndian.AppendUint64(buf, uint64(v.i))
 	case KindString:
-		buf = binary.AppendUvarint(buf, uint64(len(v.s)))
-		buf = append(buf, v.s...)
+		buf = binary.AppendUvarint(buf, uint64(v.i))
+		buf = append(buf, v.str()...)
 	case KindList:
 		buf = binary.AppendUvarint(buf, uint64(len(v.elems())))
 		for _, e := range v.elems() {
@@ -464,7 +502,7 @@ func (v Value) AppendBinary(buf []byte) []byte {
 	case KindMap:
 		buf = binary.AppendUvarint(buf, uint64(len(v.elems())))
 		for i, e := range v.elems() {
-			buf = AppendString(buf, v.x.m[i])
+			buf = AppendString(buf, v.x().m[i])
 			buf = e.AppendBinary(buf)
 		}
 	}
@@ -574,7 +612,7 @@ func decodeValue(b []byte, depth int) (Value, []byte, error) {
 			}
 			vs = append(vs, e)
 		}
-		return Value{k: KindList, x: &composite{l: vs}}, b, nil
+		return compositeValue(KindList, &composite{l: vs}), b, nil
 	case KindMap:
 		if depth <= 0 {
 			return Null, nil, ErrCorrupt
@@ -597,7 +635,7 @@ func decodeValue(b []byte, depth int) (Value, []byte, error) {
 			}
 			keys, vs = append(keys, k), append(vs, e)
 		}
-		return Value{k: KindMap, x: &composite{m: keys, l: vs}}, b, nil
+		return compositeValue(KindMap, &composite{m: keys, l: vs}), b, nil
 	}
 	return Null, nil, ErrCorrupt
 }
@@ -932,12 +970,12 @@ func (v Value) EncodedLen() int {
 	case KindFloat:
 		return 9
 	case KindString:
-		return 1 + uvarintLen(uint64(len(v.s))) + len(v.s)
+		return 1 + uvarintLen(uint64(v.i)) + int(v.i)
 	}
 	n := 1 + uvarintLen(uint64(len(v.elems())))
 	for i, e := range v.elems() {
 		if v.k == KindMap {
-			n += uvarintLen(uint64(len(v.x.m[i]))) + len(v.x.m[i])
+			n += uvarintLen(uint64(len(v.x().m[i]))) + len(v.x().m[i])
 		}
 		n += e.EncodedLen()
 	}

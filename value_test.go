@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/herald-mq/herald"
 )
@@ -332,5 +333,32 @@ func TestBodiesShareTheirNames(t *testing.T) {
 	}
 	if &d.Names[0] == &a.Names[0] || fmt.Sprint(d.Names) != "[body zz_share_tesu]" || fmt.Sprint(a.Names) != "[body zz_share_test]" {
 		t.Errorf("names %v and %v", a.Names, d.Names)
+	}
+}
+
+// TestValueUnion checks the 24-byte union: each accessor answers its own kind and the
+// zero value of its result for any other, so a String's length or a List's pointer
+// never shows through AsInt, AsFloat, AsTime or AsString.
+func TestValueUnion(t *testing.T) {
+	if got := unsafe.Sizeof(herald.Value{}); got != 24 {
+		t.Fatalf("Value is %d bytes, want 24", got)
+	}
+	big := strings.Repeat("abc", 1000)
+	vals := []herald.Value{herald.String("hello"), herald.String(""), herald.String(big[3:9]), herald.List(herald.Int(1)), herald.MapOf([]string{"a"}, []herald.Value{herald.String("x")})}
+	for _, v := range vals {
+		if v.AsInt() != 0 || v.AsFloat() != 0 || v.AsTime().UnixNano() != 0 || v.AsDuration() != 0 || v.AsBool() {
+			t.Errorf("%v (%v): a numeric accessor sees %d, %v, %v, %v, %v", v, v.Kind(), v.AsInt(), v.AsFloat(), v.AsTime(), v.AsDuration(), v.AsBool())
+		}
+	}
+	for _, v := range []herald.Value{herald.Int(42), herald.Float(1.5), herald.Bool(true), herald.Duration(5), herald.Timestamp(time.Unix(0, 7)), herald.Null} {
+		if v.AsString() != "" || v.AsList() != nil || v.MapKeys() != nil {
+			t.Errorf("%v: a string or composite accessor sees %q %v %v", v, v.AsString(), v.AsList(), v.MapKeys())
+		}
+	}
+	if s := herald.String(big[3:9]); s.AsString() != "abcabc" || herald.Compare(s, herald.String("abcabc")) != 0 || herald.Compare(s, herald.String("abcabd")) >= 0 {
+		t.Errorf("a substring value: %q", s.AsString())
+	}
+	if e := herald.String(""); e.AsString() != "" || e.IsNull() || e.Kind() != herald.KindString || herald.Compare(e, herald.String("")) != 0 {
+		t.Errorf("the empty string: %v %v", e, e.Kind())
 	}
 }

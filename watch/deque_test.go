@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/herald-mq/herald"
@@ -50,7 +51,7 @@ func TestDequeRingsComeBackEmpty(t *testing.T) {
 	for n := minRing; n <= minRing<<(len(rings)-1); n *= 2 {
 		r := newRing(n)
 		for i, ev := range *r {
-			if ev != (herald.Event{}) {
+			if !reflect.ValueOf(ev).IsZero() {
 				t.Fatalf("ring of %d: event %d is %+v", n, i, ev)
 			}
 		}
