@@ -1,6 +1,7 @@
 package herald
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -149,6 +150,26 @@ type TypeDecl struct {
 	Sealed    bool
 	Attrs     []AttrDecl
 	Endpoints []EndpointDecl // edges only
+}
+
+// Same reports whether t and o declare the same type: the same kind, name, seal,
+// attributes (defaults compared as values) and endpoints.
+func (t *TypeDecl) Same(o *TypeDecl) bool {
+	if t.Kind != o.Kind || t.Name != o.Name || t.Sealed != o.Sealed ||
+		len(t.Attrs) != len(o.Attrs) || !slices.Equal(t.Endpoints, o.Endpoints) {
+		return false
+	}
+	for i, a := range t.Attrs {
+		b := o.Attrs[i]
+		if a.Name != b.Name || a.Type != b.Type || a.Any != b.Any || a.Optional != b.Optional ||
+			a.Required != b.Required || (a.Default == nil) != (b.Default == nil) {
+			return false
+		}
+		if a.Default != nil && (a.Default.Kind() != b.Default.Kind() || Compare(*a.Default, *b.Default) != 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // Attr returns the declaration of the named attribute, or nil.

@@ -51,3 +51,32 @@ func TestConstraintParameters(t *testing.T) {
 		t.Fatalf("%v, want E1004", err)
 	}
 }
+
+// TestRedeclareSameType: declaring a type again exactly as it is declared is a no-op,
+// whatever its defaults hold (a String default parsed twice is held in two places
+// but is the same value), and any difference is a conflict (E2006).
+func TestRedeclareSameType(t *testing.T) {
+	e := openEngine(t, memstore.New(), engine.Config{})
+	const decl = `node Job { kind: String = "batch", tags: List = ["a", "b"], n: Int = 3, at: Timestamp?, body: String? }`
+	exec := func(q string) error {
+		_, err := e.Exec(context.Background(), "", q, nil)
+		return err
+	}
+	if err := exec(decl); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(decl); err != nil {
+		t.Fatalf("the same declaration again: %v", err)
+	}
+	for _, other := range []string{
+		`node Job { kind: String = "stream", tags: List = ["a", "b"], n: Int = 3, at: Timestamp?, body: String? }`,
+		`node Job { kind: String = "batch", tags: List = ["a"], n: Int = 3, at: Timestamp?, body: String? }`,
+		`node Job { kind: String = "batch", tags: List = ["a", "b"], n: Float = 3.0, at: Timestamp?, body: String? }`,
+		`node Job { kind: String = "batch", tags: List = ["a", "b"], n: Int = 3, at: Timestamp?, body: String }`,
+		`node Job { kind: String, tags: List = ["a", "b"], n: Int = 3, at: Timestamp?, body: String? }`,
+	} {
+		if err := exec(other); herald.CodeOf(err) != herald.CodeTypeConflict {
+			t.Errorf("%s: %v, want %s", other, err, herald.CodeTypeConflict)
+		}
+	}
+}

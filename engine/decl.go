@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"reflect"
 	"strings"
 
 	"github.com/herald-mq/herald"
@@ -54,7 +53,7 @@ func (x *execution) declare(d *herald.TypeDecl, name *ast.Ident) (Result, error)
 	}
 	old := x.tx.Type(d.Name)
 	if old != nil {
-		if reflect.DeepEqual(old, d) {
+		if old.Same(d) {
 			return Result{}, nil // re-declaring the same type is a no-op
 		}
 		kind := "node"
