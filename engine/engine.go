@@ -122,22 +122,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	// A _Watch node is written whenever its counters move, and is looked up by
 	// attribute rarely: its dozen attributes are not worth an index entry each.
 	g := graph.New(graph.UnindexedAttrs(typeWatch))
-	err = cfg.Backend.Load(ctx, func(r store.Record) error {
-		switch {
-		case r.Type != nil:
-			g.PutType(r.Type.Name, r.Type)
-		case r.Node != nil:
-			ver := r.Node.Ver
-			if ver == 0 {
-				ver = meta.Seq // stored before nodes recorded their version
-			}
-			g.PutNode(r.Node, ver)
-		case r.Edge != nil:
-			g.PutEdge(r.Edge, meta.Seq)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := loadGraph(ctx, cfg.Backend, g, meta.Seq); err != nil {
 		return nil, fmt.Errorf("engine: load graph: %w", err)
 	}
 	cons, err := loadConstraints(g)
