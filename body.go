@@ -40,6 +40,37 @@ var (
 // nameListLimit bounds how many lists are interned.
 const nameListLimit = 1 << 12
 
+// DecodeNames decodes count names written one after another by AppendString, sorted,
+// into the list that InternNames would return for them. A list already held is found
+// from the encoding itself, which is the key the lists are held under, so that loading
+// a backlog decodes each list of names once rather than once per body. It returns the
+// rest of b.
+func DecodeNames(b []byte, count int) ([]string, []byte, error) {
+	rest := b
+	for range count {
+		var ok bool
+		if _, rest, ok = lenPrefixed(rest); !ok {
+			return nil, nil, ErrCorrupt
+		}
+	}
+	enc := b[:len(b)-len(rest)]
+	nameListsMu.RLock()
+	list, ok := nameLists[string(enc)]
+	nameListsMu.RUnlock()
+	if ok {
+		return list, rest, nil
+	}
+	names := make([]string, count)
+	for i := range names {
+		name, after, _ := lenPrefixed(enc)
+		if i > 0 && names[i-1] >= string(name) {
+			return nil, nil, ErrCorrupt
+		}
+		names[i], enc = InternName(string(name)), after
+	}
+	return InternNames(names), rest, nil
+}
+
 // InternNames returns a list equal to names (sorted, as a body's are), shared with
 // every body whose attributes have the same names; names itself when there are too
 // many lists already. Neither may be changed afterwards.

@@ -1,11 +1,13 @@
 package herald_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -360,5 +362,42 @@ func TestValueUnion(t *testing.T) {
 	}
 	if e := herald.String(""); e.AsString() != "" || e.IsNull() || e.Kind() != herald.KindString || herald.Compare(e, herald.String("")) != 0 {
 		t.Errorf("the empty string: %v %v", e, e.Kind())
+	}
+}
+
+// TestDecodeNames: a list of names decodes to the list InternNames holds for it, the
+// same slice whether it was held before the call or not, and bad encodings (cut short,
+// out of order, repeated) are refused.
+func TestDecodeNames(t *testing.T) {
+	enc := func(names ...string) []byte {
+		var b []byte
+		for _, n := range names {
+			b = herald.AppendString(b, n)
+		}
+		return append(b, 0xAA) // what follows the names
+	}
+	fresh := []string{"zz_decode_a", "zz_decode_b", "zz_decode_c"}
+	got, rest, err := herald.DecodeNames(enc(fresh...), 3)
+	if err != nil || !slices.Equal(got, fresh) || !bytes.Equal(rest, []byte{0xAA}) {
+		t.Fatalf("first decoding: %q, rest %x, %v", got, rest, err)
+	}
+	held := herald.InternNames(slices.Clone(fresh))
+	again, _, err := herald.DecodeNames(enc(fresh...), 3)
+	if err != nil || &again[0] != &held[0] || &got[0] != &held[0] {
+		t.Errorf("the decoded lists are not the one held: %p %p %p (%v)", &got[0], &again[0], &held[0], err)
+	}
+	for _, bad := range []struct {
+		b     []byte
+		count int
+	}{
+		{enc("a", "b")[:3], 2},  // cut short
+		{enc("b", "a"), 2},      // out of order
+		{enc("a", "a"), 2},      // repeated
+		{enc("a"), 3},           // fewer names than counted
+		{[]byte{0x80, 0x80}, 1}, // a bad length
+	} {
+		if _, _, err := herald.DecodeNames(bad.b, bad.count); !errors.Is(err, herald.ErrCorrupt) {
+			t.Errorf("DecodeNames(%x, %d): %v, want ErrCorrupt", bad.b, bad.count, err)
+		}
 	}
 }

@@ -182,22 +182,20 @@ func decodeNode(b []byte, version byte, src herald.BodySource) (*herald.Node, []
 	if err != nil || count == 0 {
 		return nil, nil, herald.ErrCorrupt
 	}
-	names := make([]string, count)
-	for i := range names {
-		var name string
-		if name, b, err = herald.DecodeString(b); err != nil {
-			return nil, nil, err
-		}
-		if i > 0 && names[i-1] >= name || n.Attrs.Has(name) {
+	names, b, err := herald.DecodeNames(b, int(count))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, name := range names {
+		if n.Attrs.Has(name) {
 			return nil, nil, herald.ErrCorrupt
 		}
-		names[i] = herald.InternName(name)
 	}
 	size, m := binary.Uvarint(b)
 	if m <= 0 || size > 1<<40 {
 		return nil, nil, herald.ErrCorrupt
 	}
-	n.Body = herald.BodyRef(seq, herald.InternNames(names), int(size), src)
+	n.Body = herald.BodyRef(seq, names, int(size), src)
 	return n, b[m:], nil
 }
 
