@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime/debug"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/store"
 )
@@ -30,9 +31,10 @@ func raiseGCPercent(pct int) (restore func()) {
 
 // loadGraph fills g with what the backend holds, in the backend's order. Reading and
 // decoding the records and inserting them into the graph's trees each take about half
-// of a restart's work: the two run on two goroutines, the builder taking the reader's
-// records in batches, so that they overlap on two CPUs. The collector's target is
-// raised meanwhile (loadGCPercent).
+// of a restart's work: they run on different goroutines, the builder taking the
+// reader's records in batches and handing the nodes' indexes to a third (a
+// graph.Loader), so that they overlap on two CPUs. The collector's target is raised
+// meanwhile (loadGCPercent).
 // seq is the store's position: the version of nodes stored without one, and of edges.
 func loadGraph(ctx context.Context, b store.Backend, g *graph.Graph, seq uint64) error {
 	defer raiseGCPercent(loadGCPercent)()
@@ -40,10 +42,10 @@ func loadGraph(ctx context.Context, b store.Backend, g *graph.Graph, seq uint64)
 	built := make(chan struct{})
 	go func() {
 		defer close(built)
+		l := g.Loader() // the nodes' indexes on a goroutine of their own
+		defer l.Close()
 		for batch := range batches {
-			for _, r := range batch {
-				putRecord(g, r, seq)
-			}
+			putRecords(g, l, batch, seq)
 		}
 	}()
 	batch := make([]store.Record, 0, loadBatch)
@@ -62,18 +64,21 @@ func loadGraph(ctx context.Context, b store.Backend, g *graph.Graph, seq uint64)
 	return err
 }
 
-// putRecord adds one stored record to g.
-func putRecord(g *graph.Graph, r store.Record, seq uint64) {
-	switch {
-	case r.Type != nil:
-		g.PutType(r.Type.Name, r.Type)
-	case r.Node != nil:
-		ver := r.Node.Ver
-		if ver == 0 {
-			ver = seq // stored before nodes recorded their version
+// putRecords adds a batch of stored records to g, its nodes through l.
+func putRecords(g *graph.Graph, l *graph.Loader, batch []store.Record, seq uint64) {
+	nodes := make([]*herald.Node, 0, len(batch))
+	for _, r := range batch {
+		switch {
+		case r.Type != nil:
+			g.PutType(r.Type.Name, r.Type)
+		case r.Node != nil:
+			if r.Node.Ver == 0 {
+				r.Node.Ver = seq // stored before nodes recorded their version
+			}
+			nodes = append(nodes, r.Node)
+		case r.Edge != nil:
+			g.PutEdge(r.Edge, seq)
 		}
-		g.PutNode(r.Node, ver)
-	case r.Edge != nil:
-		g.PutEdge(r.Edge, seq)
 	}
+	l.Nodes(nodes)
 }
