@@ -12,18 +12,13 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/internal/clock"
-	"github.com/herald-mq/herald/store/pebblestore"
 )
 
 // bodyEngine opens an engine on pebble over fs that keeps no body in memory once it is
 // durable, so every read of a large value goes to the store.
 func bodyEngine(t *testing.T, fs vfs.FS) *engine.Engine {
 	t.Helper()
-	st, err := pebblestore.Open("db", pebblestore.Options{FS: fs, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := engine.Open(context.Background(), engine.Config{Backend: st, Logger: quiet, BodyCache: -1,
+	e, err := engine.Open(context.Background(), engine.Config{Backend: pebbleOn(t, fs), Logger: quiet, BodyCache: -1,
 		Clock: clock.NewManual(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
-	"github.com/herald-mq/herald/store/pebblestore"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -45,11 +44,7 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) open() {
 	h.t.Helper()
-	st, err := pebblestore.Open("db", pebblestore.Options{FS: h.fs, Logger: quiet})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	eng, err := engine.Open(context.Background(), engine.Config{Backend: st, Clock: h.clk, Logger: quiet, TickMode: h.mode, Retention: h.ret})
+	eng, err := engine.Open(context.Background(), engine.Config{Backend: pebbleOn(h.t, h.fs), Clock: h.clk, Logger: quiet, TickMode: h.mode, Retention: h.ret})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/herald-mq/herald/engine"
-	"github.com/herald-mq/herald/store/pebblestore"
 )
 
 // TestOpenLoadsEverything: an engine opened on a store loads every type, node and edge
@@ -18,14 +17,7 @@ import (
 // collector's target it raises while loading is back as it was after Open.
 func TestOpenLoadsEverything(t *testing.T) {
 	fs := vfs.NewMem()
-	openStore := func() *pebblestore.Store {
-		st, err := pebblestore.Open("db", pebblestore.Options{FS: fs, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	e, err := engine.Open(context.Background(), engine.Config{Backend: openStore(), Logger: quiet})
+	e, err := engine.Open(context.Background(), engine.Config{Backend: pebbleOn(t, fs), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +43,7 @@ func TestOpenLoadsEverything(t *testing.T) {
 
 	prev := debug.SetGCPercent(77)
 	defer debug.SetGCPercent(prev)
-	e2, err := engine.Open(context.Background(), engine.Config{Backend: openStore(), Logger: quiet})
+	e2, err := engine.Open(context.Background(), engine.Config{Backend: pebbleOn(t, fs), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,16 @@ import (
 	"github.com/herald-mq/herald/store/storetest"
 )
 
+// pebbleOn opens the pebble store "db" on fs.
+func pebbleOn(t testing.TB, fs vfs.FS) *pebblestore.Store {
+	t.Helper()
+	st, err := pebblestore.Open("db", pebblestore.Options{FS: fs, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func openEngine(t *testing.T, b store.Backend, cfg engine.Config) *engine.Engine {
 	t.Helper()
 	cfg.Backend = b
@@ -233,11 +243,7 @@ func TestConcurrentUse(t *testing.T) {
 func TestCrashRecovery(t *testing.T) {
 	fs := vfs.NewStrictMem()
 	open := func() *engine.Engine {
-		st, err := pebblestore.Open("db", pebblestore.Options{FS: fs, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := engine.Open(context.Background(), engine.Config{Backend: st, Logger: quiet, Clock: clock.NewManual(time.Unix(1700000000, 0))})
+		e, err := engine.Open(context.Background(), engine.Config{Backend: pebbleOn(t, fs), Logger: quiet, Clock: clock.NewManual(time.Unix(1700000000, 0))})
 		if err != nil {
 			t.Fatal(err)
 		}
