@@ -1,7 +1,6 @@
 package herald
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
@@ -54,21 +53,23 @@ func DecodeNames(b []byte, count int) ([]string, []byte, error) {
 		}
 	}
 	enc := b[:len(b)-len(rest)]
-	nameListsMu.RLock()
-	list, ok := nameLists[string(enc)]
-	nameListsMu.RUnlock()
-	if ok {
-		return list, rest, nil
-	}
-	names := make([]string, count)
-	for i := range names {
-		name, after, _ := lenPrefixed(enc)
-		if i > 0 && names[i-1] >= string(name) {
-			return nil, nil, ErrCorrupt
+	var unsorted bool
+	list := heldNames(enc, func() []string {
+		names := make([]string, count)
+		for i, e := 0, enc; i < count; i++ {
+			name, after, _ := lenPrefixed(e)
+			if i > 0 && names[i-1] >= string(name) {
+				unsorted = true
+				return nil
+			}
+			names[i], e = InternName(string(name)), after
 		}
-		names[i], enc = InternName(string(name)), after
+		return names
+	})
+	if unsorted {
+		return nil, nil, ErrCorrupt
 	}
-	return InternNames(names), rest, nil
+	return list, rest, nil
 }
 
 // InternNames returns a list equal to names (sorted, as a body's are), shared with
@@ -84,29 +85,42 @@ func internNameList(name func(int) string, n int, have ...string) []string {
 	var buf [256]byte
 	key := buf[:0]
 	for i := range n {
-		key = append(binary.AppendUvarint(key, uint64(len(name(i)))), name(i)...)
+		key = AppendString(key, name(i))
 	}
+	return heldNames(key, func() []string {
+		if have == nil {
+			have = make([]string, n)
+			for i := range have {
+				have[i] = name(i)
+			}
+		}
+		return have
+	})
+}
+
+// heldNames returns the list held under key, the names' encoding (AppendString, one
+// after another). When none is, it holds the list that list returns, unless that is nil
+// or there are too many lists already, and returns it.
+func heldNames(key []byte, list func() []string) []string {
 	nameListsMu.RLock()
-	list, ok := nameLists[string(key)]
+	held, ok := nameLists[string(key)]
 	nameListsMu.RUnlock()
 	if ok {
-		return list
+		return held
 	}
-	if have == nil {
-		have = make([]string, n)
-		for i := range have {
-			have[i] = name(i)
-		}
+	names := list()
+	if names == nil {
+		return nil
 	}
 	nameListsMu.Lock()
 	defer nameListsMu.Unlock()
-	if list, ok := nameLists[string(key)]; ok {
-		return list
+	if held, ok := nameLists[string(key)]; ok {
+		return held
 	}
 	if len(nameLists) < nameListLimit {
-		nameLists[string(key)] = have
+		nameLists[string(key)] = names
 	}
-	return have
+	return names
 }
 
 func (a Attrs) name(i int) string { return a[i].Name }
