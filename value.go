@@ -524,12 +524,20 @@ func DecodeValueNested(b []byte, depth int) (Value, []byte, error) {
 
 // DecodeInterface decodes one value as DecodeValueNested does and returns its plain
 // form (see Interface), building the plain lists and maps directly instead of a Value's
-// on the way. Clients that hand matches out as Go maps use it.
+// on the way. Clients that hand matches out as Go maps use it. The strings it returns
+// share b's memory, which must not change afterwards; they keep all of b alive.
 func DecodeInterface(b []byte, depth int) (any, []byte, error) {
 	if len(b) == 0 {
 		return nil, nil, ErrCorrupt
 	}
 	k := Kind(b[0])
+	if k == KindString {
+		str, rest, ok := lenPrefixed(b[1:])
+		if !ok {
+			return nil, nil, ErrCorrupt
+		}
+		return sharedString(str), rest, nil
+	}
 	if k != KindList && k != KindMap {
 		v, rest, err := decodeValue(b, 0) // a scalar: nothing nests
 		if err != nil {
@@ -567,6 +575,15 @@ func DecodeInterface(b []byte, depth int) (any, []byte, error) {
 		out[key] = e
 	}
 	return out, b, nil
+}
+
+// sharedString returns the bytes of b as a string without copying them: b must not
+// change while the string lives.
+func sharedString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // decodeValue decodes one value whose lists and maps nest at most depth deep.
@@ -854,7 +871,8 @@ func decodeAttrs(b []byte, depth int) (Attrs, []byte, error) {
 }
 
 // AttrOf returns the attribute name of an Attrs encoding (AppendBinary), or null when
-// it has none, decoding no other attribute on the way.
+// it has none, decoding no other attribute on the way. A string it returns shares b's
+// memory, which must not change afterwards (a body's encoding never does).
 func AttrOf(b []byte, name string) (Value, error) {
 	n, b, ok := decodeCount(b)
 	if !ok {
@@ -867,6 +885,13 @@ func AttrOf(b []byte, name string) (Value, error) {
 		}
 		switch {
 		case string(k) == name:
+			if len(b) > 0 && Kind(b[0]) == KindString {
+				str, _, ok := lenPrefixed(b[1:])
+				if !ok {
+					return Null, ErrCorrupt
+				}
+				return String(sharedString(str)), nil
+			}
 			v, _, err := decodeValue(b, math.MaxInt)
 			return v, err
 		case string(k) > name:

@@ -311,6 +311,33 @@ func TestAttrOf(t *testing.T) {
 	}
 }
 
+// A string that AttrOf or DecodeInterface returns is the encoding's bytes, not a copy:
+// a delivery's body is neither copied out of the stored body on the server nor out of
+// the received frame in the client. A cut inside the string is still refused.
+func TestDecodedStringsShareTheEncoding(t *testing.T) {
+	inside := func(s string, b []byte) bool {
+		p, start := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(&b[0]))
+		return p >= start && p+uintptr(len(s)) <= start+uintptr(len(b))
+	}
+	body := strings.Repeat("x", 256)
+	enc := herald.AttrsOf(map[string]herald.Value{"a": herald.Int(1), "body": herald.String(body)}).AppendBinary(nil)
+	v, err := herald.AttrOf(enc, "body")
+	if err != nil || v.AsString() != body || !inside(v.AsString(), enc) {
+		t.Errorf("AttrOf(body) = %.10q…, %v; shares the encoding: %v", v.AsString(), err, err == nil && inside(v.AsString(), enc))
+	}
+	for cut := 1; cut < len(enc); cut++ {
+		if _, err := herald.AttrOf(enc[:cut], "body"); !errors.Is(err, herald.ErrCorrupt) {
+			t.Fatalf("AttrOf(body) of the first %d of %d bytes: err = %v, want ErrCorrupt", cut, len(enc), err)
+		}
+	}
+	m := herald.Map([]string{"body"}, []herald.Value{herald.String(body)}).AppendBinary(nil)
+	x, _, err := herald.DecodeInterface(m, 2)
+	got, _ := x.(map[string]any)["body"].(string)
+	if err != nil || got != body || !inside(got, m) {
+		t.Errorf("DecodeInterface: body %.10q…, %v; shares the encoding: %v", got, err, got != "" && inside(got, m))
+	}
+}
+
 // An id is its prefix and 21 base32 characters, whatever the prefix's length.
 func TestNewIDForm(t *testing.T) {
 	for _, prefix := range []string{"", "n", strings.Repeat("p", 43), strings.Repeat("q", 44)} {
