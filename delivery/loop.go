@@ -349,7 +349,7 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 		// Pick first, then read the bodies of every pick in one pass (they usually lie
 		// together in the store), then lease them in the order picked.
 		scanned := 0
-		var picks []pick
+		picks := s.picks[:0]
 		for {
 			c := g.nextMember()
 			if c == nil {
@@ -365,9 +365,9 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 		if len(picks) == 0 {
 			continue
 		}
-		nodes := make([]*herald.Node, len(picks))
-		for i, p := range picks {
-			nodes[i] = p.cand.node
+		nodes := s.pickNodes[:0]
+		for _, p := range picks {
+			nodes = append(nodes, p.cand.node)
 			p.c.reserved = 0
 		}
 		held := herald.HoldBodies(nodes)
@@ -379,6 +379,10 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 		for _, b := range held {
 			b.Release()
 		}
+		// The scratch is kept for the next round, without what it pointed to.
+		clear(picks)
+		clear(nodes)
+		s.picks, s.pickNodes = picks[:0], nodes[:0]
 	}
 }
 

@@ -137,6 +137,9 @@ type Service struct {
 	// did not commit: the next round decides them again.
 	lettering map[herald.NodeID]bool
 	redecide  []herald.NodeID
+	// picks and pickNodes are dispatchLocked's scratch, kept between rounds.
+	picks     []pick
+	pickNodes []*herald.Node
 
 	pendMu  sync.Mutex
 	pending []*herald.ChangeSet
