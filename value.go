@@ -532,11 +532,11 @@ func DecodeInterface(b []byte, depth int) (any, []byte, error) {
 	}
 	k := Kind(b[0])
 	if k == KindString {
-		str, rest, ok := lenPrefixed(b[1:])
-		if !ok {
-			return nil, nil, ErrCorrupt
+		str, rest, err := sharedStringAt(b)
+		if err != nil {
+			return nil, nil, err
 		}
-		return sharedString(str), rest, nil
+		return str, rest, nil
 	}
 	if k != KindList && k != KindMap {
 		v, rest, err := decodeValue(b, 0) // a scalar: nothing nests
@@ -577,13 +577,17 @@ func DecodeInterface(b []byte, depth int) (any, []byte, error) {
 	return out, b, nil
 }
 
-// sharedString returns the bytes of b as a string without copying them: b must not
-// change while the string lives.
-func sharedString(b []byte) string {
-	if len(b) == 0 {
-		return ""
+// sharedStringAt decodes the string value at the front of b, its kind first, without
+// copying its bytes: b must not change while the string lives.
+func sharedStringAt(b []byte) (string, []byte, error) {
+	str, rest, ok := lenPrefixed(b[1:])
+	if !ok {
+		return "", nil, ErrCorrupt
 	}
-	return unsafe.String(&b[0], len(b))
+	if len(str) == 0 {
+		return "", rest, nil
+	}
+	return unsafe.String(&str[0], len(str)), rest, nil
 }
 
 // decodeValue decodes one value whose lists and maps nest at most depth deep.
@@ -886,11 +890,8 @@ func AttrOf(b []byte, name string) (Value, error) {
 		switch {
 		case string(k) == name:
 			if len(b) > 0 && Kind(b[0]) == KindString {
-				str, _, ok := lenPrefixed(b[1:])
-				if !ok {
-					return Null, ErrCorrupt
-				}
-				return String(sharedString(str)), nil
+				str, _, err := sharedStringAt(b)
+				return String(str), err
 			}
 			v, _, err := decodeValue(b, math.MaxInt)
 			return v, err
