@@ -891,7 +891,10 @@ func AttrOf(b []byte, name string) (Value, error) {
 		case string(k) == name:
 			if len(b) > 0 && Kind(b[0]) == KindString {
 				str, _, err := sharedStringAt(b)
-				return String(str), err
+				if err != nil {
+					return Null, err
+				}
+				return String(str), nil
 			}
 			v, _, err := decodeValue(b, math.MaxInt)
 			return v, err
