@@ -5,6 +5,7 @@ package parser
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/scanner"
@@ -31,6 +32,7 @@ const (
 func ParseScript(src string) (*ast.Script, *token.File, error) {
 	var p parser
 	p.init(src)
+	defer p.release()
 	script := &ast.Script{}
 	func() {
 		defer p.recoverBailout()
@@ -43,6 +45,7 @@ func ParseScript(src string) (*ast.Script, *token.File, error) {
 func ParseExpr(src string) (x ast.Expr, err error) {
 	var p parser
 	p.init(src)
+	defer p.release()
 	func() {
 		defer p.recoverBailout()
 		defer func() {
@@ -63,6 +66,27 @@ func ParseExpr(src string) (x ast.Expr, err error) {
 	return x, err
 }
 
+// tokenPool holds token slices between parses.
+var tokenPool = sync.Pool{New: func() any { return new([]tokenInfo) }}
+
+// maxPooledTokens bounds the token slices kept in tokenPool: a rare long script's
+// tokens are left to the collector.
+const maxPooledTokens = 1024
+
+// release gives the parser's token slice back to tokenPool. The syntax tree keeps
+// nothing of it: literals are strings of their own.
+func (p *parser) release() {
+	if p.buf == nil {
+		return
+	}
+	if cap(p.toks) <= maxPooledTokens {
+		clear(p.toks) // let the literals go
+		*p.buf = p.toks[:0]
+		tokenPool.Put(p.buf)
+	}
+	p.buf, p.toks = nil, nil
+}
+
 // bailout stops the whole parse (too many errors, or nesting too deep).
 type bailout struct{}
 
@@ -80,6 +104,7 @@ type parser struct {
 	file   *token.File
 	errors ErrorList
 	toks   []tokenInfo
+	buf    *[]tokenInfo // where toks came from in tokenPool
 	idx    int
 
 	// current token
@@ -100,10 +125,14 @@ func (p *parser) init(src string) {
 		p.errors.Add(p.file.Position(pos), msg)
 		p.errorLine(p.file.Position(pos).Line)
 	}, 0)
-	// Room for the tokens at once (a token takes four bytes of source or more, most
-	// often), rather than growing the slice step by step: a statement is parsed for
-	// every watch opened and every query run.
-	p.toks = make([]tokenInfo, 0, len(src)/4+2)
+	// A statement is parsed for every watch opened and every query run, and its tokens
+	// are needed only while it is: their slice comes from a pool, with room for the
+	// tokens at once (a token takes three bytes of source or more, most often).
+	p.buf = tokenPool.Get().(*[]tokenInfo)
+	p.toks = (*p.buf)[:0]
+	if n := len(src)/3 + 2; cap(p.toks) < n {
+		p.toks = make([]tokenInfo, 0, n)
+	}
 	for {
 		pos, tok, lit := s.Scan()
 		end := pos + token.Pos(len(lit))

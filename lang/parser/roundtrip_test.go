@@ -107,3 +107,42 @@ func FuzzParse(f *testing.F) {
 		_, _ = parser.ParseExpr(src)
 	})
 }
+
+// Parses share their token slices through a pool: a syntax tree must keep nothing of
+// the slice it was parsed from, so that later parses, which reuse it, leave it as it
+// was.
+func TestParseKeepsNothingOfItsTokens(t *testing.T) {
+	var trees []*ast.Script
+	var want []string
+	for _, src := range validScripts {
+		s, _, err := parser.ParseScript(src)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		trees = append(trees, s)
+		want = append(want, printer.String(s))
+	}
+	for range 3 {
+		for _, src := range validScripts {
+			_, _, _ = parser.ParseScript(src + " ; " + src)
+			_, _ = parser.ParseExpr("a.b + $c * 2 <> 'text'")
+		}
+	}
+	for i, s := range trees {
+		if got := printer.String(s); got != want[i] {
+			t.Errorf("%q printed %q after later parses, %q before", validScripts[i], got, want[i])
+		}
+	}
+}
+
+// BenchmarkParseWatch parses the statement a watch-mode watch opens with; -benchmem
+// shows what a parse allocates.
+func BenchmarkParseWatch(b *testing.B) {
+	const src = `WATCH m: BenchMsg [mode: watch, delivery: best_effort, initial: none] RETURN m.body AS body`
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := parser.ParseScript(src); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
