@@ -45,6 +45,7 @@ func serveChild(args []string) int {
 	cpuprofile := fs.String("cpuprofile", "", "file to write a CPU profile of the server to")
 	tracefile := fs.String("trace", "", "file to write an execution trace of the server to")
 	watchCPU := fs.Float64("watch-cpu", 0, "the server's WatchCPUShare (0: its default)")
+	memprofile := fs.String("memprofile", "", "file to write an allocation profile of the server to at each collection the parent asks for")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -86,7 +87,7 @@ func serveChild(args []string) int {
 		fmt.Fprintln(os.Stderr, "cannot write the address file")
 		return 1
 	}
-	go collectOnSignal(ctx, *addrFile+".gc")
+	go collectOnSignal(ctx, *addrFile+".gc", *memprofile)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -95,10 +96,11 @@ func serveChild(args []string) int {
 }
 
 // collectOnSignal answers SIGUSR1 until ctx ends: it collects garbage, returns the
-// free memory to the system, and then writes the count of collections so far to file,
-// so the parent can read the memory the server holds rather than what the last burst
-// of work left for the collector (child.collect).
-func collectOnSignal(ctx context.Context, file string) {
+// free memory to the system, writes the allocation profile so far to memprofile when
+// one is named, and then writes the count of collections so far to file, so the parent
+// can read the memory the server holds rather than what the last burst of work left
+// for the collector (child.collect).
+func collectOnSignal(ctx context.Context, file, memprofile string) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR1)
 	defer signal.Stop(sig)
@@ -109,6 +111,9 @@ func collectOnSignal(ctx context.Context, file string) {
 		case <-sig:
 		}
 		debug.FreeOSMemory() // a full collection first, then the release
+		if memprofile != "" {
+			writeAllocs(memprofile)
+		}
 		tmp := file + ".tmp"
 		if os.WriteFile(tmp, []byte(strconv.Itoa(n)), 0o644) == nil {
 			_ = os.Rename(tmp, file)
@@ -384,3 +389,23 @@ func firstMessage(ctx context.Context, c *client.Client, group string) (time.Dur
 }
 
 func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', 0, 64) }
+
+// writeAllocs replaces file with the allocation profile of the process so far.
+func writeAllocs(file string) {
+	tmp := file + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}

@@ -71,6 +71,9 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	if f.traceFile != "" {
 		extra = append(extra, "--trace", f.traceFile+".server")
 	}
+	if f.memProfile != "" {
+		extra = append(extra, "--memprofile", f.memProfile+".server")
+	}
 	srv, err := startChild(ctx, dir, extra...)
 	if err != nil {
 		return fmt.Errorf("starting the server: %w", err)

@@ -166,7 +166,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the in-process server included; in --fanout and --backlog modes the server child writes FILE.server) to this file")
-	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run (the in-process server included) to this file at its end")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run (the in-process server included) to this file at its end (in --fanout mode the server child writes FILE.server at each collection it is asked for)")
 	fl.StringVar(&f.traceFile, "trace", "", "write an execution trace of the whole run (for go tool trace) to this file (the server child of --fanout writes FILE.server)")
 	fl.IntVar(&f.backlog, "backlog", 0, "backlog mode: fill this many messages into a child server and measure it (Herald only)")
 	fl.IntVar(&f.fanout, "fanout", 0, "fan-out mode: this many watch-mode streams on the published pattern (Herald only)")
