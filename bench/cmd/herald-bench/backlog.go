@@ -310,10 +310,18 @@ func runBacklog(ctx context.Context, f benchFlags, cfg bench.Config, stdout, std
 		return err
 	}
 
-	// kill -9, then restart on the same data.
+	// kill -9, then restart on the same data. The restarted server is stopped
+	// gracefully, so it can write the profiles asked for.
 	srv.kill()
 	c.Close()
-	srv, err = startChild(ctx, dir)
+	var extra []string
+	if f.cpuProfile != "" {
+		extra = append(extra, "--cpuprofile", f.cpuProfile+".server")
+	}
+	if f.traceFile != "" {
+		extra = append(extra, "--trace", f.traceFile+".server")
+	}
+	srv, err = startChild(ctx, dir, extra...)
 	if err != nil {
 		return fmt.Errorf("restarting the server: %w", err)
 	}
