@@ -79,6 +79,10 @@ type Config struct {
 	// AcceptDataLoss opens a store whose write-ahead log lost synced commits (it is
 	// behind its position mark) instead of refusing to start.
 	AcceptDataLoss bool
+	// PreparedLogs is how many write-ahead log files a new Pebble store writes ahead
+	// of use, so that its first logs' syncs need not grow them; 0 writes none.
+	// `herald serve` uses DefaultPreparedLogs.
+	PreparedLogs int
 	// StatementTimeout and MaxRowsScanned limit each statement (E4012); 0 means the
 	// engine's defaults, a negative value no limit.
 	StatementTimeout time.Duration
@@ -200,7 +204,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 			return fmt.Errorf("server: data dir: %w", err)
 		}
-		ps, err := pebblestore.Open(s.cfg.DataDir, pebblestore.Options{Logger: s.log.With("component", "pebble"), AcceptLoss: s.cfg.AcceptDataLoss})
+		ps, err := pebblestore.Open(s.cfg.DataDir, pebblestore.Options{Logger: s.log.With("component", "pebble"), AcceptLoss: s.cfg.AcceptDataLoss, PreparedLogs: s.cfg.PreparedLogs})
 		if err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
@@ -351,6 +355,10 @@ func (s *Server) Start(ctx context.Context) (err error) {
 
 // DefaultMaxInflightPublishes is Config.MaxInflightPublishes's default.
 const DefaultMaxInflightPublishes = rpcapi.DefaultMaxInflightPublishes
+
+// DefaultPreparedLogs is the number of log files `herald serve` has a new store write
+// ahead (Config.PreparedLogs): 576 MB.
+const DefaultPreparedLogs = pebblestore.DefaultPreparedLogs
 
 // DefaultWatchLinger is Config.WatchLinger's default.
 const DefaultWatchLinger = rpcapi.DefaultWatchLinger

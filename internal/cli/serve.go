@@ -27,6 +27,7 @@ type serveFlags struct {
 	stmtTimeout         time.Duration
 	maxScanned          int
 	acceptLoss          bool
+	preparedLogs        int
 	tlsCert, tlsKey     string
 	tlsCA               string
 	insecure            bool
@@ -96,6 +97,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.BoolVar(&f.auth, "auth", false, "require credentials: a bearer token (herald token create) or a client certificate naming a principal; what a request may do is its principal's grants")
 	fl.BoolVar(&f.authLoopback, "auth-loopback", false, "with --auth, require credentials from loopback clients too (otherwise they act as \"local\", with every grant)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow listening beyond loopback without client certificates: anyone who reaches the port can do anything")
+	fl.IntVar(&f.preparedLogs, "prepared-logs", server.DefaultPreparedLogs, "write-ahead log files of 64 MB a new data directory writes before it serves, so that its first logs' syncs need not grow files (0: none)")
 	fl.BoolVar(&f.acceptLoss, "accept-data-loss", false, "open a store whose write-ahead log lost synced commits, at the position it reaches (without it such a store is refused)")
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
 	return cmd
@@ -154,6 +156,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		RateLimit:              f.rate,
 		MaxWatchesPerPrincipal: f.principalWatches,
 		AcceptDataLoss:         f.acceptLoss,
+		PreparedLogs:           f.preparedLogs,
 		WatchBufferBytes:       f.watchBytes,
 		WatchCPUShare:          f.watchCPU,
 		WatchLinger:            linger(f.watchLinger),

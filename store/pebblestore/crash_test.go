@@ -19,12 +19,25 @@ import (
 // filesystem, crashes at random points by discarding everything that was not synced,
 // reopens, and checks that every acknowledged batch survived whole, that Meta is the last
 // acknowledged position, and that nothing of a batch in flight at the crash is visible.
+// It runs on a store created plainly and on one created with prepared log files, whose
+// logs are files of zeros that the records overwrite.
 func TestCrash(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { testCrash(t, pebblestore.Options{}) })
+	t.Run("prepared logs", func(t *testing.T) {
+		testCrash(t, pebblestore.Options{PreparedLogs: 3, PreparedLogSize: 1 << 20})
+	})
+}
+
+func testCrash(t *testing.T, first pebblestore.Options) {
 	const rounds = 40
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(20250101, 7))
 	fs := vfs.NewStrictMem()
-	s := mustOpen(t, "db", fs)
+	first.FS, first.Logger = fs, quiet
+	s, err := pebblestore.Open("db", first)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer func() { _ = s.Close() }()
 
 	m := newModel()

@@ -45,6 +45,7 @@ func serveChild(args []string) int {
 	cpuprofile := fs.String("cpuprofile", "", "file to write a CPU profile of the server to")
 	tracefile := fs.String("trace", "", "file to write an execution trace of the server to")
 	watchCPU := fs.Float64("watch-cpu", 0, "the server's WatchCPUShare (0: its default)")
+	preparedLogs := fs.Int("prepared-logs", 0, "the server's PreparedLogs")
 	memprofile := fs.String("memprofile", "", "file to write an allocation profile of the server to at each collection the parent asks for")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -77,7 +78,7 @@ func serveChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	srv := server.New(server.Config{DataDir: *data, Listen: *listen, WatchCPUShare: *watchCPU, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := server.New(server.Config{DataDir: *data, Listen: *listen, WatchCPUShare: *watchCPU, PreparedLogs: *preparedLogs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err := srv.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -132,14 +133,14 @@ type child struct {
 
 // startChild starts a server process on dir and waits until it has written its address.
 // Extra arguments go to the child's flags.
-func startChild(ctx context.Context, dir string, extra ...string) (*child, error) {
+func startChild(ctx context.Context, dir string, preparedLogs int, extra ...string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	addrFile := filepath.Join(dir, "addr")
 	_ = os.Remove(addrFile)
-	args := append([]string{serveChildCmd, "--data", filepath.Join(dir, "data"), "--addr-file", addrFile}, extra...)
+	args := append([]string{serveChildCmd, "--data", filepath.Join(dir, "data"), "--addr-file", addrFile, "--prepared-logs", strconv.Itoa(preparedLogs)}, extra...)
 	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	c := &child{cmd: cmd, addrFile: addrFile, started: time.Now()}
@@ -233,7 +234,7 @@ func runBacklog(ctx context.Context, f benchFlags, cfg bench.Config, stdout, std
 		return err
 	}
 	defer os.RemoveAll(dir)
-	srv, err := startChild(ctx, dir)
+	srv, err := startChild(ctx, dir, f.preparedLogs)
 	if err != nil {
 		return fmt.Errorf("starting the server: %w", err)
 	}
@@ -321,7 +322,7 @@ func runBacklog(ctx context.Context, f benchFlags, cfg bench.Config, stdout, std
 	if f.traceFile != "" {
 		extra = append(extra, "--trace", f.traceFile+".server")
 	}
-	srv, err = startChild(ctx, dir, extra...)
+	srv, err = startChild(ctx, dir, f.preparedLogs, extra...)
 	if err != nil {
 		return fmt.Errorf("restarting the server: %w", err)
 	}

@@ -74,7 +74,7 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	if f.memProfile != "" {
 		extra = append(extra, "--memprofile", f.memProfile+".server")
 	}
-	srv, err := startChild(ctx, dir, extra...)
+	srv, err := startChild(ctx, dir, f.preparedLogs, extra...)
 	if err != nil {
 		return fmt.Errorf("starting the server: %w", err)
 	}

@@ -97,6 +97,7 @@ type benchFlags struct {
 	backlog                           int
 	fanout, fanoutRate                int
 	fanoutCPU                         float64
+	preparedLogs                      int
 	fanoutDuration                    time.Duration
 }
 
@@ -172,6 +173,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.IntVar(&f.fanout, "fanout", 0, "fan-out mode: this many watch-mode streams on the published pattern (Herald only)")
 	fl.IntVar(&f.fanoutRate, "fanout-rate", 1000, "fan-out mode: messages per second published")
 	fl.Float64Var(&f.fanoutCPU, "fanout-watch-cpu", 0, "fan-out mode: the server's --watch-cpu (0: its default)")
+	fl.IntVar(&f.preparedLogs, "prepared-logs", server.DefaultPreparedLogs, "the Herald server's --prepared-logs: log files its new store writes ahead (the in-process server and the children of --backlog and --fanout)")
 	fl.DurationVar(&f.fanoutDuration, "fanout-duration", 10*time.Second, "fan-out mode: how long each of its two runs publishes")
 	return cmd
 }
@@ -318,7 +320,7 @@ func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker,
 	case "redis":
 		b, err = redisbench.Open(octx, f.redisAddr)
 	case "herald":
-		return openHerald(ctx, f.heraldURL)
+		return openHerald(ctx, f.heraldURL, f.preparedLogs)
 	default:
 		err = fmt.Errorf("unknown system %q", name)
 	}
@@ -327,7 +329,7 @@ func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker,
 
 // openHerald connects to url, or starts a server in-process with a temporary data
 // directory and connects to it.
-func openHerald(ctx context.Context, url string) (bench.Broker, func(), error) {
+func openHerald(ctx context.Context, url string, preparedLogs int) (bench.Broker, func(), error) {
 	durability := ""
 	var stop func()
 	var meter func(bool) (uint64, uint64, uint64)
@@ -337,9 +339,10 @@ func openHerald(ctx context.Context, url string) (bench.Broker, func(), error) {
 			return nil, nil, err
 		}
 		srv := server.New(server.Config{
-			DataDir: dir,
-			Listen:  "127.0.0.1:0",
-			Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			DataDir:      dir,
+			Listen:       "127.0.0.1:0",
+			Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+			PreparedLogs: preparedLogs,
 		})
 		if err := srv.Start(ctx); err != nil {
 			os.RemoveAll(dir)
