@@ -21,9 +21,9 @@ import (
 // half gigabyte or so of a store's life about a quarter of its sync rate, and makes
 // its rare stalls longer.
 //
-// When a store is created with Options.LogFiles, Open writes that many files of
-// memTableSize zeros first, and the filesystem Pebble is given (logFS) hands them out
-// as Pebble creates its logs. Pebble reads zeros after a log's records as the log's end
+// When a store is created with Options.PreparedLogs, Open writes that many files of
+// zeros (PreparedLogSize bytes, memTableSize by default) first, and the filesystem
+// Pebble is given (logFS) hands them out as Pebble creates its logs. Pebble reads zeros after a log's records as the log's end
 // (the state of a preallocated file), and its logs are written in the recyclable
 // format, whose records name their log, so a reused file's old records are never read
 // as new ones.
