@@ -205,12 +205,7 @@ func createDir(fs vfs.FS, dir string) error {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	parent, err := fs.OpenDir(fs.PathDir(dir))
-	if err != nil {
-		return err
-	}
-	defer parent.Close()
-	return parent.Sync()
+	return syncDir(fs, fs.PathDir(dir))
 }
 
 // init checks or writes the layout version and reads the durable position.
