@@ -131,6 +131,19 @@ type child struct {
 	collected int // collections asked for (collect)
 }
 
+// childProfileFlags are the flags that have a server child write the CPU profile and
+// trace asked for, beside the run's (FILE.server): it runs in a process of its own.
+func childProfileFlags(f benchFlags) []string {
+	var out []string
+	if f.cpuProfile != "" {
+		out = append(out, "--cpuprofile", f.cpuProfile+".server")
+	}
+	if f.traceFile != "" {
+		out = append(out, "--trace", f.traceFile+".server")
+	}
+	return out
+}
+
 // startChild starts a server process on dir and waits until it has written its address.
 // Extra arguments go to the child's flags.
 func startChild(ctx context.Context, dir string, preparedLogs int, extra ...string) (*child, error) {
@@ -315,14 +328,7 @@ func runBacklog(ctx context.Context, f benchFlags, cfg bench.Config, stdout, std
 	// gracefully, so it can write the profiles asked for.
 	srv.kill()
 	c.Close()
-	var extra []string
-	if f.cpuProfile != "" {
-		extra = append(extra, "--cpuprofile", f.cpuProfile+".server")
-	}
-	if f.traceFile != "" {
-		extra = append(extra, "--trace", f.traceFile+".server")
-	}
-	srv, err = startChild(ctx, dir, f.preparedLogs, extra...)
+	srv, err = startChild(ctx, dir, f.preparedLogs, childProfileFlags(f)...)
 	if err != nil {
 		return fmt.Errorf("restarting the server: %w", err)
 	}

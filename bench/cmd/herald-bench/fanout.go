@@ -60,16 +60,9 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 		return err
 	}
 	defer os.RemoveAll(dir)
-	var extra []string
+	extra := childProfileFlags(f)
 	if f.fanoutCPU > 0 {
 		extra = append(extra, "--watch-cpu", strconv.FormatFloat(f.fanoutCPU, 'g', -1, 64))
-	}
-	if f.cpuProfile != "" {
-		// The server runs in a process of its own: its profile goes beside the run's.
-		extra = append(extra, "--cpuprofile", f.cpuProfile+".server")
-	}
-	if f.traceFile != "" {
-		extra = append(extra, "--trace", f.traceFile+".server")
 	}
 	if f.memProfile != "" {
 		extra = append(extra, "--memprofile", f.memProfile+".server")
