@@ -15,18 +15,17 @@ import (
 // ready returns the events st has once the service has caught up, without waiting.
 func ready(h *harness, st herald.Stream) []string {
 	h.svc.Flush()
+	// Drain, not a read of the channel until it is empty: the channel holds one event,
+	// and the stream's goroutine may not yet have moved the next one over.
+	evs, closed := watch.Drain(st)
 	var out []string
-	for {
-		select {
-		case ev, ok := <-st.Events():
-			if !ok {
-				return append(out, "closed")
-			}
-			out = append(out, fmt.Sprintf("%s %s", ev.Type, ev.Match))
-		default:
-			return out
-		}
+	for _, ev := range evs {
+		out = append(out, fmt.Sprintf("%s %s", ev.Type, ev.Match))
 	}
+	if closed {
+		out = append(out, "closed")
+	}
+	return out
 }
 
 func mustExec(t *testing.T, h *harness, sid, q string) {
