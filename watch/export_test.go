@@ -97,3 +97,17 @@ func (s *Service) HandOver(sets []*herald.ChangeSet, slice time.Duration) (woken
 // RecentHeld is how many durable change sets the service keeps in memory for streams
 // that fall behind.
 func (s *Service) RecentHeld() int { return s.recent.held() }
+
+// QueuedEvents returns the events waiting in st's queue behind its channel, as the
+// queue holds them.
+func QueuedEvents(st herald.Stream) []*herald.Event {
+	w := st.(*watcher)
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	var out []*herald.Event
+	for i := range w.outq.len() {
+		buf := w.outq.buf()
+		out = append(out, buf[(w.outq.head+i)%len(buf)])
+	}
+	return out
+}

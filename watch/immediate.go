@@ -45,8 +45,8 @@ func (w *watcher) applyTx() bool {
 		if err != nil {
 			return w.fail(err)
 		}
-		for _, e := range evs {
-			if !w.send(e) {
+		for i := range evs {
+			if !w.send(&evs[i]) {
 				return false
 			}
 		}

@@ -176,6 +176,7 @@ func (w *watcher) applyJoin(cs *herald.ChangeSet) ([]herald.Event, []eval.Row, e
 		return nil, nil, err
 	}
 	evs, binds := w.sp.diff(before, after, cs.Seq, cs.Tick)
+	markLast(evs)
 	if w.shareID != 0 {
 		w.svc.cache.put(key, joinResult{evs: append([]herald.Event(nil), evs...), binds: binds})
 	}

@@ -56,7 +56,7 @@ func (w *watcher) beginSince(ctx context.Context) error {
 // service loop (run).
 func (w *watcher) loop() {
 	if w.reset != nil {
-		if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: w.reset.Code, Message: w.reset.Message}) {
+		if !w.send(&herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: w.reset.Code, Message: w.reset.Message}) {
 			w.finish()
 			return
 		}
@@ -233,7 +233,7 @@ func (w *watcher) heartbeatDue(t herald.Timer) bool {
 	if w.cursor < seq {
 		w.cursor, w.tick = seq, tick
 	}
-	if !w.send(herald.Event{Type: herald.EventHeartbeat, Seq: w.cursor, Tick: w.tick, Last: true}) {
+	if !w.send(&herald.Event{Type: herald.EventHeartbeat, Seq: w.cursor, Tick: w.tick, Last: true}) {
 		return false
 	}
 	t.Stop()
@@ -343,7 +343,7 @@ func (w *watcher) behindLog() bool {
 // restart tells the client that the stream cannot go on from its position (reset, with
 // why), then sends a new snapshot and goes on from there.
 func (w *watcher) restart(why string) bool {
-	if !w.send(herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: herald.CodeCompacted, Message: why}) {
+	if !w.send(&herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: herald.CodeCompacted, Message: why}) {
 		return false
 	}
 	if err := w.snapshot(true); err != nil {
@@ -372,8 +372,8 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 		for i := range held {
 			held[i].Last = i == len(held)-1 || held[i+1].Seq != held[i].Seq
 		}
-		for _, ev := range held {
-			if !w.send(ev) {
+		for i := range held {
+			if !w.send(&held[i]) {
 				return false
 			}
 		}
@@ -421,14 +421,30 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 		w.held = append(w.held, evs...)
 		return true
 	}
-	// evs may be shared with identical watches (sharedSingle): it is read, never written.
-	for i, ev := range evs {
-		ev.Last = i == len(evs)-1
+	// evs may be shared with identical watches (sharedSingle): it is read, never written,
+	// and the queue points into it. applySingle and applyJoin mark the last event of a
+	// commit (markLast); an event that says otherwise goes as a copy of its own.
+	for i := range evs {
+		ev := &evs[i]
+		if last := i == len(evs)-1; ev.Last != last {
+			c := *ev
+			c.Last = last
+			ev = &c
+		}
 		if !w.send(ev) {
 			return false
 		}
 	}
 	return true
+}
+
+// markLast marks the last of a commit's events as the last of its position, and the
+// others as not: what apply sends of a commit, so that the events can be sent as they
+// are (see apply).
+func markLast(evs []herald.Event) {
+	for i := range evs {
+		evs[i].Last = i == len(evs)-1
+	}
 }
 
 // sharedSingle is applySingle through the cache of identical watches. A watch whose
@@ -468,8 +484,10 @@ func (w *watcher) sendInitial() bool {
 		w.initial = nil
 		return true
 	}
+	evs := make([]herald.Event, len(w.initial)) // one allocation; the queue points into it
 	for i, r := range w.initial {
-		if !w.send(herald.Event{Type: herald.EventInitial, Match: r.value, Seq: w.cursor, Tick: w.tick, Last: i == len(w.initial)-1}) {
+		evs[i] = herald.Event{Type: herald.EventInitial, Match: r.value, Seq: w.cursor, Tick: w.tick, Last: i == len(w.initial)-1}
+		if !w.send(&evs[i]) {
 			return false
 		}
 	}
@@ -530,11 +548,12 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 		}
 		return nil
 	})
+	markLast(evs)
 	return evs, nodes, binds, err
 }
 
 // sent records a delivered event in the stream's counters.
-func (w *watcher) sent(ev herald.Event) {
+func (w *watcher) sent(ev *herald.Event) {
 	w.last = w.svc.clock.Now()
 	w.stats.Delivered(1, w.last)
 	w.statMu.Lock()
@@ -565,5 +584,5 @@ func (w *watcher) trigger(ev herald.Event, bind eval.Row) bool {
 		return true
 	}
 	he := herald.AsError(err)
-	return w.send(herald.Event{Type: herald.EventTriggerFailed, Match: ev.Match, Seq: ev.Seq, Tick: ev.Tick, Code: he.Code, Message: he.Message})
+	return w.send(&herald.Event{Type: herald.EventTriggerFailed, Match: ev.Match, Seq: ev.Seq, Tick: ev.Tick, Code: he.Code, Message: he.Message})
 }

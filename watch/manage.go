@@ -402,8 +402,8 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	if len(evs) > 0 {
 		evs[len(evs)-1].Last = true
 	}
-	for _, ev := range evs {
-		if !w.send(ev) {
+	for i := range evs {
+		if !w.send(&evs[i]) {
 			return false
 		}
 	}

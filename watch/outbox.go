@@ -109,7 +109,7 @@ func (w *watcher) headLocked() herald.Event {
 	if w.gap > 0 {
 		return herald.Event{Type: herald.EventGap, Count: w.gap, Seq: w.gapSeq, Tick: w.gapTick}
 	}
-	return w.outq.front()
+	return *w.outq.front()
 }
 
 // popHead forgets the event the head was, once the channel took it.
@@ -173,8 +173,9 @@ func (w *watcher) flushLocked(last bool) {
 	}
 }
 
-// enqueue puts ev at the back of the queue.
-func (w *watcher) enqueue(ev herald.Event) {
+// enqueue puts ev at the back of the queue, which keeps the pointer: ev is not written
+// again.
+func (w *watcher) enqueue(ev *herald.Event) {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
 	w.outq.pushBack(ev)
@@ -239,8 +240,10 @@ func (w *watcher) drain() bool {
 }
 
 // send delivers ev under the watch's delivery rules. It reports false when the stream
-// has ended (closed, or cancelled by on_full: error).
-func (w *watcher) send(ev herald.Event) bool {
+// has ended (closed, or cancelled by on_full: error). The queue may keep ev's pointer
+// (enqueue), so ev is not written again; the events of a commit that identical watches
+// share are sent this way without a copy for each.
+func (w *watcher) send(ev *herald.Event) bool {
 	select {
 	case <-w.stop:
 		return false
@@ -256,7 +259,7 @@ func (w *watcher) send(ev herald.Event) bool {
 			}
 			defer w.waitTransport()()
 			select {
-			case w.events <- ev:
+			case w.events <- *ev:
 				w.notify()
 				w.sent(ev)
 				return true
@@ -303,7 +306,7 @@ func (w *watcher) dropOldest() {
 		}
 	}
 	for i := len(back) - 1; i >= 0; i-- {
-		w.outq.pushFront(back[i])
+		w.outq.pushFront(&back[i])
 	}
 	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.sp.buffer || w.overBytesLocked()) {
 		w.outq.popFront()
@@ -338,7 +341,7 @@ func (w *watcher) end(ev herald.Event) bool {
 // its transport still reads until its own context ends or the service stops.
 func (w *watcher) deliverLast(ev herald.Event) {
 	defer w.waitTransport()()
-	w.enqueue(ev)
+	w.enqueue(&ev)
 	for {
 		if w.batchAck.Load() {
 			w.qmu.Lock()

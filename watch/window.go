@@ -111,8 +111,8 @@ func (w *watcher) closeWindow(end time.Time) bool {
 	if len(evs) > 0 {
 		evs[len(evs)-1].Last = true
 	}
-	for _, ev := range evs {
-		if !w.send(ev) {
+	for i := range evs {
+		if !w.send(&evs[i]) {
 			return false
 		}
 	}
