@@ -11,6 +11,9 @@ import (
 // of every window. Past it, the stream holding the apply slot waits for the next
 // window, and so does every stream behind it, parked: fan-out then lags (best-effort
 // watches show gaps, reliable ones catch up later) and the CPUs are the writers'.
+// Work is counted when it ends, so a window can be overspent; what it overspent is
+// carried into the windows after it, which wait until it is paid. The share then holds
+// over time even with windows short next to a unit of work.
 type budget struct {
 	clock  herald.Clock
 	window time.Duration
@@ -50,17 +53,29 @@ func (b *budget) await(done <-chan struct{}) bool {
 }
 
 // wait returns how long a slot holder must wait before working: zero while the current
-// window has budget left.
+// window has budget left, else until the window in which what was spent past the
+// earlier windows' allowance is paid.
 func (b *budget) wait() time.Duration {
 	now := b.clock.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if end := b.start.Add(b.window); !now.Before(end) {
-		b.start, b.used = now, 0
+	if b.allow <= 0 {
 		return 0
+	}
+	if passed := now.Sub(b.start) / b.window; passed > 0 {
+		if passed > b.used/b.allow {
+			b.used = 0
+		} else {
+			b.used -= passed * b.allow
+		}
+		b.start = b.start.Add(passed * b.window)
+		if !now.Before(b.start.Add(b.window)) {
+			b.start = now // the gap was past what a Duration holds (the zero start)
+		}
 	}
 	if b.used < b.allow {
 		return 0
 	}
-	return b.start.Add(b.window).Sub(now)
+	ahead := b.used / b.allow // windows until used < allow
+	return b.start.Add(ahead * b.window).Sub(now)
 }

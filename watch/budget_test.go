@@ -33,6 +33,39 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestBudgetCarriesOverspending: work that overspends a short window is paid from the
+// windows after it, so the share holds over time; a long quiet spell forgives nothing
+// more than it owes, and the first wait after it starts a window at once.
+func TestBudgetCarriesOverspending(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC))
+	b := newBudget(clk, 4*time.Millisecond, 0.05) // 200 µs of every 4 ms
+	if d := b.wait(); d != 0 {
+		t.Fatalf("a fresh budget waits %v", d)
+	}
+	b.spend(time.Millisecond) // one unit of work, five windows' worth
+	clk.Advance(time.Millisecond)
+	if d := b.wait(); d != 19*time.Millisecond {
+		t.Fatalf("1 ms spent of a 200 µs allowance: waits %v, want the 19 ms to the fifth window's end", d)
+	}
+	clk.Advance(15 * time.Millisecond) // four windows have passed: 200 µs still owed
+	if d := b.wait(); d != 4*time.Millisecond {
+		t.Fatalf("with 200 µs still owed: waits %v, want the 4 ms of the window paying it", d)
+	}
+	clk.Advance(4 * time.Millisecond)
+	if d := b.wait(); d != 0 {
+		t.Fatalf("once the overspending is paid: waits %v", d)
+	}
+	b.spend(150 * time.Microsecond)
+	clk.Advance(time.Hour)
+	if d := b.wait(); d != 0 {
+		t.Fatalf("after an hour without work: waits %v", d)
+	}
+	b.spend(time.Millisecond)
+	if d := b.wait(); d != 20*time.Millisecond {
+		t.Fatalf("1 ms spent in the window that the wait after an hour began: waits %v, want 20 ms", d)
+	}
+}
+
 // TestFrameBudget: a transport's frames spend the fan-out budget as the streams' apply
 // work does. The time a frame takes counts, a frame waits while the window is spent,
 // and a transport whose call ends stops waiting.
