@@ -61,7 +61,8 @@ func (s *spec) reads(ch herald.Change) bool {
 		if s.anyType || s.refs[nodeOf(ch).ID] {
 			return true
 		}
-		for _, t := range changeTypes(ch) {
+		types, n := changeTypes(ch)
+		for _, t := range types[:n] {
 			if s.types[t] {
 				return true
 			}

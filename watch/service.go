@@ -402,8 +402,10 @@ func (s *Service) onCommit(sets []*herald.ChangeSet, woken []*watcher, slice tim
 				s.touchLocked(w)
 			}
 		}
-		for _, ch := range cs.Changes {
-			s.touchChangeLocked(ch)
+		if len(s.watchers) > 0 { // else no index holds a stream: nothing to look up
+			for _, ch := range cs.Changes {
+				s.touchChangeLocked(ch)
+			}
 		}
 		for _, w := range s.touched {
 			w.push(cs)
@@ -424,7 +426,8 @@ func (s *Service) onCommit(sets []*herald.ChangeSet, woken []*watcher, slice tim
 // touchChangeLocked adds to s.touched the streams that ch may concern: by the types
 // it changes, by node, and by attribute value.
 func (s *Service) touchChangeLocked(ch herald.Change) {
-	for _, t := range changeTypes(ch) {
+	types, n := changeTypes(ch)
+	for _, t := range types[:n] {
 		for w := range s.byType[t] {
 			s.touchLocked(w)
 		}
@@ -467,24 +470,26 @@ func (s *Service) touchLocked(w *watcher) {
 // the pattern does not declare): every node change wakes them. No type has this name.
 const anyNodeType = "*"
 
-func changeTypes(ch herald.Change) []string {
-	var out []string
+// changeTypes returns the n types a change touches: a node's type before and after
+// (once when they are the same), or an edge's type. An array, not a slice: the
+// dispatcher asks for every change of every commit.
+func changeTypes(ch herald.Change) (types [2]string, n int) {
 	switch ch.Kind {
 	case herald.NodeChange:
 		if ch.NodeBefore != nil {
-			out = append(out, ch.NodeBefore.Type)
+			types[n], n = ch.NodeBefore.Type, n+1
 		}
 		if ch.NodeAfter != nil && (ch.NodeBefore == nil || ch.NodeAfter.Type != ch.NodeBefore.Type) {
-			out = append(out, ch.NodeAfter.Type)
+			types[n], n = ch.NodeAfter.Type, n+1
 		}
 	case herald.EdgeChange:
 		if ch.EdgeBefore != nil {
-			out = append(out, ch.EdgeBefore.Type)
+			types[n], n = ch.EdgeBefore.Type, n+1
 		} else if ch.EdgeAfter != nil {
-			out = append(out, ch.EdgeAfter.Type)
+			types[n], n = ch.EdgeAfter.Type, n+1
 		}
 	}
-	return out
+	return types, n
 }
 
 // Open starts a watch-mode stream for one WATCH statement. With after > 0 the stream
