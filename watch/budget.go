@@ -13,7 +13,9 @@ import (
 // watches show gaps, reliable ones catch up later) and the CPUs are the writers'.
 // Work is counted when it ends, so a window can be overspent; what it overspent is
 // carried into the windows after it, which wait until it is paid. The share then holds
-// over time even with windows short next to a unit of work.
+// over time even with windows short next to a unit of work. At most maxOwedWindows are
+// owed: the time is wall time, and a stall of the process while a slot was held (a
+// pause of the machine, say) must not stop fan-out for many times its length.
 type budget struct {
 	clock  herald.Clock
 	window time.Duration
@@ -23,6 +25,10 @@ type budget struct {
 	start time.Time // of the current window
 	used  time.Duration
 }
+
+// maxOwedWindows bounds the windows a budget may owe: with 2 ms windows, fan-out waits
+// 22 ms at the most.
+const maxOwedWindows = 10
 
 func newBudget(clock herald.Clock, window time.Duration, share float64) *budget {
 	return &budget{clock: clock, window: window, allow: time.Duration(float64(window) * share)}
@@ -76,6 +82,7 @@ func (b *budget) wait() time.Duration {
 	if b.used < b.allow {
 		return 0
 	}
+	b.used = min(b.used, (maxOwedWindows+1)*b.allow)
 	ahead := b.used / b.allow // windows until used < allow
 	return b.start.Add(ahead * b.window).Sub(now)
 }

@@ -64,6 +64,11 @@ func TestBudgetCarriesOverspending(t *testing.T) {
 	if d := b.wait(); d != 20*time.Millisecond {
 		t.Fatalf("1 ms spent in the window that the wait after an hour began: waits %v, want 20 ms", d)
 	}
+	clk.Advance(20 * time.Millisecond)
+	b.spend(time.Second) // a slot held across a stall of the process
+	if d := b.wait(); d != (maxOwedWindows+1)*4*time.Millisecond {
+		t.Fatalf("a second spent at once: waits %v, want %d windows at the most", d, maxOwedWindows+1)
+	}
 }
 
 // TestFrameBudget: a transport's frames spend the fan-out budget as the streams' apply
