@@ -50,6 +50,10 @@ type Message struct {
 	expired  error  // set when the server reported the lease gone
 	returned bool   // the handler has returned (or will not run)
 	gone     bool   // the subscription forgot the message: it can no longer be settled
+
+	// fut is the future of the one settlement without waiting that claims the message
+	// (settleAsync): part of the message, not an allocation of its own.
+	fut SettleFuture
 }
 
 // finished records that the handler returned (handler) or that the message can no
@@ -129,11 +133,14 @@ func (m *Message) AckAsync() *SettleFuture { return m.settleAsync("ack", 0) }
 func (m *Message) NackAsync() *SettleFuture { return m.settleAsync("nack", 0) }
 
 func (m *Message) settleAsync(how string, delay time.Duration) *SettleFuture {
-	f := &SettleFuture{done: make(chan struct{}), m: m}
 	if err := m.claim(how); err != nil {
+		f := &SettleFuture{done: make(chan struct{}), m: m}
 		f.finish(err)
 		return f
 	}
+	// Only the one claim that succeeds gets here, so the message's own future is free.
+	f := &m.fut
+	f.done, f.m = make(chan struct{}), m
 	m.sub.conn.settleAsync(settlement(m.DeliveryID, how, delay), f)
 	return f
 }

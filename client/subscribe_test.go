@@ -558,6 +558,41 @@ func TestAsyncSettlements(t *testing.T) {
 	}
 }
 
+// The future of the settlement that claims a message is part of the message, so a
+// consumer that acks without waiting allocates no future for each message; a later
+// attempt gets a future of its own, and the first one's outcome stands.
+func TestAsyncSettlementUsesTheMessagesFuture(t *testing.T) {
+	f := newFakeServer(t)
+	type result struct {
+		first, second *SettleFuture
+		own           bool
+	}
+	got := make(chan result, 1)
+	_, st, done := subscription(t, f, func(ctx context.Context, m *Message) error {
+		first := m.AckAsync()
+		second := m.NackAsync()
+		got <- result{first: first, second: second, own: first == &m.fut}
+		return nil
+	}, WithPolicy(Manual))
+	st.consumed("d1", 1, 1)
+	r := recv(t, got)
+	if !r.own {
+		t.Error("the claiming AckAsync allocated a future of its own")
+	}
+	if r.second == r.first {
+		t.Fatal("a second settlement reused the first one's future")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.second.Wait(ctx); !errors.Is(err, ErrSettled) {
+		t.Errorf("NackAsync after AckAsync: %v, want ErrSettled", err)
+	}
+	if err := r.first.Wait(ctx); err != nil {
+		t.Errorf("the AckAsync: %v", err)
+	}
+	recv(t, done)
+}
+
 // A handler's context ends once its handler has returned and its message is settled,
 // however it was settled; not while the handler runs, and not while a Manual message
 // waits for its settlement. Each one left uncancelled would stay linked to the
