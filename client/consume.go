@@ -246,6 +246,7 @@ func (c *consumeConn) sendSettlements() {
 		if err != nil {
 			c.end(fromConnect(err))
 		}
+		recycleSettlements(batch)
 	}
 }
 
@@ -313,10 +314,25 @@ func (c *consumeConn) close() {
 	_ = c.call.CloseResponse()
 }
 
+// settlements recycles the wire settlements that frames have carried: one is built for
+// every message settled, and none is needed once its frame is written.
+var settlements = sync.Pool{New: func() any { return new(heraldv1.Settlement) }}
+
+// recycleSettlements hands back the settlements of a frame that has been written (Send
+// encodes a message before it returns).
+func recycleSettlements(batch []*heraldv1.Settlement) {
+	for _, s := range batch {
+		s.Reset()
+		settlements.Put(s)
+	}
+}
+
 // settlement builds the wire settlement of m: how is ack, nack (after delay, if
-// positive), reject or extend (by d, if positive).
+// positive), reject or extend (by d, if positive). It comes from settlements, and goes
+// back there once its frame is written.
 func settlement(id, how string, d time.Duration) *heraldv1.Settlement {
-	s := &heraldv1.Settlement{DeliveryId: id}
+	s := settlements.Get().(*heraldv1.Settlement)
+	s.DeliveryId = id
 	switch how {
 	case "ack":
 		s.Action = heraldv1.Settlement_ACTION_ACK
