@@ -153,6 +153,44 @@ func MapOf(keys []string, vals []Value) Value {
 	return compositeValue(KindMap, &composite{m: keys, l: vals})
 }
 
+// NewMapOf returns a Map value over keys, and its values for the caller to fill in
+// (len(keys) of them, null until then) before anyone else reads the map; the caller
+// must not modify keys afterwards. For up to four keys the map and its values are one
+// allocation: a consume group projects every message it delivers this way.
+func NewMapOf(keys []string) (Value, []Value) {
+	var c *composite
+	switch len(keys) {
+	case 1:
+		x := &struct {
+			composite
+			v [1]Value
+		}{}
+		x.l, c = x.v[:], &x.composite
+	case 2:
+		x := &struct {
+			composite
+			v [2]Value
+		}{}
+		x.l, c = x.v[:], &x.composite
+	case 3:
+		x := &struct {
+			composite
+			v [3]Value
+		}{}
+		x.l, c = x.v[:], &x.composite
+	case 4:
+		x := &struct {
+			composite
+			v [4]Value
+		}{}
+		x.l, c = x.v[:], &x.composite
+	default:
+		c = &composite{l: make([]Value, len(keys))}
+	}
+	c.m = keys
+	return compositeValue(KindMap, c), c.l
+}
+
 // MapKeys returns the keys of a Map value; callers must not modify them.
 func (v Value) MapKeys() []string { return v.keys() }
 

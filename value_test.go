@@ -428,3 +428,32 @@ func TestDecodeNames(t *testing.T) {
 		}
 	}
 }
+
+// NewMapOf builds the map a projection fills in: the same value as MapOf over the same
+// keys and values, and for up to four keys one allocation for the map and its values.
+func TestNewMapOf(t *testing.T) {
+	all := []string{"a", "b", "c", "d", "e", "f"}
+	for n := 0; n <= len(all); n++ {
+		keys := all[:n]
+		m, vals := herald.NewMapOf(keys)
+		if len(vals) != n {
+			t.Fatalf("%d keys: %d values to fill", n, len(vals))
+		}
+		want := make([]herald.Value, n)
+		for i := range vals {
+			vals[i] = herald.Int(int64(i * 10))
+			want[i] = herald.Int(int64(i * 10))
+		}
+		if herald.Compare(m, herald.MapOf(keys, want)) != 0 || !slices.Equal(m.MapKeys(), keys) {
+			t.Fatalf("%d keys: %v, want %v", n, m, herald.MapOf(keys, want))
+		}
+		if n > 0 && m.MapGet(keys[n-1]).AsInt() != int64((n-1)*10) {
+			t.Fatalf("%d keys: %s is %v", n, keys[n-1], m.MapGet(keys[n-1]))
+		}
+		if n >= 1 && n <= 4 {
+			if a := testing.AllocsPerRun(100, func() { m, vals = herald.NewMapOf(keys) }); a != 1 {
+				t.Errorf("%d keys: %.0f allocations, want 1", n, a)
+			}
+		}
+	}
+}

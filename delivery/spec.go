@@ -484,6 +484,13 @@ func (s *spec) project(tx *graph.Tx, n *herald.Node, row eval.Row) (herald.Value
 		ctx = s.ctx()
 		ctx.Node = tx.Node
 	}
+	if s.proj.Plain() {
+		m, vals := herald.NewMapOf(s.proj.Columns) // the map and its values in one allocation
+		if err := s.proj.SingleInto(ctx, row, vals); err != nil {
+			return herald.Null, err
+		}
+		return m, nil
+	}
 	vals, err := s.proj.Single(ctx, row)
 	if err != nil {
 		return herald.Null, err

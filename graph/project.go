@@ -125,14 +125,10 @@ type Collector struct {
 // DISTINCT and ORDER BY leave one row as it is) evaluates its items directly, without
 // the Collector that a query's many rows need.
 func (p *Projection) Single(ctx *eval.Context, row eval.Row) ([]herald.Value, error) {
-	if !p.isAgg && p.limit == nil && p.offset == nil {
+	if p.Plain() {
 		vals := make([]herald.Value, len(p.items))
-		for i, f := range p.items {
-			v, err := f(ctx, row)
-			if err != nil {
-				return nil, err
-			}
-			vals[i] = v
+		if err := p.SingleInto(ctx, row, vals); err != nil {
+			return nil, err
 		}
 		return vals, nil
 	}
@@ -148,6 +144,23 @@ func (p *Projection) Single(ctx *eval.Context, row eval.Row) ([]herald.Value, er
 		return nil, herald.Errorf(herald.CodeEvaluation, "the projection of one binding left no row")
 	}
 	return rows[0], nil
+}
+
+// Plain reports whether p has no aggregate, LIMIT or OFFSET: one binding row projects
+// to one row (SingleInto).
+func (p *Projection) Plain() bool { return !p.isAgg && p.limit == nil && p.offset == nil }
+
+// SingleInto projects one binding row of a plain projection (Plain) into vals, one value
+// per column.
+func (p *Projection) SingleInto(ctx *eval.Context, row eval.Row, vals []herald.Value) error {
+	for i, f := range p.items {
+		v, err := f(ctx, row)
+		if err != nil {
+			return err
+		}
+		vals[i] = v
+	}
+	return nil
 }
 
 // NewCollector starts collecting rows for p.
