@@ -25,6 +25,11 @@ type Message struct {
 	// Match is the watch's match: for `RETURN v` of the message's own variable, the node
 	// itself (its "id", "_type" and attributes); otherwise the RETURN row, column name (or
 	// alias) to value. Numbers are int64 or float64, nodes are maps.
+	//
+	// The strings of Match and DeliveryID share the memory of the frame the message
+	// came in (a few dozen messages' worth), rather than a copy each: a program that
+	// keeps many of them long after their messages are settled keeps their frames too,
+	// and should keep copies (strings.Clone) instead.
 	Match map[string]any
 	// DeliveryID identifies this attempt; holding it is what allows settling it.
 	DeliveryID string
