@@ -124,82 +124,88 @@ func unmarshalSubscribeResponse(data []byte, r *heraldv1.SubscribeResponse) erro
 // decodeDelivery decodes one Delivery (its length-prefixed value) into d, through the
 // generic decoder when it has a field the frame decoder does not read.
 func decodeDelivery(v []byte, d *heraldv1.Delivery) error {
-	b, n := protowire.ConsumeBytes(v)
-	if n < 0 {
-		return proto.Unmarshal(v, d)
-	}
-	for all := b; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		var ok bool
-		if n > 0 {
-			b = b[n:]
-		} else {
-			num = 0 // no case reads it: the generic decoder reports the error
-		}
+	return decodeFields(v, d, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
 		switch {
 		case num == delivID && typ == protowire.BytesType:
+			var ok bool
 			d.DeliveryId, b, ok = sharedString(b)
+			return b, ok
 		case num == delivMatchBinary && typ == protowire.BytesType:
-			var x []byte
-			if x, n = protowire.ConsumeBytes(b); n >= 0 {
-				d.MatchBinary, b, ok = x[:len(x):len(x)], b[n:], true
+			x, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return b, false
 			}
-		case typ == protowire.VarintType && (num == delivAttempt || num == delivSeq || num == delivTick || num == delivReleases):
-			var x uint64
-			if x, n = protowire.ConsumeVarint(b); n >= 0 {
-				b, ok = b[n:], true
-				switch num {
-				case delivAttempt:
-					d.Attempt = int32(x)
-				case delivSeq:
-					d.Seq = x
-				case delivTick:
-					d.Tick = x
-				default:
-					d.Releases = int32(x)
-				}
-			}
+			d.MatchBinary = x[:len(x):len(x)]
+			return b[n:], true
 		case num == delivDeadline && typ == protowire.Fixed64Type:
-			var x uint64
-			if x, n = protowire.ConsumeFixed64(b); n >= 0 {
-				d.Deadline, b, ok = int64(x), b[n:], true
+			x, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return b, false
 			}
+			d.Deadline = int64(x)
+			return b[n:], true
+		case typ != protowire.VarintType:
+			return b, false
 		}
-		if !ok {
-			d.Reset()
-			return proto.Unmarshal(all, d)
+		x, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return b, false
 		}
-	}
-	return nil
+		switch num {
+		case delivAttempt:
+			d.Attempt = int32(x)
+		case delivSeq:
+			d.Seq = x
+		case delivTick:
+			d.Tick = x
+		case delivReleases:
+			d.Releases = int32(x)
+		default:
+			return b, false
+		}
+		return b[n:], true
+	})
 }
 
 // decodeSettleResult decodes one SettleResult (its length-prefixed value) into s, as
 // decodeDelivery does a Delivery.
 func decodeSettleResult(v []byte, s *heraldv1.SettleResult) error {
+	return decodeFields(v, s, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
+		switch {
+		case num == resultID && typ == protowire.BytesType:
+			var ok bool
+			s.DeliveryId, b, ok = sharedString(b)
+			return b, ok
+		case num == resultOK && typ == protowire.VarintType:
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return b, false
+			}
+			s.Ok = x != 0
+			return b[n:], true
+		}
+		return b, false
+	})
+}
+
+// decodeFields decodes the message m from v (its length-prefixed value) field by field
+// with field, which reads the value of one field from b and returns what follows it,
+// or false for a field it does not read; m is then decoded again, whole, by the
+// generic decoder.
+func decodeFields(v []byte, m proto.Message, field func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool)) error {
 	b, n := protowire.ConsumeBytes(v)
 	if n < 0 {
-		return proto.Unmarshal(v, s)
+		return protowire.ParseError(n)
 	}
 	for all := b; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
-		var ok bool
+		ok := false
 		if n > 0 {
-			b = b[n:]
-		} else {
-			num = 0 // no case reads it: the generic decoder reports the error
-		}
-		switch {
-		case num == resultID && typ == protowire.BytesType:
-			s.DeliveryId, b, ok = sharedString(b)
-		case num == resultOK && typ == protowire.VarintType:
-			var x uint64
-			if x, n = protowire.ConsumeVarint(b); n >= 0 {
-				s.Ok, b, ok = x != 0, b[n:], true
-			}
+			b, ok = field(num, typ, b[n:])
 		}
 		if !ok {
-			s.Reset()
-			return proto.Unmarshal(all, s)
+			proto.Reset(m)
+			return proto.Unmarshal(all, m)
 		}
 	}
 	return nil
