@@ -55,7 +55,7 @@ func newHTTPClient(base string, tc *tls.Config) *http.Client {
 }
 
 func newTransport(base string, hc *http.Client) *transport {
-	t := &transport{base: base, hc: hc, rpc: heraldv1connect.NewHeraldClient(hc, base, connect.WithReadMaxBytes(64<<20), connect.WithCodec(codec{}))}
+	t := &transport{base: base, hc: hc, rpc: heraldv1connect.NewHeraldClient(hc, base, connect.WithReadMaxBytes(64<<20), connect.WithCodec(convert.Codec{}))}
 	t.watches.t = t
 	return t
 }

@@ -1,9 +1,11 @@
-package client
+package convert
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"pgregory.net/rapid"
 
@@ -45,21 +47,44 @@ func genFrame(t *rapid.T) *heraldv1.SubscribeResponse {
 	return r
 }
 
-// The frame decoder reads what the generic decoder reads, whatever the frame holds, and
-// keeps nothing of the buffer it was given (Connect reuses it).
+// genRequest draws a consume stream's frame to the server: settlements, some with a
+// delay or an extension the frame decoder leaves to the generic one, a credit, and now
+// and then the request that opens the stream.
+func genRequest(t *rapid.T) *heraldv1.SubscribeRequest {
+	r := &heraldv1.SubscribeRequest{Credit: rapid.Uint32Range(0, 200).Draw(t, "credit")}
+	if rapid.IntRange(0, 4).Draw(t, "open") == 0 {
+		r.Open = &heraldv1.SubscribeOpen{Query: "WATCH m: T [mode: consume] RETURN m", Credit: 100}
+	}
+	for range rapid.IntRange(0, 8).Draw(t, "settlements") {
+		s := &heraldv1.Settlement{
+			DeliveryId: rapid.StringMatching(`[a-z0-9]{0,12}`).Draw(t, "id"),
+			Action:     heraldv1.Settlement_Action(rapid.Int32Range(0, 5).Draw(t, "action")),
+		}
+		switch rapid.IntRange(0, 5).Draw(t, "extra") {
+		case 0:
+			s.Delay = durationpb.New(time.Duration(rapid.Int64Range(0, 1e12).Draw(t, "delay")))
+		case 1:
+			s.By = durationpb.New(time.Second)
+		}
+		r.Settle = append(r.Settle, s)
+	}
+	return r
+}
+
+// The frame decoders read what the generic decoder reads, whatever the frame holds, and
+// keep nothing of the buffer they were given (Connect reuses it).
 func TestCodecDecodesFramesAsProtobufDoes(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		frame := genFrame(t)
+	check := func(t *rapid.T, frame proto.Message) {
 		data, err := proto.Marshal(frame)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &heraldv1.SubscribeResponse{}
+		want := frame.ProtoReflect().New().Interface()
 		if err := proto.Unmarshal(data, want); err != nil {
 			t.Fatal(err)
 		}
-		got := &heraldv1.SubscribeResponse{}
-		if err := (codec{}).Unmarshal(data, got); err != nil {
+		got := frame.ProtoReflect().New().Interface()
+		if err := (Codec{}).Unmarshal(data, got); err != nil {
 			t.Fatal(err)
 		}
 		for i := range data {
@@ -68,6 +93,12 @@ func TestCodecDecodesFramesAsProtobufDoes(t *testing.T) {
 		if !proto.Equal(got, want) {
 			t.Fatalf("decoded %v\nwant %v", got, want)
 		}
+	}
+	t.Run("SubscribeResponse", func(t *testing.T) {
+		rapid.Check(t, func(t *rapid.T) { check(t, genFrame(t)) })
+	})
+	t.Run("SubscribeRequest", func(t *testing.T) {
+		rapid.Check(t, func(t *rapid.T) { check(t, genRequest(t)) })
 	})
 }
 
@@ -81,7 +112,7 @@ func TestCodecRefusesWhatProtobufRefuses(t *testing.T) {
 	bad[len(bad)-1] = 0xff // the id is no longer UTF-8
 	for name, b := range map[string][]byte{"cut": data[:len(data)-1], "not utf-8": bad} {
 		want := proto.Unmarshal(b, &heraldv1.SubscribeResponse{})
-		got := (codec{}).Unmarshal(b, &heraldv1.SubscribeResponse{})
+		got := (Codec{}).Unmarshal(b, &heraldv1.SubscribeResponse{})
 		if (want == nil) != (got == nil) || want == nil {
 			t.Errorf("%s: the codec says %v, protobuf %v", name, got, want)
 		}
@@ -102,7 +133,7 @@ func TestCodecDecodesAFrameInFewAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := testing.AllocsPerRun(20, func() {
-		if err := (codec{}).Unmarshal(data, &heraldv1.SubscribeResponse{}); err != nil {
+		if err := (Codec{}).Unmarshal(data, &heraldv1.SubscribeResponse{}); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,0 +1,273 @@
+package convert
+
+import (
+	"fmt"
+	"slices"
+	"unicode/utf8"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+)
+
+// Codec is the protobuf codec of the client and the server: Connect's own, except that
+// the frames of a consume stream (SubscribeResponse to the client, SubscribeRequest to
+// the server) are decoded a frame at a time. The generic decoder allocates each
+// delivery, settlement and result, and copies each delivery id and match: several
+// allocations for every message consumed. This one copies the frame once, points the
+// ids and matches into the copy, and puts the deliveries, settlements and results in
+// one array each. Whatever it does not read itself (events, an open request, a match as
+// a Value tree, a delay, a deadline, an error, fields it does not know) goes through the
+// generic decoder, so the messages it returns are the ones that decoder would.
+type Codec struct{}
+
+func (Codec) Name() string { return "proto" }
+
+func (Codec) IsBinary() bool { return true }
+
+func (Codec) Marshal(m any) ([]byte, error) { return Codec{}.MarshalAppend(nil, m) }
+
+// MarshalAppend lets Connect reuse its buffers, as its own codec does.
+func (Codec) MarshalAppend(dst []byte, m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a protobuf message", m)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(dst, pm)
+}
+
+func (Codec) Unmarshal(data []byte, m any) error {
+	switch m := m.(type) {
+	case *heraldv1.SubscribeResponse:
+		return unmarshalSubscribeResponse(data, m)
+	case *heraldv1.SubscribeRequest:
+		return unmarshalSubscribeRequest(data, m)
+	case proto.Message:
+		return proto.Unmarshal(data, m)
+	}
+	return fmt.Errorf("%T is not a protobuf message", m)
+}
+
+// The field numbers of SubscribeResponse, Delivery and SettleResult that the frame
+// decoder reads itself.
+const (
+	respDeliveries = 1
+	respSettled    = 2
+
+	delivID          = 1
+	delivAttempt     = 2
+	delivSeq         = 4
+	delivTick        = 5
+	delivDeadline    = 6
+	delivReleases    = 7
+	delivMatchBinary = 8
+
+	resultID = 1
+	resultOK = 2
+
+	reqSettle = 3
+
+	settleID     = 1
+	settleAction = 2
+)
+
+// unmarshalSubscribeResponse decodes a consume stream's frame to the client into r.
+func unmarshalSubscribeResponse(data []byte, r *heraldv1.SubscribeResponse) error {
+	var deliveries []heraldv1.Delivery
+	var results []heraldv1.SettleResult
+	return unmarshalFrame(data, r, []protowire.Number{respDeliveries, respSettled}, func(counts []int) {
+		deliveries, results = make([]heraldv1.Delivery, counts[0]), make([]heraldv1.SettleResult, counts[1])
+		r.Deliveries, r.Settled = make([]*heraldv1.Delivery, 0, counts[0]), make([]*heraldv1.SettleResult, 0, counts[1])
+	}, func(i int, v []byte) error {
+		if i == 0 {
+			d := &deliveries[len(r.Deliveries)]
+			r.Deliveries = append(r.Deliveries, d)
+			return decodeDelivery(v, d)
+		}
+		s := &results[len(r.Settled)]
+		r.Settled = append(r.Settled, s)
+		return decodeSettleResult(v, s)
+	})
+}
+
+// unmarshalSubscribeRequest decodes a consume stream's frame to the server into r.
+func unmarshalSubscribeRequest(data []byte, r *heraldv1.SubscribeRequest) error {
+	var settlements []heraldv1.Settlement
+	return unmarshalFrame(data, r, []protowire.Number{reqSettle}, func(counts []int) {
+		settlements, r.Settle = make([]heraldv1.Settlement, counts[0]), make([]*heraldv1.Settlement, 0, counts[0])
+	}, func(_ int, v []byte) error {
+		s := &settlements[len(r.Settle)]
+		r.Settle = append(r.Settle, s)
+		return decodeSettlement(v, s)
+	})
+}
+
+// unmarshalFrame decodes the frame data into m: the occurrences of the repeated message
+// fields listed in fields through decode (given the field's index in fields and its
+// length-prefixed value), once prepare has been told how many of each there are; every
+// other field through the generic decoder. data is Connect's buffer, reused once this
+// returns: the frame is copied once, and what decode makes of it may point into the
+// copy, which nothing writes again.
+func unmarshalFrame(data []byte, m proto.Message, fields []protowire.Number, prepare func(counts []int), decode func(i int, v []byte) error) error {
+	counts := make([]int, len(fields))
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return proto.Unmarshal(data, m) // the generic decoder reports the error
+		}
+		k := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if k < 0 {
+			return proto.Unmarshal(data, m)
+		}
+		if i := slices.Index(fields, num); i >= 0 && typ == protowire.BytesType {
+			counts[i]++
+		}
+		b = b[n+k:]
+	}
+	prepare(counts)
+	buf := append([]byte(nil), data...)
+	var rest []byte // fields for the generic decoder
+	for b := buf; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		k := protowire.ConsumeFieldValue(num, typ, b[n:])
+		field := b[:n+k]
+		b = b[n+k:]
+		if i := slices.Index(fields, num); i >= 0 && typ == protowire.BytesType {
+			if err := decode(i, field[n:]); err != nil {
+				return err
+			}
+			continue
+		}
+		rest = append(rest, field...)
+	}
+	if len(rest) > 0 {
+		return proto.UnmarshalOptions{Merge: true}.Unmarshal(rest, m)
+	}
+	return nil
+}
+
+// decodeDelivery decodes one Delivery (its length-prefixed value) into d, through the
+// generic decoder when it has a field the frame decoder does not read.
+func decodeDelivery(v []byte, d *heraldv1.Delivery) error {
+	return decodeFields(v, d, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
+		switch {
+		case num == delivID && typ == protowire.BytesType:
+			var ok bool
+			d.DeliveryId, b, ok = sharedString(b)
+			return b, ok
+		case num == delivMatchBinary && typ == protowire.BytesType:
+			x, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return b, false
+			}
+			d.MatchBinary = x[:len(x):len(x)]
+			return b[n:], true
+		case num == delivDeadline && typ == protowire.Fixed64Type:
+			x, n := protowire.ConsumeFixed64(b)
+			if n < 0 {
+				return b, false
+			}
+			d.Deadline = int64(x)
+			return b[n:], true
+		case typ != protowire.VarintType:
+			return b, false
+		}
+		x, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return b, false
+		}
+		switch num {
+		case delivAttempt:
+			d.Attempt = int32(x)
+		case delivSeq:
+			d.Seq = x
+		case delivTick:
+			d.Tick = x
+		case delivReleases:
+			d.Releases = int32(x)
+		default:
+			return b, false
+		}
+		return b[n:], true
+	})
+}
+
+// decodeSettleResult decodes one SettleResult (its length-prefixed value) into s, as
+// decodeDelivery does a Delivery.
+func decodeSettleResult(v []byte, s *heraldv1.SettleResult) error {
+	return decodeFields(v, s, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
+		switch {
+		case num == resultID && typ == protowire.BytesType:
+			var ok bool
+			s.DeliveryId, b, ok = sharedString(b)
+			return b, ok
+		case num == resultOK && typ == protowire.VarintType:
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return b, false
+			}
+			s.Ok = x != 0
+			return b[n:], true
+		}
+		return b, false
+	})
+}
+
+// decodeSettlement decodes one Settlement (its length-prefixed value) into s, as
+// decodeDelivery does a Delivery.
+func decodeSettlement(v []byte, s *heraldv1.Settlement) error {
+	return decodeFields(v, s, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
+		switch {
+		case num == settleID && typ == protowire.BytesType:
+			var ok bool
+			s.DeliveryId, b, ok = sharedString(b)
+			return b, ok
+		case num == settleAction && typ == protowire.VarintType:
+			x, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return b, false
+			}
+			s.Action = heraldv1.Settlement_Action(int32(x))
+			return b[n:], true
+		}
+		return b, false
+	})
+}
+
+// decodeFields decodes the message m from v (its length-prefixed value) field by field
+// with field, which reads the value of one field from b and returns what follows it,
+// or false for a field it does not read; m is then decoded again, whole, by the
+// generic decoder.
+func decodeFields(v []byte, m proto.Message, field func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool)) error {
+	b, n := protowire.ConsumeBytes(v)
+	if n < 0 {
+		return protowire.ParseError(n)
+	}
+	for all := b; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		ok := false
+		if n > 0 {
+			b, ok = field(num, typ, b[n:])
+		}
+		if !ok {
+			proto.Reset(m)
+			return proto.Unmarshal(all, m)
+		}
+	}
+	return nil
+}
+
+// sharedString reads a length-prefixed string of valid UTF-8 (as proto3 requires) that
+// shares b's bytes; ok is false otherwise.
+func sharedString(b []byte) (s string, rest []byte, ok bool) {
+	x, n := protowire.ConsumeBytes(b)
+	if n < 0 || !utf8.Valid(x) {
+		return "", b, false
+	}
+	if len(x) > 0 {
+		s = unsafe.String(&x[0], len(x))
+	}
+	return s, b[n:], true
+}
