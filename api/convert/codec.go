@@ -151,123 +151,106 @@ func unmarshalFrame(data []byte, m proto.Message, fields []protowire.Number, pre
 // decodeDelivery decodes one Delivery (its length-prefixed value) into d, through the
 // generic decoder when it has a field the frame decoder does not read.
 func decodeDelivery(v []byte, d *heraldv1.Delivery) error {
-	return decodeFields(v, d, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
+	return decodeFields(v, d, func(num protowire.Number, f field) bool {
 		switch {
-		case num == delivID && typ == protowire.BytesType:
-			var ok bool
-			d.DeliveryId, b, ok = sharedString(b)
-			return b, ok
-		case num == delivMatchBinary && typ == protowire.BytesType:
-			x, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return b, false
-			}
-			d.MatchBinary = x[:len(x):len(x)]
-			return b[n:], true
-		case num == delivDeadline && typ == protowire.Fixed64Type:
-			x, n := protowire.ConsumeFixed64(b)
-			if n < 0 {
-				return b, false
-			}
-			d.Deadline = int64(x)
-			return b[n:], true
-		case typ != protowire.VarintType:
-			return b, false
-		}
-		x, n := protowire.ConsumeVarint(b)
-		if n < 0 {
-			return b, false
-		}
-		switch num {
-		case delivAttempt:
-			d.Attempt = int32(x)
-		case delivSeq:
-			d.Seq = x
-		case delivTick:
-			d.Tick = x
-		case delivReleases:
-			d.Releases = int32(x)
+		case num == delivID && f.typ == protowire.BytesType:
+			return f.str(&d.DeliveryId)
+		case num == delivMatchBinary && f.typ == protowire.BytesType:
+			d.MatchBinary = f.b[:len(f.b):len(f.b)]
+		case num == delivDeadline && f.typ == protowire.Fixed64Type:
+			d.Deadline = int64(f.u)
+		case num == delivAttempt && f.typ == protowire.VarintType:
+			d.Attempt = int32(f.u)
+		case num == delivSeq && f.typ == protowire.VarintType:
+			d.Seq = f.u
+		case num == delivTick && f.typ == protowire.VarintType:
+			d.Tick = f.u
+		case num == delivReleases && f.typ == protowire.VarintType:
+			d.Releases = int32(f.u)
 		default:
-			return b, false
+			return false
 		}
-		return b[n:], true
+		return true
 	})
 }
 
 // decodeSettleResult decodes one SettleResult (its length-prefixed value) into s, as
 // decodeDelivery does a Delivery.
 func decodeSettleResult(v []byte, s *heraldv1.SettleResult) error {
-	return decodeFields(v, s, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
+	return decodeFields(v, s, func(num protowire.Number, f field) bool {
 		switch {
-		case num == resultID && typ == protowire.BytesType:
-			var ok bool
-			s.DeliveryId, b, ok = sharedString(b)
-			return b, ok
-		case num == resultOK && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return b, false
-			}
-			s.Ok = x != 0
-			return b[n:], true
+		case num == resultID && f.typ == protowire.BytesType:
+			return f.str(&s.DeliveryId)
+		case num == resultOK && f.typ == protowire.VarintType:
+			s.Ok = f.u != 0
+			return true
 		}
-		return b, false
+		return false
 	})
 }
 
 // decodeSettlement decodes one Settlement (its length-prefixed value) into s, as
 // decodeDelivery does a Delivery.
 func decodeSettlement(v []byte, s *heraldv1.Settlement) error {
-	return decodeFields(v, s, func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool) {
+	return decodeFields(v, s, func(num protowire.Number, f field) bool {
 		switch {
-		case num == settleID && typ == protowire.BytesType:
-			var ok bool
-			s.DeliveryId, b, ok = sharedString(b)
-			return b, ok
-		case num == settleAction && typ == protowire.VarintType:
-			x, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return b, false
-			}
-			s.Action = heraldv1.Settlement_Action(int32(x))
-			return b[n:], true
+		case num == settleID && f.typ == protowire.BytesType:
+			return f.str(&s.DeliveryId)
+		case num == settleAction && f.typ == protowire.VarintType:
+			s.Action = heraldv1.Settlement_Action(int32(f.u))
+			return true
 		}
-		return b, false
+		return false
 	})
 }
 
+// field is the value of one field on the wire: u for a varint or a fixed64, b for
+// length-prefixed bytes.
+type field struct {
+	typ protowire.Type
+	u   uint64
+	b   []byte
+}
+
+// str sets *dst to the field's bytes as a string that shares them, when they are valid
+// UTF-8 (as proto3 requires of a string); false otherwise.
+func (f field) str(dst *string) bool {
+	if !utf8.Valid(f.b) {
+		return false
+	}
+	*dst = ""
+	if len(f.b) > 0 {
+		*dst = unsafe.String(&f.b[0], len(f.b))
+	}
+	return true
+}
+
 // decodeFields decodes the message m from v (its length-prefixed value) field by field
-// with field, which reads the value of one field from b and returns what follows it,
-// or false for a field it does not read; m is then decoded again, whole, by the
-// generic decoder.
-func decodeFields(v []byte, m proto.Message, field func(num protowire.Number, typ protowire.Type, b []byte) ([]byte, bool)) error {
+// with set, which sets the field num of m to f, or reports false for a field it does
+// not read; m is then decoded again, whole, by the generic decoder.
+func decodeFields(v []byte, m proto.Message, set func(num protowire.Number, f field) bool) error {
 	b, n := protowire.ConsumeBytes(v)
 	if n < 0 {
 		return protowire.ParseError(n)
 	}
 	for all := b; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
-		ok := false
+		f, k := field{typ: typ}, -1
 		if n > 0 {
-			b, ok = field(num, typ, b[n:])
+			switch b = b[n:]; typ {
+			case protowire.VarintType:
+				f.u, k = protowire.ConsumeVarint(b)
+			case protowire.Fixed64Type:
+				f.u, k = protowire.ConsumeFixed64(b)
+			case protowire.BytesType:
+				f.b, k = protowire.ConsumeBytes(b)
+			}
 		}
-		if !ok {
+		if k < 0 || !set(num, f) {
 			proto.Reset(m)
 			return proto.Unmarshal(all, m)
 		}
+		b = b[k:]
 	}
 	return nil
-}
-
-// sharedString reads a length-prefixed string of valid UTF-8 (as proto3 requires) that
-// shares b's bytes; ok is false otherwise.
-func sharedString(b []byte) (s string, rest []byte, ok bool) {
-	x, n := protowire.ConsumeBytes(b)
-	if n < 0 || !utf8.Valid(x) {
-		return "", b, false
-	}
-	if len(x) > 0 {
-		s = unsafe.String(&x[0], len(x))
-	}
-	return s, b[n:], true
 }
