@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 	"github.com/herald-mq/herald/delivery"
@@ -148,8 +147,7 @@ func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 	// Responses go uncompressed: gzip on every frame of the message streams costs more
 	// CPU than the bytes it saves on the networks a broker runs on (it took half the
 	// server's CPU with a thousand watch streams). Compressed requests are still read.
-	// The codec reads a consume stream's settlements a frame at a time (convert.Codec).
-	opts = append([]connect.HandlerOption{connect.WithCompressMinBytes(math.MaxInt32), connect.WithCodec(convert.Codec{})}, opts...)
+	opts = append([]connect.HandlerOption{connect.WithCompressMinBytes(math.MaxInt32)}, opts...)
 	if s.maxBody > 0 && s.maxBody <= math.MaxInt32 {
 		opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(int(s.maxBody))}, opts...)
 	}

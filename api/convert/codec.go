@@ -12,15 +12,16 @@ import (
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
-// Codec is the protobuf codec of the client and the server: Connect's own, except that
-// the frames of a consume stream (SubscribeResponse to the client, SubscribeRequest to
-// the server) are decoded a frame at a time. The generic decoder allocates each
-// delivery, settlement and result, and copies each delivery id and match: several
-// allocations for every message consumed. This one copies the frame once, points the
-// ids and matches into the copy, and puts the deliveries, settlements and results in
-// one array each. Whatever it does not read itself (events, an open request, a match as
-// a Value tree, a delay, a deadline, an error, fields it does not know) goes through the
-// generic decoder, so the messages it returns are the ones that decoder would.
+// Codec is the Go client's protobuf codec: Connect's own, except that the frames of a
+// consume stream (SubscribeResponse) are decoded a frame at a time. The generic decoder
+// allocates each delivery and settlement result, and copies each delivery id and
+// match: five allocations for every message consumed. This one copies the frame once,
+// points the ids and matches into the copy, and puts the deliveries and the results in
+// one array each. Whatever it does not read itself (events, a match as a Value tree, a
+// result's deadline or error, fields it does not know) goes through the generic
+// decoder, so the messages it returns are the ones that decoder would. The server reads
+// its frames with Connect's own codec: decoding its settlements this way saved two
+// allocations a message but no CPU that the benchmark could see.
 type Codec struct{}
 
 func (Codec) Name() string { return "proto" }
@@ -42,8 +43,6 @@ func (Codec) Unmarshal(data []byte, m any) error {
 	switch m := m.(type) {
 	case *heraldv1.SubscribeResponse:
 		return unmarshalSubscribeResponse(data, m)
-	case *heraldv1.SubscribeRequest:
-		return unmarshalSubscribeRequest(data, m)
 	case proto.Message:
 		return proto.Unmarshal(data, m)
 	}
@@ -66,11 +65,6 @@ const (
 
 	resultID = 1
 	resultOK = 2
-
-	reqSettle = 3
-
-	settleID     = 1
-	settleAction = 2
 )
 
 // unmarshalSubscribeResponse decodes a consume stream's frame to the client into r.
@@ -89,18 +83,6 @@ func unmarshalSubscribeResponse(data []byte, r *heraldv1.SubscribeResponse) erro
 		s := &results[len(r.Settled)]
 		r.Settled = append(r.Settled, s)
 		return decodeSettleResult(v, s)
-	})
-}
-
-// unmarshalSubscribeRequest decodes a consume stream's frame to the server into r.
-func unmarshalSubscribeRequest(data []byte, r *heraldv1.SubscribeRequest) error {
-	var settlements []heraldv1.Settlement
-	return unmarshalFrame(data, r, []protowire.Number{reqSettle}, func(counts []int) {
-		settlements, r.Settle = make([]heraldv1.Settlement, counts[0]), make([]*heraldv1.Settlement, 0, counts[0])
-	}, func(_ int, v []byte) error {
-		s := &settlements[len(r.Settle)]
-		r.Settle = append(r.Settle, s)
-		return decodeSettlement(v, s)
 	})
 }
 
@@ -183,21 +165,6 @@ func decodeSettleResult(v []byte, s *heraldv1.SettleResult) error {
 			return f.str(&s.DeliveryId)
 		case num == resultOK && f.typ == protowire.VarintType:
 			s.Ok = f.u != 0
-			return true
-		}
-		return false
-	})
-}
-
-// decodeSettlement decodes one Settlement (its length-prefixed value) into s, as
-// decodeDelivery does a Delivery.
-func decodeSettlement(v []byte, s *heraldv1.Settlement) error {
-	return decodeFields(v, s, func(num protowire.Number, f field) bool {
-		switch {
-		case num == settleID && f.typ == protowire.BytesType:
-			return f.str(&s.DeliveryId)
-		case num == settleAction && f.typ == protowire.VarintType:
-			s.Action = heraldv1.Settlement_Action(int32(f.u))
 			return true
 		}
 		return false

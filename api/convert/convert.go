@@ -1,8 +1,8 @@
 // Package convert translates between the wire's typed values (heraldv1.Value trees, or
 // bytes in Herald's binary value encoding where a stream asked for them) and the data
 // model's (herald.Value), for the server's RPC handlers and the Go client alike. Every
-// kind crosses unchanged: an Int stays an Int, a Timestamp a Timestamp. Codec, the
-// protobuf codec both sides give Connect, reads a consume stream's frames at once.
+// kind crosses unchanged: an Int stays an Int, a Timestamp a Timestamp. Codec, the Go
+// client's protobuf codec, reads a consume stream's frames at once.
 package convert
 
 import (
