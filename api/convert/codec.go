@@ -2,7 +2,6 @@ package convert
 
 import (
 	"fmt"
-	"slices"
 	"unicode/utf8"
 	"unsafe"
 
@@ -68,64 +67,53 @@ const (
 )
 
 // unmarshalSubscribeResponse decodes a consume stream's frame to the client into r.
+// data is Connect's buffer, reused once this returns: the frame is copied once, and the
+// strings and bytes of the messages point into the copy, which nothing writes again.
 func unmarshalSubscribeResponse(data []byte, r *heraldv1.SubscribeResponse) error {
-	var deliveries []heraldv1.Delivery
-	var results []heraldv1.SettleResult
-	return unmarshalFrame(data, r, []protowire.Number{respDeliveries, respSettled}, func(counts []int) {
-		deliveries, results = make([]heraldv1.Delivery, counts[0]), make([]heraldv1.SettleResult, counts[1])
-		r.Deliveries, r.Settled = make([]*heraldv1.Delivery, 0, counts[0]), make([]*heraldv1.SettleResult, 0, counts[1])
-	}, func(i int, v []byte) error {
-		if i == 0 {
-			d := &deliveries[len(r.Deliveries)]
-			r.Deliveries = append(r.Deliveries, d)
-			return decodeDelivery(v, d)
-		}
-		s := &results[len(r.Settled)]
-		r.Settled = append(r.Settled, s)
-		return decodeSettleResult(v, s)
-	})
-}
-
-// unmarshalFrame decodes the frame data into m: the occurrences of the repeated message
-// fields listed in fields through decode (given the field's index in fields and its
-// length-prefixed value), once prepare has been told how many of each there are; every
-// other field through the generic decoder. data is Connect's buffer, reused once this
-// returns: the frame is copied once, and what decode makes of it may point into the
-// copy, which nothing writes again.
-func unmarshalFrame(data []byte, m proto.Message, fields []protowire.Number, prepare func(counts []int), decode func(i int, v []byte) error) error {
-	counts := make([]int, len(fields))
+	var nd, ns int
 	for b := data; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return proto.Unmarshal(data, m) // the generic decoder reports the error
+			return proto.Unmarshal(data, r) // the generic decoder reports the error
 		}
 		k := protowire.ConsumeFieldValue(num, typ, b[n:])
 		if k < 0 {
-			return proto.Unmarshal(data, m)
+			return proto.Unmarshal(data, r)
 		}
-		if i := slices.Index(fields, num); i >= 0 && typ == protowire.BytesType {
-			counts[i]++
+		if typ == protowire.BytesType && num == respDeliveries {
+			nd++
+		} else if typ == protowire.BytesType && num == respSettled {
+			ns++
 		}
 		b = b[n+k:]
 	}
-	prepare(counts)
-	buf := append([]byte(nil), data...)
+	deliveries, results := make([]heraldv1.Delivery, nd), make([]heraldv1.SettleResult, ns)
+	r.Deliveries, r.Settled = make([]*heraldv1.Delivery, 0, nd), make([]*heraldv1.SettleResult, 0, ns)
 	var rest []byte // fields for the generic decoder
-	for b := buf; len(b) > 0; {
+	for b := append([]byte(nil), data...); len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		k := protowire.ConsumeFieldValue(num, typ, b[n:])
-		field := b[:n+k]
+		field, v := b[:n+k], b[n:n+k]
 		b = b[n+k:]
-		if i := slices.Index(fields, num); i >= 0 && typ == protowire.BytesType {
-			if err := decode(i, field[n:]); err != nil {
-				return err
-			}
-			continue
+		var err error
+		switch {
+		case typ == protowire.BytesType && num == respDeliveries:
+			d := &deliveries[len(r.Deliveries)]
+			r.Deliveries = append(r.Deliveries, d)
+			err = decodeDelivery(v, d)
+		case typ == protowire.BytesType && num == respSettled:
+			s := &results[len(r.Settled)]
+			r.Settled = append(r.Settled, s)
+			err = decodeSettleResult(v, s)
+		default:
+			rest = append(rest, field...)
 		}
-		rest = append(rest, field...)
+		if err != nil {
+			return err
+		}
 	}
 	if len(rest) > 0 {
-		return proto.UnmarshalOptions{Merge: true}.Unmarshal(rest, m)
+		return proto.UnmarshalOptions{Merge: true}.Unmarshal(rest, r)
 	}
 	return nil
 }
