@@ -7,6 +7,7 @@ import (
 	"time"
 
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/internal/race"
 )
 
 // waiterFunc is a settleWaiter made of a function.
@@ -63,7 +64,7 @@ func TestSettlementsAreRecycled(t *testing.T) {
 	recycleSettlements([]*heraldv1.Settlement{s})
 	// Under the race detector sync.Pool drops a quarter of what it is given on purpose.
 	limit := 0.0
-	if raceEnabled {
+	if race.Enabled {
 		limit = 0.5
 	}
 	n := testing.AllocsPerRun(100, func() {

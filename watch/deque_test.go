@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/race"
 )
 
 // A queue that fills and empties again and again (a busy stream between frames) reuses
@@ -34,7 +35,7 @@ func TestDequeRecyclesItsRings(t *testing.T) {
 	// drops a quarter of what it is given on purpose, and each ring allocated again
 	// costs two allocations (the ring and its pointer), about two a cycle.
 	limit := 0.0
-	if raceEnabled {
+	if race.Enabled {
 		limit = 2.8
 	}
 	if n := testing.AllocsPerRun(100, cycle); n > limit {

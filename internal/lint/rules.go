@@ -68,6 +68,7 @@ var Herald = Config{
 		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "client"}, TestAllow: []string{"heraldtest", "rpcapi"}, External: []string{modCobra, modReadline}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
+		{Pkg: "internal/race"},
 		{Pkg: "internal/lint"},
 		// End-to-end tests drive the real binary over HTTP, some of them through the Go client.
 		{Pkg: "tests/...", Allow: []string{".", "internal/testutil", "client"}},
@@ -91,7 +92,7 @@ var Herald = Config{
 		{Module: modRedis, Only: []string{"bench/redis"}},
 		{Module: modBTree, Only: []string{"graph/..."}},
 	},
-	TestKits:     []string{"internal/testutil", "internal/clock", "store/memstore", "store/storetest"},
+	TestKits:     []string{"internal/testutil", "internal/clock", "internal/race", "store/memstore", "store/storetest"},
 	TestExternal: []string{modRapid, modDataDriven},
 	Nested:       []string{"bench"},
 }

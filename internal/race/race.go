@@ -1,0 +1,9 @@
+//go:build race
+
+// Package race says whether the race detector is built in, for tests whose allocation
+// counts it changes (sync.Pool drops items on purpose under it). It is one constant,
+// Enabled, set by the race build tag.
+package race
+
+// Enabled is true: the race detector is built in.
+const Enabled = true
