@@ -194,8 +194,16 @@ func TestSnapshotLargerThanChannel(t *testing.T) {
 func TestDispatcherHandsOverInSlices(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
-	openIdle(t, h, ctx)
-	openIdle(t, h, ctx)
+	mustExec(t, h, "", `SPAWN #p: Project {}`)
+	// Streams with queues of their own: a join is indexed by each of its types, not
+	// served by a feed.
+	for range 2 {
+		st, err := h.svc.Open(ctx, "", `WATCH t: Task, belongs_to(t, #p) [initial: none] RETURN t.n`, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+	}
 	// Change sets at the position already dispatched: the streams have passed it, so
 	// they would skip these if they applied them.
 	seq, tick := h.eng.Durable()
@@ -241,5 +249,63 @@ func TestRecentCommitsHeldOnlyWhileStreamsAreOpen(t *testing.T) {
 	spawn(1)
 	if n := h.svc.RecentHeld(); n != 0 {
 		t.Fatalf("once the last stream closed, %d commits are still held; want none", n)
+	}
+}
+
+// TestDispatchGoesOnWhileARoundIsOut keeps a woken stream in the dispatcher's round (it
+// waits for the fan-out budget, on the manual clock) and checks that later commits
+// still reach the streams' queues meanwhile: a dispatcher that waited for the round
+// before handing them over would hand a round's worth of commits to every stream at
+// once afterwards, a burst of work that stole the CPUs from writers in the fan-out
+// benchmark. Once the clock moves, the stream gets every event, in order.
+func TestDispatchGoesOnWhileARoundIsOut(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	st := openIdle(t, h, ctx)
+	defer st.Close()
+	other := openIdle(t, h, ctx)
+	defer other.Close()
+
+	h.svc.Overspend(time.Second)
+	spawn := func(i int) {
+		t.Helper()
+		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spawn(0)
+	waitFor(t, "a woken stream to wait for the budget in the round", func() bool { return h.svc.InRound() > 0 })
+	for i := 1; i < 4; i++ {
+		spawn(i)
+	}
+	durable, _ := h.eng.Durable()
+	waitFor(t, "the commits after the first to be dispatched", func() bool { return h.svc.Dispatched() >= durable })
+	if n := h.svc.InRound(); n == 0 {
+		t.Fatal("the round ended before the commits were dispatched: the test did not hold it")
+	}
+
+	h.clk.Advance(time.Minute)
+	for _, s := range []herald.Stream{st, other} {
+		for i := range 4 {
+			select {
+			case ev := <-s.Events():
+				if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(i) {
+					t.Fatalf("event %d = %+v", i, ev)
+				}
+			case <-time.After(30 * time.Second): // a bound on a hang, not a speed assertion
+				t.Fatalf("event %d never arrived", i)
+			}
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a bound on a hang.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(end) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -91,6 +91,11 @@ func (s *Service) CtxGroups() int {
 // The streams are not woken: what they were handed waits in their queues.
 func (s *Service) HandOver(sets []*herald.ChangeSet, slice time.Duration) (woken, rest int) {
 	w, left := s.onCommit(sets, nil, slice)
+	s.mu.Lock()
+	for _, w := range w {
+		w.inWoken = false // as the dispatcher's wakeRound does
+	}
+	s.mu.Unlock()
 	return len(w), len(left)
 }
 
@@ -110,4 +115,37 @@ func QueuedEvents(st herald.Stream) []*herald.Event {
 		out = append(out, buf[(w.outq.head+i)%len(buf)])
 	}
 	return out
+}
+
+// Overspend charges d of work to the service's fan-out budget, as streams that worked
+// past their share would: with the manual clock, a stream that takes an apply slot
+// then waits until the clock moves past what is owed.
+func (s *Service) Overspend(d time.Duration) {
+	s.budget.wait() // starts the budget's window at the clock's time
+	s.budget.spend(d)
+}
+
+// Dispatched is the position up to which every durable commit has reached the queues
+// of the streams it touches.
+func (s *Service) Dispatched() uint64 {
+	seq, _ := s.dispatched()
+	return seq
+}
+
+// SetFeedCap lowers how many change sets a feed keeps, for tests; the returned function
+// restores it. It applies to feeds created after the call.
+func SetFeedCap(n int) (restore func()) {
+	old := feedCap
+	feedCap = uint64(n)
+	return func() { feedCap = old }
+}
+
+// FeedMembers is how many streams read the feed of typ (0: there is none).
+func (s *Service) FeedMembers(typ string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.feeds[typ]; f != nil {
+		return len(f.members)
+	}
+	return 0
 }

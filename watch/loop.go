@@ -255,6 +255,13 @@ func (w *watcher) catchUp() bool {
 		queue := w.queue
 		w.queue = nil
 		w.mu.Unlock()
+		if !behind && w.feed != nil {
+			var lost bool
+			if queue, lost = w.readFeed(); lost {
+				w.setBehind()
+				continue
+			}
+		}
 		if behind {
 			if !w.takeSlot() {
 				return false
@@ -279,6 +286,9 @@ func (w *watcher) catchUp() bool {
 			// what became durable while the queue was off.
 			w.mu.Lock()
 			w.behind, w.queue = false, nil
+			if w.feed != nil {
+				w.fpos = w.feed.tail()
+			}
 			w.mu.Unlock()
 			sets, err = w.svc.changes(w.cursor, logPage)
 			if err != nil {

@@ -375,6 +375,9 @@ func (w *watcher) applyAlter(req alterReq) bool {
 		w.svc.releaseCompiled(w) // the altered statement is its own
 	}
 	w.sp, w.stmt = req.sp, req.stmt
+	if _, ok := feedType(w.sp); !ok {
+		w.feed = nil // its own queue from now on (the stream's goroutine runs this)
+	}
 	w.svc.index(w, true)
 	if w.svc.watchers[w.id] == w { // not yet removed: it holds a share to move
 		w.svc.releaseShare(w.share)
@@ -382,6 +385,9 @@ func (w *watcher) applyAlter(req alterReq) bool {
 		w.shareID, w.share = w.svc.internShare(w.share)
 	}
 	w.svc.mu.Unlock()
+	// What came between the old index and the new is in neither the queue nor the feed
+	// for certain: read on from the change log.
+	w.setBehind()
 	if w.sp.single {
 		w.past = nil
 	} else {

@@ -90,7 +90,9 @@ type Service struct {
 	byValue      map[eqKey]map[*watcher]bool
 	byNode       map[herald.NodeID]map[*watcher]bool
 	perTick      map[*watcher]bool
-	cache        evalCache // results shared by identical watches
+	feeds        map[string]*feed // by type: streams indexed by that type alone (feed.go)
+	dirtyFeeds   []*feed          // appended to since their streams were last woken
+	cache        evalCache        // results shared by identical watches
 	shares       map[string]*shareRef
 	compiledRefs map[string]*compiledRef // statements compiled for open watches
 	nextShare    uint64
@@ -118,11 +120,10 @@ type Service struct {
 	// every commit up to it has reached the queues of the streams it touches.
 	dispSeq, dispTick uint64
 	dispMoved         chan struct{} // closed and replaced when dispSeq moves (under mu)
-	// dispMark counts the change sets onCommit has handled, and wokenCall the
-	// dispatcher's hand-overs, to mark the streams they reached without a set of them
-	// (under mu; see watcher.touchMark).
-	dispMark, wokenCall uint64
-	touched             []*watcher // onCommit's scratch space (under mu)
+	// dispMark counts the change sets onCommit has handled, to mark the streams they
+	// reached without a set of them (under mu; see watcher.touchMark).
+	dispMark uint64
+	touched  []*watcher // onCommit's scratch space (under mu)
 	// A round is what one pass of the dispatcher hands out. inRound counts the streams
 	// it woke that are still working on it; it wakes wakeBatch streams at a time and the
 	// next few wait until none is (a stream that waits for its transport, or is paused,
@@ -203,6 +204,7 @@ func New(cfg Config) *Service {
 		byValue:      map[eqKey]map[*watcher]bool{},
 		byNode:       map[herald.NodeID]map[*watcher]bool{},
 		perTick:      map[*watcher]bool{},
+		feeds:        map[string]*feed{},
 		handles:      map[handleKey]*watcher{},
 		ending:       map[*watcher]bool{},
 		shares:       map[string]*shareRef{},
@@ -268,9 +270,11 @@ func (s *Service) dispatcher() {
 	}()
 	idleCheck := s.clock.NewTimer(parkAfter)
 	defer idleCheck.Stop()
+	var woken []*watcher // reached by commits, not yet woken
 	for {
 		select {
 		case <-s.inWake:
+		case <-s.roundDone:
 		case <-idleCheck.C():
 			s.hintIdle()
 			idleCheck.Reset(parkAfter)
@@ -282,36 +286,41 @@ func (s *Service) dispatcher() {
 		sets := s.incoming
 		s.incoming = nil
 		s.inMu.Unlock()
-		if len(sets) == 0 {
-			continue
-		}
-		// Hand the commits over a slice at a time, yielding the CPU between slices: a
-		// backlog of commits for a thousand streams is milliseconds of work, and the
-		// writers' goroutines must not wait behind it.
-		var woken []*watcher
+		// Hand the commits over as they come, a slice at a time, yielding the CPU between
+		// slices, even while a round is out: held back until the round ended, they would
+		// reach every stream at once, a burst of work on a CPU the writers want.
 		for len(sets) > 0 {
 			if woken, sets = s.onCommit(sets, woken, dispatchSlice); len(sets) > 0 {
 				runtime.Gosched()
 			}
 		}
-		// Wake the streams the commits reached a few at a time, each few after the last
+		// Wake the streams the commits reached a few at a time, each few once the last
 		// has taken its share: a thousand streams woken at once would queue a thousand
 		// goroutines ahead of the writers on the CPUs.
-		for len(woken) > 0 {
-			k := min(len(woken), s.wakeBatch)
-			for _, w := range woken[:k] {
-				w.wakeInRound()
-			}
-			woken = woken[k:]
-			for s.inRound.Load() > 0 {
-				select {
-				case <-s.roundDone:
-				case <-s.quit:
-					return
-				}
-			}
+		if s.inRound.Load() == 0 {
+			woken = s.wakeRound(woken)
 		}
 	}
+}
+
+// wakeRound wakes the first few of woken as a round and returns the rest. Once woken
+// is empty, the streams of the feeds appended to meanwhile join it: each pass over
+// them covers every commit their feed got since the pass before.
+func (s *Service) wakeRound(woken []*watcher) []*watcher {
+	s.mu.Lock()
+	if len(woken) == 0 {
+		woken = s.wakeFeedsLocked(woken)
+	}
+	k := min(len(woken), s.wakeBatch)
+	for _, w := range woken[:k] {
+		w.inWoken = false // a later commit that reaches it queues it again
+	}
+	s.mu.Unlock()
+	for _, w := range woken[:k] {
+		w.wakeInRound()
+	}
+	clear(woken[:k])
+	return woken[k:]
 }
 
 // waitDispatched waits until every commit durable now has reached the streams it
@@ -385,10 +394,6 @@ func (s *Service) onCommit(sets []*herald.ChangeSet, woken []*watcher, slice tim
 		s.dispatchCommits.Add(uint64(done))
 		s.dispatchNanos.Add(uint64(time.Since(start)))
 	}()
-	if len(woken) == 0 {
-		s.wokenCall++ // a new hand-over: what earlier ones woke is no longer in woken
-	}
-	call := s.wokenCall
 	for _, cs := range sets {
 		if done > 0 && time.Since(start) >= slice {
 			break
@@ -404,15 +409,12 @@ func (s *Service) onCommit(sets []*herald.ChangeSet, woken []*watcher, slice tim
 		}
 		if len(s.watchers) > 0 { // else no index holds a stream: nothing to look up
 			for _, ch := range cs.Changes {
-				s.touchChangeLocked(ch)
+				s.touchChangeLocked(ch, cs)
 			}
 		}
 		for _, w := range s.touched {
 			w.push(cs)
-			if w.wokenMark != call {
-				w.wokenMark = call
-				woken = append(woken, w)
-			}
+			woken = s.queueWakeLocked(w, woken)
 		}
 		s.dispSeq, s.dispTick = cs.Seq, cs.Tick
 		clear(s.touched)
@@ -423,11 +425,23 @@ func (s *Service) onCommit(sets []*herald.ChangeSet, woken []*watcher, slice tim
 	return woken, sets[done:]
 }
 
+// queueWakeLocked appends w to woken unless it is there already; s.mu must be held.
+func (s *Service) queueWakeLocked(w *watcher, woken []*watcher) []*watcher {
+	if !w.inWoken {
+		w.inWoken = true
+		woken = append(woken, w)
+	}
+	return woken
+}
+
 // touchChangeLocked adds to s.touched the streams that ch may concern: by the types
 // it changes, by node, and by attribute value.
-func (s *Service) touchChangeLocked(ch herald.Change) {
+func (s *Service) touchChangeLocked(ch herald.Change, cs *herald.ChangeSet) {
 	types, n := changeTypes(ch)
 	for _, t := range types[:n] {
+		if len(s.feeds) > 0 {
+			s.touchFeedLocked(t, cs)
+		}
 		for w := range s.byType[t] {
 			s.touchLocked(w)
 		}
@@ -695,6 +709,10 @@ func (s *Service) index(w *watcher, add bool) {
 		}
 		return
 	}
+	if t, ok := feedType(w.sp); ok {
+		s.indexFeed(w, t, add)
+		return
+	}
 	types := w.sp.types
 	if w.sp.anyType {
 		types = map[string]bool{anyNodeType: true}
@@ -758,8 +776,15 @@ type watcher struct {
 	overflow  bool // ended by on_full: error; its _Watch node stays, cancelled
 
 	// The dispatcher's marks (under Service.mu): the last change set that reached the
-	// stream, and the last onCommit call that woke it.
-	touchMark, wokenMark uint64
+	// stream, and whether it waits in the dispatcher's list of streams to wake.
+	touchMark uint64
+	inWoken   bool
+	// A stream indexed by one type alone reads that type's feed (feed.go) instead of a
+	// queue of its own: from set number fpos on, into feedBuf. The stream's goroutine
+	// owns fpos and feedBuf once it runs.
+	feed    *feed
+	fpos    uint64
+	feedBuf []*herald.ChangeSet
 
 	// For ALTER WATCH: the statement and what it was compiled with.
 	stmt    *ast.WatchStmt

@@ -15,10 +15,11 @@ func TestTouchingAChangeAllocatesNothing(t *testing.T) {
 		{Kind: herald.NodeChange, NodeAfter: &herald.Node{ID: "a", Type: "Task"}},
 		{Kind: herald.NodeChange, NodeBefore: &herald.Node{ID: "a", Type: "Task"}, NodeAfter: &herald.Node{ID: "a", Type: "Job"}},
 	}
+	cs := &herald.ChangeSet{Seq: 1, Changes: changes}
 	touch := func() {
 		for _, ch := range changes {
 			s.dispMark++
-			s.touchChangeLocked(ch)
+			s.touchChangeLocked(ch, cs)
 		}
 		s.touched = s.touched[:0]
 	}
@@ -28,7 +29,7 @@ func TestTouchingAChangeAllocatesNothing(t *testing.T) {
 	}
 	touch()
 	s.dispMark++
-	s.touchChangeLocked(changes[1])
+	s.touchChangeLocked(changes[1], cs)
 	if len(s.touched) != 1 || s.touched[0] != w {
 		t.Fatalf("a change from Task to Job touched %v; want the Task watcher", s.touched)
 	}

@@ -1,0 +1,141 @@
+package watch
+
+import (
+	"sync"
+
+	"github.com/herald-mq/herald"
+)
+
+// A feed holds the change sets that touch one type, once, for every stream whose only
+// entry in the dispatch index is that type (a watch on a queue's type, say): the
+// dispatcher appends a commit to the feed instead of to each stream's queue, and wakes
+// the feed's streams once for everything appended since it last did, not once per
+// commit. A thousand streams on one type then cost the dispatcher the same per commit
+// as one, and the streams read what they missed from the feed at their own pace. A
+// stream that falls further behind than the feed holds reads the change log instead,
+// as a stream whose own queue overflowed does.
+type feed struct {
+	typ string
+
+	mu   sync.Mutex
+	cap  uint64
+	ring []*herald.ChangeSet // set number i at ring[i%cap]
+	n    uint64              // sets appended so far
+
+	// Under Service.mu.
+	members map[*watcher]bool
+	dirty   bool   // appended to since the members were last woken
+	lastSeq uint64 // the last commit appended: one commit changes a type many times
+}
+
+// feedCap is how many change sets a feed keeps: 32 KiB of pointers a type.
+var feedCap uint64 = 4096 // a variable for tests (SetFeedCap)
+
+// feedType returns the type whose feed serves a stream with spec sp: one whose only
+// dispatch index entry is a single type.
+func feedType(sp *spec) (string, bool) {
+	if sp.perTick || len(sp.refs) > 0 || sp.eq != nil || sp.anyType || len(sp.types) != 1 {
+		return "", false
+	}
+	for t := range sp.types {
+		return t, true
+	}
+	return "", false
+}
+
+// add appends cs unless it is the commit added last. The dispatcher calls it with
+// Service.mu held; it reports whether cs was added.
+func (f *feed) add(cs *herald.ChangeSet) bool {
+	if cs.Seq == f.lastSeq {
+		return false
+	}
+	f.lastSeq = cs.Seq
+	f.mu.Lock()
+	if f.ring == nil {
+		f.ring = make([]*herald.ChangeSet, f.cap)
+	}
+	f.ring[f.n%f.cap] = cs
+	f.n++
+	f.mu.Unlock()
+	return true
+}
+
+// tail is the number of the next set to be appended: a stream that reads from it on
+// gets every set appended after this call.
+func (f *feed) tail() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
+// read appends to buf the sets from number pos on, at most limit of them, and returns
+// them with the number after the last. lost is true when sets after pos are no longer
+// held: the reader must go to the change log.
+func (f *feed) read(pos uint64, limit int, buf []*herald.ChangeSet) (sets []*herald.ChangeSet, next uint64, lost bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n-pos > f.cap {
+		return buf, pos, true
+	}
+	for ; pos < f.n && len(buf) < limit; pos++ {
+		buf = append(buf, f.ring[pos%f.cap])
+	}
+	return buf, pos, false
+}
+
+// indexFeed adds w to (or removes it from) the feed of its type, creating or dropping
+// the feed; s.mu must be held. A stream joining reads from the feed's tail on: what
+// the dispatcher appends after its registration. Leaving does not touch w.feed, which
+// the stream's goroutine owns (ALTER WATCH, on that goroutine, clears it).
+func (s *Service) indexFeed(w *watcher, typ string, add bool) {
+	f := s.feeds[typ]
+	if !add {
+		if f != nil {
+			delete(f.members, w)
+			if len(f.members) == 0 {
+				delete(s.feeds, typ)
+			}
+		}
+		return
+	}
+	if f == nil {
+		f = &feed{typ: typ, cap: feedCap, members: map[*watcher]bool{}}
+		s.feeds[typ] = f
+	}
+	f.members[w] = true
+	w.feed, w.fpos = f, f.tail()
+}
+
+// touchFeedLocked appends cs to the feed of typ, if there is one, and marks the feed
+// for the next wake of its streams (Service.wakeFeedsLocked).
+func (s *Service) touchFeedLocked(typ string, cs *herald.ChangeSet) {
+	f := s.feeds[typ]
+	if f == nil || !f.add(cs) || f.dirty {
+		return
+	}
+	f.dirty = true
+	s.dirtyFeeds = append(s.dirtyFeeds, f)
+}
+
+// wakeFeedsLocked adds to woken every stream of a feed appended to since the last
+// call; s.mu must be held.
+func (s *Service) wakeFeedsLocked(woken []*watcher) []*watcher {
+	for _, f := range s.dirtyFeeds {
+		f.dirty = false
+		for w := range f.members {
+			woken = s.queueWakeLocked(w, woken)
+		}
+	}
+	clear(s.dirtyFeeds)
+	s.dirtyFeeds = s.dirtyFeeds[:0]
+	return woken
+}
+
+// readFeed takes the next sets from the stream's feed into its scratch buffer; lost is
+// true when the feed no longer holds them. Only the stream's goroutine calls it.
+func (w *watcher) readFeed() (sets []*herald.ChangeSet, lost bool) {
+	clear(w.feedBuf)
+	sets, w.fpos, lost = w.feed.read(w.fpos, logPage, w.feedBuf[:0])
+	w.feedBuf = sets
+	return sets, lost
+}
