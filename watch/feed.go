@@ -68,16 +68,16 @@ func (f *feed) tail() uint64 {
 	return f.n
 }
 
-// read appends to buf the sets from number pos on, at most limit of them, and returns
-// them with the number after the last. lost is true when sets after pos are no longer
-// held: the reader must go to the change log.
-func (f *feed) read(pos uint64, limit int, buf []*herald.ChangeSet) (sets []*herald.ChangeSet, next uint64, lost bool) {
+// read appends to buf the sets from number pos on, before number end and at most limit
+// of them, and returns them with the number after the last. lost is true when sets
+// after pos are no longer held: the reader must go to the change log.
+func (f *feed) read(pos, end uint64, limit int, buf []*herald.ChangeSet) (sets []*herald.ChangeSet, next uint64, lost bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n-pos > f.cap {
 		return buf, pos, true
 	}
-	for ; pos < f.n && len(buf) < limit; pos++ {
+	for ; pos < min(f.n, end) && len(buf) < limit; pos++ {
 		buf = append(buf, f.ring[pos%f.cap])
 	}
 	return buf, pos, false
@@ -131,11 +131,12 @@ func (s *Service) wakeFeedsLocked(woken []*watcher) []*watcher {
 	return woken
 }
 
-// readFeed takes the next sets from the stream's feed into its scratch buffer; lost is
-// true when the feed no longer holds them. Only the stream's goroutine calls it.
-func (w *watcher) readFeed() (sets []*herald.ChangeSet, lost bool) {
+// readFeed takes the next sets from the stream's feed, before number end, into its
+// scratch buffer; lost is true when the feed no longer holds them. Only the stream's
+// goroutine calls it.
+func (w *watcher) readFeed(end uint64) (sets []*herald.ChangeSet, lost bool) {
 	clear(w.feedBuf)
-	sets, w.fpos, lost = w.feed.read(w.fpos, logPage, w.feedBuf[:0])
+	sets, w.fpos, lost = w.feed.read(w.fpos, end, logPage, w.feedBuf[:0])
 	w.feedBuf = sets
 	return sets, lost
 }

@@ -241,68 +241,47 @@ func (w *watcher) heartbeatDue(t herald.Timer) bool {
 	return true
 }
 
-// catchUp applies everything after the cursor: from the change log while behind, then
-// from the in-memory queue. It reports false when the stream ended.
+// catchUp applies what reached the stream before the call: from the change log while
+// behind, then from its feed or its queue. What is dispatched meanwhile is left for the
+// next call, as the dispatcher wakes the stream again for it: a stream slower than the
+// commits takes its turn and makes way for the others in the round, instead of reading
+// on for as long as commits come. It reports false when the stream ended.
 func (w *watcher) catchUp() bool {
 	// The session's transaction events come first: a commit is announced before its
 	// change set can arrive, and must be known when it does.
 	if w.shown != nil && !w.applyTx() {
 		return false
 	}
+	target, _ := w.svc.dispatched()
+	var feedEnd uint64
+	if w.feed != nil {
+		feedEnd = w.feed.tail()
+	}
+	tookQueue := false
 	for {
 		w.mu.Lock()
 		behind := w.behind
-		queue := w.queue
-		w.queue = nil
+		var queue []*herald.ChangeSet
+		if !behind && !tookQueue {
+			queue, w.queue, tookQueue = w.queue, nil, true
+		}
 		w.mu.Unlock()
-		if !behind && w.feed != nil {
+		if behind {
+			more, ok := w.readLog(target)
+			if !ok {
+				return false
+			}
+			if !more {
+				return true
+			}
+			continue
+		}
+		if w.feed != nil && w.fpos < feedEnd {
 			var lost bool
-			if queue, lost = w.readFeed(); lost {
+			if queue, lost = w.readFeed(feedEnd); lost {
 				w.setBehind()
 				continue
 			}
-		}
-		if behind {
-			if !w.takeSlot() {
-				return false
-			}
-			sets, err := w.svc.changes(w.cursor, logPage)
-			if err != nil {
-				if herald.CodeOf(err) == herald.CodeCompacted {
-					if !w.restart("the requested position is older than the change log keeps; a new snapshot follows") {
-						return false
-					}
-					continue
-				}
-				return w.fail(err)
-			}
-			if !w.applySets(sets) {
-				return false
-			}
-			if len(sets) == logPage {
-				continue
-			}
-			// Caught up with the log: switch to the queue, then read the log once more for
-			// what became durable while the queue was off.
-			w.mu.Lock()
-			w.behind, w.queue = false, nil
-			if w.feed != nil {
-				w.fpos = w.feed.tail()
-			}
-			w.mu.Unlock()
-			sets, err = w.svc.changes(w.cursor, logPage)
-			if err != nil {
-				return w.fail(err)
-			}
-			if !w.applySets(sets) {
-				return false
-			}
-			if len(sets) == logPage {
-				w.mu.Lock()
-				w.behind = true
-				w.mu.Unlock()
-			}
-			continue
 		}
 		if len(queue) == 0 {
 			return true
@@ -311,6 +290,49 @@ func (w *watcher) catchUp() bool {
 			return false
 		}
 	}
+}
+
+// readLog applies a page of the change log after the cursor, for a stream that is
+// behind. more is false once the stream has applied every commit up to target and
+// still has pages to read (the rest is for a later call); when it reaches the log's
+// end it switches to its feed or queue, reads the log once more for what became
+// durable meanwhile, and reports more, for catchUp to go on with them. ok is false
+// when the stream ended.
+func (w *watcher) readLog(target uint64) (more, ok bool) {
+	if !w.takeSlot() {
+		return false, false
+	}
+	sets, err := w.svc.changes(w.cursor, logPage)
+	if err != nil {
+		if herald.CodeOf(err) == herald.CodeCompacted {
+			return true, w.restart("the requested position is older than the change log keeps; a new snapshot follows")
+		}
+		return false, w.fail(err)
+	}
+	if !w.applySets(sets) {
+		return false, false
+	}
+	if len(sets) == logPage {
+		return w.cursor < target, true
+	}
+	// Caught up with the log: switch to the feed or queue, then read the log once more
+	// for what became durable while they were off.
+	w.mu.Lock()
+	w.behind, w.queue = false, nil
+	if w.feed != nil {
+		w.fpos = w.feed.tail()
+	}
+	w.mu.Unlock()
+	if sets, err = w.svc.changes(w.cursor, logPage); err != nil {
+		return false, w.fail(err)
+	}
+	if !w.applySets(sets) {
+		return false, false
+	}
+	if len(sets) == logPage {
+		w.setBehind()
+	}
+	return true, true
 }
 
 // applyShare is how many change sets a stream applies in a row before the next stream
