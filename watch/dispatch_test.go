@@ -287,15 +287,21 @@ func TestDispatchGoesOnWhileARoundIsOut(t *testing.T) {
 	h.clk.Advance(time.Minute)
 	for _, s := range []herald.Stream{st, other} {
 		for i := range 4 {
-			select {
-			case ev := <-s.Events():
-				if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(i) {
-					t.Fatalf("event %d = %+v", i, ev)
-				}
-			case <-time.After(30 * time.Second): // a bound on a hang, not a speed assertion
-				t.Fatalf("event %d never arrived", i)
-			}
+			expectAdded(t, s, i)
 		}
+	}
+}
+
+// expectAdded waits for st's next event and checks that it adds the Task with n = i.
+func expectAdded(t *testing.T, st herald.Stream, i int) {
+	t.Helper()
+	select {
+	case ev := <-st.Events():
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(i) {
+			t.Fatalf("event %d = %+v", i, ev)
+		}
+	case <-time.After(30 * time.Second): // a bound on a hang, not a speed assertion
+		t.Fatalf("event %d never arrived", i)
 	}
 }
 
