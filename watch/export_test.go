@@ -149,3 +149,8 @@ func (s *Service) FeedMembers(typ string) int {
 	}
 	return 0
 }
+
+// TakeApplySlot takes one of the service's apply slots, as a stream about to apply
+// change sets does, waiting for one to be free; GiveApplySlot gives it back.
+func (s *Service) TakeApplySlot() { s.applySlots <- struct{}{} }
+func (s *Service) GiveApplySlot() { <-s.applySlots }

@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -99,5 +100,66 @@ func TestFeedLaggardReadsTheLog(t *testing.T) {
 			}
 		}
 		expectAdded(t, st, i)
+	}
+}
+
+// A woken stream applies what was dispatched before its turn began and then makes way:
+// the commits that came during its turn wait for its next one, after the other
+// streams of the pass. Held in its turn (waiting for the budget, with the only apply
+// slot), the first stream must hand the slot on after one event, not four.
+func TestATurnCoversWhatCameBeforeIt(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // one stream woken, and one slot, at a time
+	h := newHarness(t)
+	ctx := context.Background()
+	a, b := openIdle(t, h, ctx), openIdle(t, h, ctx)
+	defer a.Close()
+	defer b.Close()
+	spawn := func(i int) {
+		t.Helper()
+		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	timers := h.clk.Pending()
+	h.svc.Overspend(time.Second)
+	spawn(0)
+	waitFor(t, "the first stream to wait for the budget in its turn", func() bool { return h.clk.Pending() > timers })
+	for i := 1; i < 4; i++ {
+		spawn(i)
+	}
+	durable, _ := h.eng.Durable()
+	waitFor(t, "the later commits to be dispatched", func() bool { return h.svc.Dispatched() >= durable })
+
+	held := make(chan struct{})
+	go func() { h.svc.TakeApplySlot(); close(held) }() // next in line for the slot
+	h.clk.Advance(time.Minute)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second): // a bound on a hang, not a speed assertion
+		t.Fatal("the first stream never gave its apply slot back")
+	}
+	seen := map[herald.Stream][]herald.Event{}
+	got := 0
+	for _, st := range []herald.Stream{a, b} {
+		seen[st], _ = watch.Drain(st)
+		got += len(seen[st])
+	}
+	if got != 1 {
+		t.Fatalf("the first turn delivered %d events; want 1, the commit dispatched before it began", got)
+	}
+	h.svc.GiveApplySlot()
+	h.svc.Flush()
+	for _, st := range []herald.Stream{a, b} {
+		evs, _ := watch.Drain(st)
+		evs = append(seen[st], evs...)
+		if len(evs) != 4 {
+			t.Fatalf("a stream got %d events in all; want 4", len(evs))
+		}
+		for i, ev := range evs {
+			if ev.Match.MapGet("t.n").AsInt() != int64(i) {
+				t.Fatalf("event %d = %+v", i, ev)
+			}
+		}
 	}
 }
