@@ -24,6 +24,7 @@ type budget struct {
 	mu    sync.Mutex
 	start time.Time // of the current window
 	used  time.Duration
+	total time.Duration // everything spent since the start
 }
 
 // maxOwedWindows bounds the windows a budget may owe: with 2 ms windows, fan-out waits
@@ -38,7 +39,15 @@ func newBudget(clock herald.Clock, window time.Duration, share float64) *budget 
 func (b *budget) spend(d time.Duration) {
 	b.mu.Lock()
 	b.used += d
+	b.total += d
 	b.mu.Unlock()
+}
+
+// spent returns everything spent since the start.
+func (b *budget) spent() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
 }
 
 // await waits until the current window has budget left; false when done closed first.

@@ -154,3 +154,10 @@ func (s *Service) FeedMembers(typ string) int {
 // change sets does, waiting for one to be free; GiveApplySlot gives it back.
 func (s *Service) TakeApplySlot() { s.applySlots <- struct{}{} }
 func (s *Service) GiveApplySlot() { <-s.applySlots }
+
+// SetYield replaces what a stream does to let waiting goroutines run between the
+// change sets it applies (runtime.Gosched), for tests.
+func (s *Service) SetYield(f func()) { s.gosched = f }
+
+// BudgetSpent is the fan-out time the service's budget has counted since it started.
+func (s *Service) BudgetSpent() time.Duration { return s.budget.spent() }

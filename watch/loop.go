@@ -3,7 +3,6 @@ package watch
 import (
 	"context"
 	"errors"
-	"runtime"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -349,11 +348,24 @@ func (w *watcher) applySets(sets []*herald.ChangeSet) bool {
 		if !w.takeSlot() || !w.apply(cs) {
 			return false
 		}
-		// Let the goroutines waiting for a CPU run first: a writer's commit path woken
-		// meanwhile would otherwise wait until the scheduler preempts this stream.
-		runtime.Gosched()
+		w.yield()
 	}
 	return true
+}
+
+// yield lets the goroutines waiting for a CPU run first: a writer's commit path woken
+// meanwhile would otherwise wait until the scheduler preempts this stream. The time it
+// waits to run again is not counted against the fan-out budget (see giveSlot): the
+// budget bounds the CPU the streams use, and counted, the waits took most of it.
+func (w *watcher) yield() {
+	b := w.svc.budget
+	if b == nil || !w.applying {
+		w.svc.gosched()
+		return
+	}
+	b.spend(w.svc.clock.Now().Sub(w.slotAt))
+	w.svc.gosched()
+	w.slotAt = w.svc.clock.Now()
 }
 
 // setBehind makes the stream read the change log: the dispatcher may already be

@@ -138,6 +138,7 @@ type Service struct {
 	// the CPUs' run queues hold a few of them ahead of the writers, not thousands.
 	applySlots chan struct{}
 	budget     *budget // nil: no bound on the slots' time
+	gosched    func()  // runtime.Gosched; tests make a yield take time
 
 	parkedStreams atomic.Int64 // streams without a goroutine (park.go)
 	open          atomic.Int64 // len(watchers), read on the commit path without mu
@@ -150,6 +151,7 @@ type Stats struct {
 	Commits         uint64        // commits dispatched since start
 	DispatchTime    time.Duration // total time spent dispatching them
 	DispatchPerCall time.Duration // DispatchTime / Commits
+	FanoutTime      time.Duration // counted against the fan-out budget (0 without one)
 }
 
 // Metrics reports the watch service's streams and dispatch cost (herald.MetricSource).
@@ -160,6 +162,7 @@ func (s *Service) Metrics() []herald.Metric {
 		{Name: "herald_watch_streams_parked", Help: "Open watch-mode streams idle without a goroutine of their own.", Value: float64(st.Parked)},
 		{Name: "herald_watch_dispatched_commits_total", Help: "Commits the watch service decided which streams to wake for.", Counter: true, Value: float64(st.Commits)},
 		{Name: "herald_watch_dispatch_seconds_total", Help: "Time spent deciding which streams each commit wakes.", Counter: true, Value: st.DispatchTime.Seconds()},
+		{Name: "herald_watch_fanout_seconds_total", Help: "Time watch-mode streams and their transports spent turning commits into events and frames, as the fan-out budget (--watch-cpu) counts it.", Counter: true, Value: st.FanoutTime.Seconds()},
 	}
 }
 
@@ -171,6 +174,9 @@ func (s *Service) Stats() Stats {
 	st := Stats{Streams: n, Parked: int(s.parkedStreams.Load()), Commits: s.dispatchCommits.Load(), DispatchTime: time.Duration(s.dispatchNanos.Load())}
 	if st.Commits > 0 {
 		st.DispatchPerCall = st.DispatchTime / time.Duration(st.Commits)
+	}
+	if s.budget != nil {
+		st.FanoutTime = s.budget.spent()
 	}
 	return st
 }
@@ -215,6 +221,7 @@ func New(cfg Config) *Service {
 		wakeBatch:    max(1, runtime.GOMAXPROCS(0)/2),
 		applySlots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 		budget:       b,
+		gosched:      runtime.Gosched,
 		recent:       recent{max: recentCap},
 		dispMoved:    make(chan struct{}),
 		quit:         make(chan struct{}),
