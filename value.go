@@ -161,34 +161,29 @@ func NewMapOf(keys []string) (Value, []Value) {
 	var c *composite
 	switch len(keys) {
 	case 1:
-		x := &struct {
-			composite
-			v [1]Value
-		}{}
-		x.l, c = x.v[:], &x.composite
+		c = inlineValues(func(v *[1]Value) []Value { return v[:] })
 	case 2:
-		x := &struct {
-			composite
-			v [2]Value
-		}{}
-		x.l, c = x.v[:], &x.composite
+		c = inlineValues(func(v *[2]Value) []Value { return v[:] })
 	case 3:
-		x := &struct {
-			composite
-			v [3]Value
-		}{}
-		x.l, c = x.v[:], &x.composite
+		c = inlineValues(func(v *[3]Value) []Value { return v[:] })
 	case 4:
-		x := &struct {
-			composite
-			v [4]Value
-		}{}
-		x.l, c = x.v[:], &x.composite
+		c = inlineValues(func(v *[4]Value) []Value { return v[:] })
 	default:
 		c = &composite{l: make([]Value, len(keys))}
 	}
 	c.m = keys
 	return compositeValue(KindMap, c), c.l
+}
+
+// inlineValues returns a composite whose values are the array A allocated with it, in
+// one allocation; all slices A (a [n]Value).
+func inlineValues[A any](all func(*A) []Value) *composite {
+	x := &struct {
+		composite
+		v A
+	}{}
+	x.l = all(&x.v)
+	return &x.composite
 }
 
 // MapKeys returns the keys of a Map value; callers must not modify them.
