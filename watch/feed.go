@@ -15,8 +15,6 @@ import (
 // stream that falls further behind than the feed holds reads the change log instead,
 // as a stream whose own queue overflowed does.
 type feed struct {
-	typ string
-
 	mu   sync.Mutex
 	cap  uint64
 	ring []*herald.ChangeSet // set number i at ring[i%cap]
@@ -99,7 +97,7 @@ func (s *Service) indexFeed(w *watcher, typ string, add bool) {
 		return
 	}
 	if f == nil {
-		f = &feed{typ: typ, cap: feedCap, members: map[*watcher]bool{}}
+		f = &feed{cap: feedCap, members: map[*watcher]bool{}}
 		s.feeds[typ] = f
 	}
 	f.members[w] = true
