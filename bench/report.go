@@ -36,7 +36,17 @@ func (c Config) MarshalJSON() ([]byte, error) {
 		Rate        int    `json:"rate"`
 		Duration    string `json:"duration"`
 		Timeout     string `json:"timeout"`
-	}{c.Messages, c.PayloadSize, c.InFlight, c.Consumers, c.Prefetch, c.Rate, c.Duration.String(), c.Timeout.String()})
+		ProbeDir    string `json:"probe_dir,omitempty"`
+		ProbeEvery  string `json:"probe_every,omitempty"`
+	}{c.Messages, c.PayloadSize, c.InFlight, c.Consumers, c.Prefetch, c.Rate, c.Duration.String(), c.Timeout.String(),
+		c.ProbeDir, probeEvery(c)})
+}
+
+func probeEvery(c Config) string {
+	if c.ProbeDir == "" {
+		return ""
+	}
+	return c.ProbeEvery.String()
 }
 
 // RunSystem runs scenarios against b, one after the other, and closes nothing.
@@ -121,6 +131,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	}
 
 	r.writeRatios(&b)
+	r.writeDisk(&b)
 	r.writeStore(&b)
 	r.writeCPU(&b)
 
@@ -296,6 +307,28 @@ func (r *Report) writeCPU(b *strings.Builder) {
 		return
 	}
 	b.WriteString("\n| system (in-process: its server and the bench's clients), per message | S1 publish CPU µs | allocations | allocated KB | S1 consume+ack CPU µs | allocations | allocated KB |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, cells := range rows {
+		row(b, cells)
+	}
+}
+
+// writeDisk writes what the disk probe saw during each system's S2: a sync that
+// stalls holds every broker that syncs before answering.
+func (r *Report) writeDisk(b *strings.Builder) {
+	var rows [][]string
+	for _, s := range r.Systems {
+		res, ok := s.Results[S2]
+		if !ok || res.DiskSync == nil {
+			continue
+		}
+		d := res.DiskSync
+		rows = append(rows, []string{s.Name, fmt.Sprint(d.Syncs), fmtDur(d.P50), fmtDur(d.P99), fmtDur(d.Max)})
+	}
+	if len(rows) == 0 {
+		return
+	}
+	every := r.Config.ProbeEvery
+	fmt.Fprintf(b, "\n| disk probe during S2 (4 KB write and fdatasync every %v) | syncs | p50 | p99 | max |\n|---|---:|---:|---:|---:|\n", every)
 	for _, cells := range rows {
 		row(b, cells)
 	}

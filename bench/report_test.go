@@ -19,6 +19,7 @@ func TestReport(t *testing.T) {
 		S1: {Scenario: S1, Messages: 1000, PublishRate: 1, ConsumeRate: 1,
 			PublishUse: &Use{CPU: 30 * time.Millisecond, Allocs: 61000, AllocBytes: 8 << 20},
 			ConsumeUse: &Use{CPU: 42500 * time.Microsecond, Allocs: 95500, AllocBytes: 9 << 20}},
+		S2: {Scenario: S2, Messages: 10, DiskSync: &DiskSync{Syncs: 500, P50: 120 * time.Microsecond, P99: 260 * time.Microsecond, Max: 48 * time.Millisecond}},
 	}})
 	r.Systems = append(r.Systems, System{Name: "bad", Durability: "none", Results: map[string]Result{
 		S1: {Scenario: S1, Err: "setup: boom"},
@@ -43,6 +44,8 @@ func TestReport(t *testing.T) {
 		"- bad S3 violation: message 1 never acked",
 		"| S1 publish CPU µs | allocations | allocated KB | S1 consume+ack CPU µs | allocations | allocated KB |",
 		"| inproc | 30.0 | 61.0 | 8.2 | 42.5 | 95.5 | 9.2 |",
+		"| disk probe during S2 (4 KB write and fdatasync every 20ms) | syncs | p50 | p99 | max |",
+		"| inproc | 500 | 120µs | 260µs | 48ms |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)

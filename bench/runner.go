@@ -39,6 +39,10 @@ type Config struct {
 	// Drain is how long S3 keeps consuming after the last ack to catch late
 	// duplicates.
 	Drain time.Duration
+	// ProbeDir, when set, is where S2 runs a disk probe beside the broker: a 4 KB
+	// write and sync every ProbeEvery, into a file of its own (Result.DiskSync).
+	ProbeDir   string
+	ProbeEvery time.Duration
 	// Progress, when set, is called about ten times a second while a phase runs, and
 	// once when it ends. Calls come from one goroutine at a time.
 	Progress func(Progress)
@@ -59,6 +63,7 @@ func DefaultConfig() Config {
 		MaxPending:  4096,
 		Timeout:     2 * time.Minute,
 		Drain:       300 * time.Millisecond,
+		ProbeEvery:  20 * time.Millisecond,
 	}
 }
 
@@ -72,6 +77,8 @@ func (c Config) validate() error {
 		return errors.New("bench: Rate and Duration must be positive")
 	case c.Timeout <= 0:
 		return errors.New("bench: Timeout must be positive")
+	case c.ProbeDir != "" && c.ProbeEvery <= 0:
+		return errors.New("bench: ProbeEvery must be positive when ProbeDir is set")
 	}
 	return nil
 }
@@ -103,6 +110,8 @@ type Result struct {
 	P50         time.Duration `json:"p50_ns,omitempty"`
 	P99         time.Duration `json:"p99_ns,omitempty"`
 	Max         time.Duration `json:"max_ns,omitempty"`
+	// DiskSync is what the disk probe saw while S2 ran (Config.ProbeDir).
+	DiskSync *DiskSync `json:"disk_sync,omitempty"`
 	// S3: every message must be NACKed once, redelivered, and ACKed once.
 	Violations []string `json:"violations,omitempty"`
 	// Duplicates counts deliveries of a message that was already acked (S1, S2, S3).
@@ -437,6 +446,14 @@ func (r *runner) s2(ctx context.Context, res *Result) error {
 		return nil
 	}
 
+	var probe *diskProbe
+	if r.cfg.ProbeDir != "" {
+		p, err := startDiskProbe(r.cfg.ProbeDir, r.cfg.ProbeEvery)
+		if err != nil {
+			return err
+		}
+		probe = p
+	}
 	pctx, pcancel := context.WithCancelCause(ctx)
 	defer pcancel(nil)
 	var sentTime time.Duration
@@ -454,6 +471,13 @@ func (r *runner) s2(ctx context.Context, res *Result) error {
 	<-sent
 	if perr := context.Cause(pctx); perr != nil && !errors.Is(perr, context.Canceled) && err == nil {
 		err = perr
+	}
+	if probe != nil {
+		var perr error
+		res.DiskSync, perr = probe.stop()
+		if err == nil {
+			err = perr
+		}
 	}
 
 	mu.Lock()

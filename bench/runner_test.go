@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -205,9 +206,16 @@ func TestS2Latency(t *testing.T) {
 	f := newFake()
 	f.delay = 5 * time.Millisecond
 	cfg := testConfig()
+	cfg.ProbeDir, cfg.ProbeEvery = t.TempDir(), 5*time.Millisecond
 	res := Run(context.Background(), f, S2, cfg)
 	if res.Err != "" {
 		t.Fatal(res.Err)
+	}
+	if d := res.DiskSync; d == nil || d.Syncs == 0 || d.P50 <= 0 || d.P99 < d.P50 || d.Max < d.P99 {
+		t.Errorf("disk probe saw %+v; want syncs with 0 < p50 <= p99 <= max", d)
+	}
+	if left, _ := os.ReadDir(cfg.ProbeDir); len(left) != 0 {
+		t.Errorf("the probe left %d files behind", len(left))
 	}
 	if res.Messages != 200 || res.Received != 200 {
 		t.Errorf("messages %d, received %d; want 200, 200", res.Messages, res.Received)

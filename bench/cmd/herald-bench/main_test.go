@@ -41,6 +41,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--messages", "0"},
 		{"--duration", "0s"},
 		{"--size", "8"},
+		{"--disk-probe", "/no/such/dir"},
 	} {
 		_, stderr, err := runBenchArgs(t, args...)
 		if code := exitCode(err); code != 2 {

@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// DiskSync is what the disk probe saw while a scenario ran: how many 4 KB writes it
+// synced, and how long the syncs took. A broker that syncs before it answers cannot
+// answer faster than its disk syncs, so a stall seen here explains a tail seen there.
+type DiskSync struct {
+	Syncs int           `json:"syncs"`
+	P50   time.Duration `json:"p50_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	Max   time.Duration `json:"max_ns"`
+}
+
+// probeFileSize is the probe file's size: it is written once, then overwritten block
+// by block, so that a sync never has to commit a new file length.
+const probeFileSize = 4 << 20
+
+// diskProbe writes a 4 KB block and syncs it every interval, into a file of its own in
+// a directory, until it is stopped.
+type diskProbe struct {
+	f     *os.File
+	every time.Duration
+	quit  chan struct{}
+	done  chan struct{}
+	lat   []time.Duration
+	err   error
+}
+
+// startDiskProbe creates its file in dir and starts the probe's goroutine; stop ends
+// the goroutine, removes the file and returns what the probe saw.
+func startDiskProbe(dir string, every time.Duration) (*diskProbe, error) {
+	f, err := os.CreateTemp(dir, "herald-bench-probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("disk probe: %w", err)
+	}
+	block := make([]byte, 4096)
+	for off := int64(0); off < probeFileSize; off += int64(len(block)) {
+		if _, err := f.WriteAt(block, off); err != nil {
+			return nil, errors.Join(fmt.Errorf("disk probe: %w", err), f.Close(), os.Remove(f.Name()))
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return nil, errors.Join(fmt.Errorf("disk probe: %w", err), f.Close(), os.Remove(f.Name()))
+	}
+	p := &diskProbe{f: f, every: every, quit: make(chan struct{}), done: make(chan struct{})}
+	go p.run(block)
+	return p, nil
+}
+
+func (p *diskProbe) run(block []byte) {
+	defer close(p.done)
+	tick := time.NewTicker(p.every)
+	defer tick.Stop()
+	var off int64
+	for {
+		select {
+		case <-p.quit:
+			return
+		case <-tick.C:
+		}
+		start := time.Now()
+		if _, err := p.f.WriteAt(block, off); err != nil {
+			p.err = err
+			return
+		}
+		if err := datasync(p.f); err != nil {
+			p.err = err
+			return
+		}
+		p.lat = append(p.lat, time.Since(start))
+		off = (off + int64(len(block))) % probeFileSize
+	}
+}
+
+// stop ends the probe and returns what it saw; it is nil when no sync completed.
+func (p *diskProbe) stop() (*DiskSync, error) {
+	close(p.quit)
+	<-p.done
+	name := p.f.Name()
+	err := errors.Join(p.err, p.f.Close(), os.Remove(filepath.Clean(name)))
+	if err != nil {
+		err = fmt.Errorf("disk probe: %w", err)
+	}
+	if len(p.lat) == 0 {
+		return nil, err
+	}
+	d := &DiskSync{Syncs: len(p.lat)}
+	d.P50, d.P99, d.Max = Percentiles(p.lat)
+	return d, err
+}
