@@ -22,9 +22,9 @@ type DiskSync struct {
 // by block, so that a sync never has to commit a new file length.
 const probeFileSize = 4 << 20
 
-// diskProbe writes a 4 KB block and syncs it every interval, into a file of its own in
+// DiskProbe writes a 4 KB block and syncs it every interval, into a file of its own in
 // a directory, until it is stopped.
-type diskProbe struct {
+type DiskProbe struct {
 	f     *os.File
 	every time.Duration
 	quit  chan struct{}
@@ -33,9 +33,9 @@ type diskProbe struct {
 	err   error
 }
 
-// startDiskProbe creates its file in dir and starts the probe's goroutine; stop ends
+// StartDiskProbe creates its file in dir and starts the probe's goroutine; Stop ends
 // the goroutine, removes the file and returns what the probe saw.
-func startDiskProbe(dir string, every time.Duration) (*diskProbe, error) {
+func StartDiskProbe(dir string, every time.Duration) (*DiskProbe, error) {
 	f, err := os.CreateTemp(dir, "herald-bench-probe-*")
 	if err != nil {
 		return nil, fmt.Errorf("disk probe: %w", err)
@@ -49,12 +49,12 @@ func startDiskProbe(dir string, every time.Duration) (*diskProbe, error) {
 	if err := f.Sync(); err != nil {
 		return nil, errors.Join(fmt.Errorf("disk probe: %w", err), f.Close(), os.Remove(f.Name()))
 	}
-	p := &diskProbe{f: f, every: every, quit: make(chan struct{}), done: make(chan struct{})}
+	p := &DiskProbe{f: f, every: every, quit: make(chan struct{}), done: make(chan struct{})}
 	go p.run(block)
 	return p, nil
 }
 
-func (p *diskProbe) run(block []byte) {
+func (p *DiskProbe) run(block []byte) {
 	defer close(p.done)
 	tick := time.NewTicker(p.every)
 	defer tick.Stop()
@@ -79,8 +79,8 @@ func (p *diskProbe) run(block []byte) {
 	}
 }
 
-// stop ends the probe and returns what it saw; it is nil when no sync completed.
-func (p *diskProbe) stop() (*DiskSync, error) {
+// Stop ends the probe and returns what it saw; it is nil when no sync completed.
+func (p *DiskProbe) Stop() (*DiskSync, error) {
 	close(p.quit)
 	<-p.done
 	name := p.f.Name()

@@ -446,9 +446,9 @@ func (r *runner) s2(ctx context.Context, res *Result) error {
 		return nil
 	}
 
-	var probe *diskProbe
+	var probe *DiskProbe
 	if r.cfg.ProbeDir != "" {
-		p, err := startDiskProbe(r.cfg.ProbeDir, r.cfg.ProbeEvery)
+		p, err := StartDiskProbe(r.cfg.ProbeDir, r.cfg.ProbeEvery)
 		if err != nil {
 			return err
 		}
@@ -474,7 +474,7 @@ func (r *runner) s2(ctx context.Context, res *Result) error {
 	}
 	if probe != nil {
 		var perr error
-		res.DiskSync, perr = probe.stop()
+		res.DiskSync, perr = probe.Stop()
 		if err == nil {
 			err = perr
 		}

@@ -49,6 +49,9 @@ type publishFigures struct {
 	P50       time.Duration `json:"p50_ns"`
 	P99       time.Duration `json:"p99_ns"`
 	Max       time.Duration `json:"max_ns"`
+	// Disk is what the disk probe saw meanwhile (--disk-probe): the publisher waits
+	// for syncs, so a stall there moves this run's p99 whatever the watchers do.
+	Disk *bench.DiskSync `json:"disk_sync,omitempty"`
 }
 
 // runFanout measures what watch-mode streams cost writers: the publish latency at a
@@ -89,7 +92,7 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	}
 
 	logf("fan-out: publishing %d msg/s for %v with no watcher", f.fanoutRate, f.fanoutDuration)
-	if rep.Alone, err = publishAtRate(ctx, pub, f.fanoutRate, f.fanoutDuration, cfg.PayloadSize, 0); err != nil {
+	if rep.Alone, err = probedPublish(ctx, pub, f, cfg, 0); err != nil {
 		return err
 	}
 
@@ -119,7 +122,7 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	}
 
 	logf("fan-out: publishing %d msg/s for %v with %d watchers", f.fanoutRate, f.fanoutDuration, f.fanout)
-	if rep.Watched, err = publishAtRate(ctx, pub, f.fanoutRate, f.fanoutDuration, cfg.PayloadSize, rep.Alone.Published); err != nil {
+	if rep.Watched, err = probedPublish(ctx, pub, f, cfg, rep.Alone.Published); err != nil {
 		return err
 	}
 	end := time.Now()
@@ -162,12 +165,16 @@ func writeFanout(w io.Writer, rep fanoutReport) error {
 	}
 	fmt.Fprintf(&b, "Fan-out: one publisher at %d msg/s for %v, confirmed publishes; then again with %d watch-mode streams on the same pattern (best_effort, initial: none); the server's --watch-cpu is %s.\n\n",
 		rep.Rate, rep.Duration, rep.Watchers, share)
-	b.WriteString("| publish latency | p50 | p99 | max |\n|---|---:|---:|---:|\n")
+	b.WriteString("| publish latency | p50 | p99 | max | disk probe meanwhile: syncs, p99, max |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range []struct {
 		name string
 		p    publishFigures
 	}{{"no watcher", rep.Alone}, {fmt.Sprintf("%d watchers", rep.Watchers), rep.Watched}} {
-		fmt.Fprintf(&b, "| %s | %v | %v | %v |\n", r.name, r.p.P50.Round(time.Microsecond), r.p.P99.Round(time.Microsecond), r.p.Max.Round(time.Microsecond))
+		disk := "—"
+		if d := r.p.Disk; d != nil {
+			disk = fmt.Sprintf("%d, %v, %v", d.Syncs, d.P99.Round(time.Microsecond), d.Max.Round(time.Microsecond))
+		}
+		fmt.Fprintf(&b, "| %s | %v | %v | %v | %s |\n", r.name, r.p.P50.Round(time.Microsecond), r.p.P99.Round(time.Microsecond), r.p.Max.Round(time.Microsecond), disk)
 	}
 	ratio := 0.0
 	if rep.Alone.P99 > 0 {
@@ -183,6 +190,27 @@ func writeFanout(w io.Writer, rep fanoutReport) error {
 	fmt.Fprintf(&b, "Server RSS per idle watch: %.1f KB once every stream has parked, %.1f KB held (after a collection).\n", rep.RSSIdleWatch/1024, rep.HeldIdleWatch/1024)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// probedPublish runs publishAtRate with the disk probe beside it when one is asked for.
+func probedPublish(ctx context.Context, c *client.Client, f benchFlags, cfg bench.Config, first int) (publishFigures, error) {
+	var probe *bench.DiskProbe
+	if cfg.ProbeDir != "" {
+		p, err := bench.StartDiskProbe(cfg.ProbeDir, cfg.ProbeEvery)
+		if err != nil {
+			return publishFigures{}, err
+		}
+		probe = p
+	}
+	fig, err := publishAtRate(ctx, c, f.fanoutRate, f.fanoutDuration, cfg.PayloadSize, first)
+	if probe != nil {
+		var perr error
+		fig.Disk, perr = probe.Stop()
+		if err == nil {
+			err = perr
+		}
+	}
+	return fig, err
 }
 
 // publishAtRate publishes rate msg/s for d, open loop: each message is due at its

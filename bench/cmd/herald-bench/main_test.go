@@ -139,7 +139,8 @@ func TestBacklogMode(t *testing.T) {
 // TestFanoutMode runs the fan-out mode with a few watchers: every watcher must see
 // every event published while it watched (none can be dropped at this rate).
 func TestFanoutMode(t *testing.T) {
-	stdout, stderr, err := runBenchArgs(t, "--fanout", "3", "--fanout-rate", "200", "--fanout-duration", "300ms", "--json", "--no-progress")
+	stdout, stderr, err := runBenchArgs(t, "--fanout", "3", "--fanout-rate", "200", "--fanout-duration", "300ms", "--json", "--no-progress",
+		"--disk-probe", t.TempDir())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
@@ -150,5 +151,10 @@ func TestFanoutMode(t *testing.T) {
 	if rep.Alone.Published != 60 || rep.Watched.Published != 60 || rep.Expected != 180 ||
 		rep.Delivered != 180 || rep.Gaps != 0 || rep.Watched.P99 <= 0 {
 		t.Errorf("report %+v", rep)
+	}
+	for _, p := range []publishFigures{rep.Alone, rep.Watched} {
+		if p.Disk == nil || p.Disk.Syncs == 0 || p.Disk.Max < p.Disk.P99 {
+			t.Errorf("disk probe beside a publishing run: %+v", p.Disk)
+		}
 	}
 }
