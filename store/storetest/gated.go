@@ -30,6 +30,10 @@ func (g *Gated) Commit(ctx context.Context, bs []*store.Batch) ([]error, error) 
 	}
 	if gate != nil {
 		<-gate
+		// A commit held at the gate fails if the store failed meanwhile.
+		g.mu.Lock()
+		fail = g.fail
+		g.mu.Unlock()
 	}
 	if fail != nil {
 		return nil, fail
@@ -51,7 +55,7 @@ func (g *Gated) Hold() (release func()) {
 	}
 }
 
-// Fail makes every later commit fail with err.
+// Fail makes every later commit fail with err, and those held by Hold as well.
 func (g *Gated) Fail(err error) {
 	g.mu.Lock()
 	g.fail = err
