@@ -48,17 +48,7 @@ func TestAckFreesCreditBeforeItIsDurable(t *testing.T) {
 	}
 	first := next()
 
-	release := st.Hold()
-	acked := make(chan error, 1)
-	svc.SettleAsync([]delivery.Settle{{DeliveryID: first.DeliveryID, Action: delivery.ActAck}}, func(res []delivery.SettleResult, _, _ uint64) {
-		acked <- res[0].Err
-	})
-	for deadline := time.Now().Add(10 * time.Second); delivery.ConsumerLeases(c) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			release()
-			t.Fatal("the next message was not leased while the ACK waited for its sync")
-		}
-	}
+	release, acked := ackWhileHeld(t, st, svc, c, first)
 	select {
 	case err := <-acked:
 		release()
@@ -119,17 +109,7 @@ func TestFailedAckLosesNothing(t *testing.T) {
 		t.Fatal("no delivery")
 	}
 
-	release := gated.Hold()
-	acked := make(chan error, 1)
-	svc.SettleAsync([]delivery.Settle{{DeliveryID: first.DeliveryID, Action: delivery.ActAck}}, func(res []delivery.SettleResult, _, _ uint64) {
-		acked <- res[0].Err
-	})
-	for deadline := time.Now().Add(10 * time.Second); delivery.ConsumerLeases(c) < 2; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			release()
-			t.Fatal("the next message was not leased while the ACK waited for its sync")
-		}
-	}
+	release, acked := ackWhileHeld(t, gated, svc, c, first)
 	gated.Fail(errors.New("the disk is gone"))
 	release()
 	if err := <-acked; herald.CodeOf(err) != herald.CodeStorage {
@@ -171,4 +151,23 @@ func TestFailedAckLosesNothing(t *testing.T) {
 	if len(evs) != 1 || evs[0].Match.MapGet("n").AsInt() != 1 || evs[0].Attempt != 2 {
 		t.Fatalf("past the deadline: %+v, want n = 1 on its second attempt", evs)
 	}
+}
+
+// ackWhileHeld holds st's commits, ACKs d and waits until the credit the ACK gave back
+// has leased the next message. The ACK's answer comes on acked; release lets the held
+// commits go on.
+func ackWhileHeld(t *testing.T, st *storetest.Gated, svc *delivery.Service, c delivery.Consumer, d herald.Event) (release func(), acked <-chan error) {
+	t.Helper()
+	release = st.Hold()
+	answer := make(chan error, 1)
+	svc.SettleAsync([]delivery.Settle{{DeliveryID: d.DeliveryID, Action: delivery.ActAck}}, func(res []delivery.SettleResult, _, _ uint64) {
+		answer <- res[0].Err
+	})
+	for deadline := time.Now().Add(10 * time.Second); delivery.ConsumerLeases(c) < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			release()
+			t.Fatal("the next message was not leased while the ACK waited for its sync")
+		}
+	}
+	return release, answer
 }
