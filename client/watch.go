@@ -128,6 +128,10 @@ type Watch struct {
 // across the break; see WithReconnect. An error event from the server ends the watch
 // instead, with that error. Client.Close does not end a running watch (it stops
 // reconnecting it): Close the watch itself.
+//
+// A client's watches share one call to the server. Each may have up to 4,096 events
+// waiting for Next; past that its events wait on the server, where its delivery
+// option decides what happens to them, and the client's other watches go on.
 func (c *Client) Watch(ctx context.Context, query string, opts ...WatchOption) (*Watch, error) {
 	o := watchOptions{reconnect: DefaultReconnect}
 	for _, opt := range opts {

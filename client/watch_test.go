@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,5 +82,39 @@ func TestWatchAgainstServer(t *testing.T) {
 	}
 	if _, err := c.Subscribe(ctx, `WATCH t: Task RETURN t`, func(context.Context, *client.Message) error { return nil }); herald.CodeOf(err) != herald.CodeInvalidQuery {
 		t.Fatalf("a watch-mode statement to Subscribe: %v, want E1004", err)
+	}
+}
+
+// TestAnUnreadWatchHoldsUpNoOther: two watches share the client's call; one is never
+// read. The other still gets every event, because the server sends a watch no more
+// than its credit; and the unread one, reliable, loses nothing: it reads on from the
+// change log once it is read again.
+func TestAnUnreadWatchHoldsUpNoOther(t *testing.T) {
+	defer client.SetWatchCredit(8)()
+	srv := heraldtest.NewServer(t)
+	c := srv.Client()
+	ctx := context.Background()
+	const w = `WATCH t: Task [delivery: reliable] RETURN t.title AS title`
+	unread, err := c.Watch(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unread.Close()
+	read, err := c.Watch(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer read.Close()
+	const n = 60
+	for i := range n {
+		srv.Exec(fmt.Sprintf(`SPAWN t: Task { status = "todo", title = "%d" }`, i), nil)
+	}
+	for _, watch := range []*client.Watch{read, unread} {
+		for i := range n {
+			ev := nextEvent(t, watch)
+			if ev.Type != herald.EventAdded || ev.Match["title"] != fmt.Sprint(i) {
+				t.Fatalf("event %d: %+v, want task %d added", i, ev, i)
+			}
+		}
 	}
 }

@@ -20,9 +20,13 @@ import (
 // errNoWatchMany is the failure of an open on a server without WatchMany.
 var errNoWatchMany = errors.New("client: the server has no WatchMany")
 
-// maxQueuedEvents bounds the events read for one watch and not yet taken by Next:
-// past it the call's reader waits, and the server's frames wait for it in turn.
-const maxQueuedEvents = 4096
+// maxQueuedEvents is each watch's credit: the server sends a watch at most this many
+// events that Next has not taken, so one watch that is not read holds up none of the
+// others on its call (its events wait on the server, where its delivery option
+// decides what happens). Next gives credit back a quarter of it at a time. Against
+// a server without credit the bound is the call's reader waiting while a queue is
+// full, and the server's frames wait for it in turn.
+var maxQueuedEvents = 4096 // a variable for tests (SetWatchCredit)
 
 // watchMux opens the client's WatchMany calls.
 type watchMux struct {
@@ -53,6 +57,8 @@ type manyStream struct {
 	answered bool
 	room     *sync.Cond // signalled when next takes events (the reader may wait for room)
 	queue    []event
+	credit   int   // its credit: maxQueuedEvents when it opened
+	taken    int   // events next has taken since it last gave their credit back
 	end      error // once the queue is read: io.EOF (ended) or the call's failure
 	closed   bool
 	wake     chan struct{}
@@ -70,11 +76,11 @@ func (m *watchMux) open(ctx context.Context, req *heraldv1.WatchRequest) (eventS
 	}
 	c := m.cur
 	m.nextID++
-	s := &manyStream{c: c, id: m.nextID, ctx: ctx, opened: make(chan error, 1), wake: make(chan struct{}, 1)}
+	s := &manyStream{c: c, id: m.nextID, ctx: ctx, opened: make(chan error, 1), wake: make(chan struct{}, 1), credit: maxQueuedEvents}
 	s.room = sync.NewCond(&s.mu)
 	c.subs[s.id] = s
 	m.mu.Unlock()
-	if err := c.send(&heraldv1.WatchManyRequest{Id: s.id, Op: &heraldv1.WatchManyRequest_Open{Open: req}}); err != nil && !errors.Is(err, io.EOF) {
+	if err := c.send(&heraldv1.WatchManyRequest{Id: s.id, Op: &heraldv1.WatchManyRequest_Open{Open: req}, Credit: uint64(s.credit)}); err != nil && !errors.Is(err, io.EOF) {
 		c.fail(err)
 	} // io.EOF: the server ended the call, and the reader learns why from Receive
 
@@ -187,7 +193,7 @@ func (s *manyStream) deliver(b *heraldv1.WatchBatch) {
 		return
 	}
 	s.mu.Lock()
-	for len(s.queue) >= maxQueuedEvents && !s.closed {
+	for len(s.queue) >= s.credit && !s.closed {
 		s.room.Wait()
 	}
 	s.queue = append(s.queue, evs...)
@@ -238,7 +244,16 @@ func (s *manyStream) next() (event, error) {
 			ev := s.queue[0]
 			s.queue = s.queue[1:]
 			s.room.Signal()
+			s.taken++
+			grant := 0
+			if s.taken >= max(1, s.credit/4) {
+				grant, s.taken = s.taken, 0
+			}
 			s.mu.Unlock()
+			if grant > 0 {
+				// A failed send fails the call, which its reader reports.
+				_ = s.c.send(&heraldv1.WatchManyRequest{Id: s.id, Credit: uint64(grant)})
+			}
 			return ev, nil
 		}
 		end, closed := s.end, s.closed

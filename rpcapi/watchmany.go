@@ -20,6 +20,11 @@ import (
 // on each channel: the writer takes the streams that have something, one frame for all
 // of them.
 
+// A watch opened with credit (WatchManyRequest.credit) is sent at most that many
+// events until the client grants more; with none left the writer leaves its events in
+// its channel, where its delivery option decides what happens when it fills, and the
+// call's other watches go on.
+
 // notifier is a stream that calls back when it has events to read or has ended.
 type notifier interface{ SetNotify(func()) }
 
@@ -40,6 +45,19 @@ type manyWatch struct {
 	st     herald.Stream
 	binary bool // its values go in their binary encoding (WatchRequest.binary_match)
 	queued bool // in the mux's ready list (under the mux's lock)
+	// limited: opened with credit; credit is the events the client has room for. Both
+	// under the mux's lock.
+	limited bool
+	credit  uint64
+}
+
+// allowance is how many events the writer may take for w in this frame (under the
+// mux's lock).
+func (w *manyWatch) allowance() int {
+	if !w.limited {
+		return maxEventsPerFrame
+	}
+	return int(min(w.credit, maxEventsPerFrame))
 }
 
 // manyAnswer is the answer to an open: registered, or refused with err.
@@ -163,23 +181,37 @@ func (s *Service) handleMany(ctx context.Context, m *watchMux, req *heraldv1.Wat
 		m.mu.Unlock()
 		go func() {
 			defer m.opens.Done()
-			s.openMany(ctx, m, id, req.GetOpen())
+			s.openMany(ctx, m, id, req.GetOpen(), req.GetCredit())
 		}()
 	case req.GetClose():
 		m.mu.Lock()
 		w := m.watches[id]
+		if w != nil {
+			w.limited = false // what is left goes, and then its end
+		}
 		m.mu.Unlock()
 		if w != nil {
 			w.st.Close() // its channel closes; the writer then sends its end
 		}
+	case req.GetCredit() > 0:
+		m.mu.Lock()
+		w := m.watches[id]
+		if w != nil && w.limited {
+			w.credit += req.GetCredit()
+		}
+		m.mu.Unlock()
+		if w != nil {
+			m.markReady(w)
+		}
 	default:
-		return herald.Errorf(herald.CodeMalformedRequest, "a WatchMany request opens or closes a watch: set open or close")
+		return herald.Errorf(herald.CodeMalformedRequest, "a WatchMany request opens a watch, closes one or grants one credit: set open, close or credit")
 	}
 	return nil
 }
 
-// openMany opens watch id and registers it with the call's writer, or answers why not.
-func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *heraldv1.WatchRequest) {
+// openMany opens watch id with credit (0: no limit) and registers it with the call's
+// writer, or answers why not.
+func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *heraldv1.WatchRequest, credit uint64) {
 	st, err := s.openWatch(ctx, req)
 	if err != nil {
 		m.mu.Lock()
@@ -193,7 +225,7 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 		r := newRelay(st)
 		st, n = r, r
 	}
-	w := &manyWatch{id: id, st: st, binary: req.GetBinaryMatch()}
+	w := &manyWatch{id: id, st: st, binary: req.GetBinaryMatch(), limited: credit > 0, credit: credit}
 	m.mu.Lock()
 	delete(m.opening, id)
 	if m.closed {
@@ -213,6 +245,7 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse], m *watchMux) error {
 	var raw, batch []byte
 	var evs []herald.Event
+	var allow []int // each ready watch's allowance for this frame
 	var last time.Time
 	for {
 		select {
@@ -238,8 +271,10 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			m.ready, ready = ready[maxWatchesPerFrame:], ready[:maxWatchesPerFrame]
 			m.signal()
 		}
+		allow = allow[:0]
 		for _, w := range ready {
 			w.queued = false
+			allow = append(allow, w.allowance())
 		}
 		closed, empty := m.closed, len(m.watches) == 0
 		m.mu.Unlock()
@@ -249,17 +284,26 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			raw = appendBatch(raw, batch)
 		}
 		events := false // the linger runs from frames with events, not from answers alone
-		for _, w := range ready {
+		for i, w := range ready {
+			if allow[i] == 0 {
+				continue // no credit: granting some marks it ready again
+			}
 			var ended, full bool
-			batch, ended, full = s.drainMany(batch[:0], w, &evs)
+			var sent int
+			batch, sent, ended, full = s.drainMany(batch[:0], w, &evs, allow[i])
+			m.mu.Lock()
+			if w.limited {
+				w.credit -= uint64(min(sent, int(w.credit)))
+			}
+			more := full && w.allowance() > 0
 			if ended {
-				m.mu.Lock()
 				if m.watches[w.id] == w {
 					delete(m.watches, w.id)
 				}
 				empty = len(m.watches) == 0
-				m.mu.Unlock()
-			} else if full {
+			}
+			m.mu.Unlock()
+			if !ended && more {
 				m.markReady(w) // more than a frame's share may wait: the next frame goes on
 			}
 			if len(batch) > 0 {
@@ -284,14 +328,14 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 	}
 }
 
-// drainMany encodes the events waiting for w (up to maxEventsPerFrame) as one batch,
-// and reports whether the watch ended (its channel closed, or an error event came) and
-// whether the batch is full (more may wait). evs is scratch space.
-func (s *Service) drainMany(batch []byte, w *manyWatch, evs *[]herald.Event) (out []byte, ended, full bool) {
-	taken, closed := take(w.st, (*evs)[:0], maxEventsPerFrame)
+// drainMany encodes the events waiting for w (up to max) as one batch, and reports
+// how many it took, whether the watch ended (its channel closed, or an error event
+// came) and whether the batch is full (more may wait). evs is scratch space.
+func (s *Service) drainMany(batch []byte, w *manyWatch, evs *[]herald.Event, max int) (out []byte, sent int, ended, full bool) {
+	taken, closed := take(w.st, (*evs)[:0], max)
 	*evs = taken
 	if len(taken) == 0 && !closed {
-		return batch[:0], false, false // nothing yet
+		return batch[:0], 0, false, false // nothing yet
 	}
 	batch = protowire.AppendTag(batch, batchIDField, protowire.VarintType)
 	batch = protowire.AppendVarint(batch, w.id)
@@ -305,13 +349,13 @@ func (s *Service) drainMany(batch []byte, w *manyWatch, evs *[]herald.Event) (ou
 		batch = protowire.AppendBytes(batch, b)
 		if ev.Type == herald.EventError {
 			w.st.Close()
-			return appendEnded(batch), true, false
+			return appendEnded(batch), len(taken), true, false
 		}
 	}
 	if closed {
-		return appendEnded(batch), true, false
+		return appendEnded(batch), len(taken), true, false
 	}
-	return batch, false, len(taken) == maxEventsPerFrame
+	return batch, len(taken), false, len(taken) == max
 }
 
 func appendEnded(batch []byte) []byte {

@@ -127,7 +127,7 @@ type manyCallT = *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv
 // manyCall serves wat over HTTP/2 and opens a WatchMany call, with helpers that open a
 // watch and collect batches until want holds, by id: "opened", "type:code" per event,
 // "ended".
-func manyCall(t *testing.T, wat *manyWatcher, tune ...func(*Options)) (manyCallT, func(uint64, string), func(map[uint64][]string)) {
+func manyCall(t *testing.T, wat *manyWatcher, tune ...func(*Options)) (manyCallT, func(uint64, string), func(map[uint64][]string) map[uint64][]string) {
 	opts := Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, f := range tune {
 		f(&opts)
@@ -146,7 +146,7 @@ func manyCall(t *testing.T, wat *manyWatcher, tune ...func(*Options)) (manyCallT
 		}
 	}
 	seen := map[uint64][]string{}
-	await := func(want map[uint64][]string) {
+	await := func(want map[uint64][]string) map[uint64][]string {
 		t.Helper()
 		for !contains(seen, want) {
 			resp, err := call.Receive()
@@ -165,6 +165,7 @@ func manyCall(t *testing.T, wat *manyWatcher, tune ...func(*Options)) (manyCallT
 				}
 			}
 		}
+		return seen
 	}
 	return call, open, await
 }
@@ -332,4 +333,52 @@ func TestWatchMatchForms(t *testing.T) {
 			_ = stream.Close()
 		}
 	})
+}
+
+// TestWatchManyCredit: a watch opened with credit gets that many events until the
+// client grants more, while a watch opened without goes on; closing it sends what it
+// still holds and its end. A request that opens, closes and grants nothing ends the
+// call as malformed.
+func TestWatchManyCredit(t *testing.T) {
+	wat := &manyWatcher{streams: map[string]*notifyStream{}, opened: make(chan string, 4)}
+	call, open, await := manyCall(t, wat)
+	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: qA}}, Credit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	open(2, qB)
+	await(map[uint64][]string{1: {"opened"}, 2: {"opened"}})
+	<-wat.opened
+	<-wat.opened
+	a, b := wat.stream(qA), wat.stream(qB)
+	for i := range 4 {
+		a.push(herald.Event{Type: herald.EventAdded, Seq: uint64(i + 1), Tick: uint64(i + 1)})
+	}
+	b.push(herald.Event{Type: herald.EventAdded, Seq: 1, Tick: 1})
+	b.push(herald.Event{Type: herald.EventRemoved, Seq: 2, Tick: 2})
+	// b's events were pushed after all of a's: by the frame that carries them, a's
+	// have gone out, as far as its credit lets them.
+	seen := await(map[uint64][]string{2: {"opened", "added:", "removed:"}})
+	if !contains(seen, map[uint64][]string{1: {"opened", "added:", "added:"}}) {
+		t.Fatalf("watch 1, with a credit of 2, got %v", seen[1])
+	}
+	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Credit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	await(map[uint64][]string{1: {"opened", "added:", "added:", "added:"}})
+	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Close{Close: true}}); err != nil {
+		t.Fatal(err)
+	}
+	await(map[uint64][]string{1: {"opened", "added:", "added:", "added:", "added:", "ended"}})
+
+	if err := call.Send(&heraldv1.WatchManyRequest{Id: 2}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := call.Receive(); err != nil {
+			if connect.CodeOf(err) != connect.CodeInvalidArgument {
+				t.Fatalf("an empty request ended the call with %v, want invalid argument", err)
+			}
+			break
+		}
+	}
 }

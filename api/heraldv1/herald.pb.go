@@ -1467,7 +1467,11 @@ type WatchManyRequest struct {
 	//
 	//	*WatchManyRequest_Open
 	//	*WatchManyRequest_Close
-	Op            isWatchManyRequest_Op `protobuf_oneof:"op"`
+	Op isWatchManyRequest_Op `protobuf_oneof:"op"`
+	// Events the server may send the watch. With open: its first credit (0: no limit, as
+	// before credit existed). With neither open nor close: more credit for a watch opened
+	// with some (ignored for one opened without). An ended batch needs none.
+	Credit        uint64 `protobuf:"varint,4,opt,name=credit,proto3" json:"credit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1532,6 +1536,13 @@ func (x *WatchManyRequest) GetClose() bool {
 		}
 	}
 	return false
+}
+
+func (x *WatchManyRequest) GetCredit() uint64 {
+	if x != nil {
+		return x.Credit
+	}
+	return 0
 }
 
 type isWatchManyRequest_Op interface {
@@ -4216,11 +4227,12 @@ const file_herald_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12&\n" +
 	"\x05value\x18\x02 \x01(\v2\x10.herald.v1.ValueR\x05value:\x028\x01\">\n" +
 	"\rWatchResponse\x12-\n" +
-	"\x06events\x18\x01 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"o\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.herald.v1.WatchEventR\x06events\"\x87\x01\n" +
 	"\x10WatchManyRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12-\n" +
 	"\x04open\x18\x02 \x01(\v2\x17.herald.v1.WatchRequestH\x00R\x04open\x12\x16\n" +
-	"\x05close\x18\x03 \x01(\bH\x00R\x05closeB\x04\n" +
+	"\x05close\x18\x03 \x01(\bH\x00R\x05close\x12\x16\n" +
+	"\x06credit\x18\x04 \x01(\x04R\x06creditB\x04\n" +
 	"\x02op\"D\n" +
 	"\x11WatchManyResponse\x12/\n" +
 	"\abatches\x18\x01 \x03(\v2\x15.herald.v1.WatchBatchR\abatches\"y\n" +

@@ -141,7 +141,10 @@ type HeraldClient interface {
 	// WatchMany carries any number of watch-mode streams on one call: the client opens
 	// and closes watches under ids of its own choosing, and each response frame carries
 	// the events of every watch that had some, so a connection with many watches costs
-	// one stream and one frame per batch, not one per watch.
+	// one stream and one frame per batch, not one per watch. A watch opened with credit
+	// receives at most that many events until the client grants more, so a watch whose
+	// reader falls behind waits on the server (where its delivery option decides what
+	// happens) instead of holding up the call's other watches.
 	WatchMany(context.Context) *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]
 }
 
@@ -397,7 +400,10 @@ type HeraldHandler interface {
 	// WatchMany carries any number of watch-mode streams on one call: the client opens
 	// and closes watches under ids of its own choosing, and each response frame carries
 	// the events of every watch that had some, so a connection with many watches costs
-	// one stream and one frame per batch, not one per watch.
+	// one stream and one frame per batch, not one per watch. A watch opened with credit
+	// receives at most that many events until the client grants more, so a watch whose
+	// reader falls behind waits on the server (where its delivery option decides what
+	// happens) instead of holding up the call's other watches.
 	WatchMany(context.Context, *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]) error
 }
 
