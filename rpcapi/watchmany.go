@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -45,19 +47,21 @@ type manyWatch struct {
 	st     herald.Stream
 	binary bool // its values go in their binary encoding (WatchRequest.binary_match)
 	queued bool // in the mux's ready list (under the mux's lock)
-	// limited: opened with credit; credit is the events the client has room for. Both
-	// under the mux's lock.
+	// limited: opened with credit; credit is the events the client has room for.
 	limited bool
-	credit  uint64
+	credit  atomic.Int64
 }
 
-// allowance is how many events the writer may take for w in this frame (under the
-// mux's lock).
+// unlimited is the credit a closed watch gets: what is left of it goes out, then its
+// end.
+const unlimited = math.MaxInt64 / 2
+
+// allowance is how many events the writer may take for w in one frame.
 func (w *manyWatch) allowance() int {
 	if !w.limited {
 		return maxEventsPerFrame
 	}
-	return int(min(w.credit, maxEventsPerFrame))
+	return int(max(0, min(w.credit.Load(), maxEventsPerFrame)))
 }
 
 // manyAnswer is the answer to an open: registered, or refused with err.
@@ -186,21 +190,17 @@ func (s *Service) handleMany(ctx context.Context, m *watchMux, req *heraldv1.Wat
 	case req.GetClose():
 		m.mu.Lock()
 		w := m.watches[id]
-		if w != nil {
-			w.limited = false // what is left goes, and then its end
-		}
 		m.mu.Unlock()
 		if w != nil {
+			w.credit.Add(unlimited)
 			w.st.Close() // its channel closes; the writer then sends its end
 		}
 	case req.GetCredit() > 0:
 		m.mu.Lock()
 		w := m.watches[id]
-		if w != nil && w.limited {
-			w.credit += req.GetCredit()
-		}
 		m.mu.Unlock()
 		if w != nil {
+			w.credit.Add(int64(min(req.GetCredit(), unlimited)))
 			m.markReady(w)
 		}
 	default:
@@ -225,7 +225,8 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 		r := newRelay(st)
 		st, n = r, r
 	}
-	w := &manyWatch{id: id, st: st, binary: req.GetBinaryMatch(), limited: credit > 0, credit: credit}
+	w := &manyWatch{id: id, st: st, binary: req.GetBinaryMatch(), limited: credit > 0}
+	w.credit.Store(int64(min(credit, unlimited)))
 	m.mu.Lock()
 	delete(m.opening, id)
 	if m.closed {
@@ -245,7 +246,6 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse], m *watchMux) error {
 	var raw, batch []byte
 	var evs []herald.Event
-	var allow []int // each ready watch's allowance for this frame
 	var last time.Time
 	for {
 		select {
@@ -271,10 +271,8 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			m.ready, ready = ready[maxWatchesPerFrame:], ready[:maxWatchesPerFrame]
 			m.signal()
 		}
-		allow = allow[:0]
 		for _, w := range ready {
 			w.queued = false
-			allow = append(allow, w.allowance())
 		}
 		closed, empty := m.closed, len(m.watches) == 0
 		m.mu.Unlock()
@@ -284,26 +282,26 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 			raw = appendBatch(raw, batch)
 		}
 		events := false // the linger runs from frames with events, not from answers alone
-		for i, w := range ready {
-			if allow[i] == 0 {
+		for _, w := range ready {
+			allow := w.allowance()
+			if allow == 0 {
 				continue // no credit: granting some marks it ready again
 			}
 			var ended, full bool
 			var sent int
-			batch, sent, ended, full = s.drainMany(batch[:0], w, &evs, allow[i])
-			m.mu.Lock()
-			if w.limited {
-				w.credit -= uint64(min(sent, int(w.credit)))
+			batch, sent, ended, full = s.drainMany(batch[:0], w, &evs, allow)
+			if w.limited && w.credit.Add(-int64(sent)) <= 0 {
+				full = false // it waits for credit, which marks it ready again
 			}
-			more := full && w.allowance() > 0
 			if ended {
+				m.mu.Lock()
 				if m.watches[w.id] == w {
 					delete(m.watches, w.id)
 				}
 				empty = len(m.watches) == 0
+				m.mu.Unlock()
 			}
-			m.mu.Unlock()
-			if !ended && more {
+			if !ended && full {
 				m.markReady(w) // more than a frame's share may wait: the next frame goes on
 			}
 			if len(batch) > 0 {
