@@ -147,7 +147,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	case cfg.BodyCache > 0:
 		e.bodies.budget = cfg.BodyCache
 	}
-	e.pipe = newPipeline(cfg.Backend, cfg.MaxGroup, cfg.Retention, meta, e.log)
+	e.pipe = newPipeline(cfg.Backend, cfg.MaxGroup, cfg.Retention, meta, cfg.Clock.Now, e.log)
 	e.pipe.afterSync = e.bodies.trim
 	e.pipe.start()
 	e.l0 = newLayer0(e, cfg.Layer0Interval)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/store"
@@ -75,6 +76,11 @@ type pipeline struct {
 	// afterSync hears the durable seq after each group commit (the body cache's trim).
 	afterSync func(durable uint64)
 
+	// now reads the engine's clock; commitTime is how long each group took from the
+	// start of its write to the end of its sync (herald_commit_sync_seconds).
+	now        func() time.Time
+	commitTime *herald.Durations
+
 	// broken is the writer's own: the first error of a group it wrote, after which it
 	// writes nothing more (the syncer reports it in order).
 	broken   error
@@ -90,13 +96,21 @@ const maxInFlight = 4
 
 // group is one group commit on its way: its transactions, and how to wait for its sync.
 type group struct {
-	pds  []*pending
-	wait func() error
-	err  error // the write failed: every transaction of the group fails with it
+	pds   []*pending
+	wait  func() error
+	err   error     // the write failed: every transaction of the group fails with it
+	start time.Time // when its write began
 }
 
-func newPipeline(b store.Backend, maxGroup int, retention uint64, meta store.Meta, log *slog.Logger) *pipeline {
+// commitBounds are the buckets of herald_commit_sync_seconds: 0.1 ms to 3.3 s, each
+// twice the last.
+var commitBounds = []float64{0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128,
+	0.0256, 0.0512, 0.1024, 0.2048, 0.4096, 0.8192, 1.6384, 3.2768}
+
+func newPipeline(b store.Backend, maxGroup int, retention uint64, meta store.Meta, now func() time.Time, log *slog.Logger) *pipeline {
 	p := &pipeline{
+		now:         now,
+		commitTime:  herald.NewDurations(commitBounds...),
 		backend:     b,
 		maxGroup:    maxGroup,
 		retention:   retention,
@@ -200,7 +214,7 @@ func (p *pipeline) runOnce() bool {
 		n = p.maxGroup
 	}
 	p.lastGroup = n
-	g := &group{pds: p.queue[:n:n]}
+	g := &group{pds: p.queue[:n:n], start: p.now()}
 	p.queue = p.queue[n:]
 	more := len(p.queue) > 0
 	p.mu.Unlock()
@@ -272,6 +286,7 @@ func (p *pipeline) syncer() {
 			p.fail(g, err)
 			continue
 		}
+		p.commitTime.Observe(p.now().Sub(g.start))
 		p.synced(g)
 	}
 }

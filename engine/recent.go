@@ -73,6 +73,7 @@ func (e *Engine) Metrics() []herald.Metric {
 		{Name: "herald_durable_seq", Help: "Sequence number of the last transaction synced to the store.", Value: float64(durable)},
 		{Name: "herald_commits_total", Help: "Transactions committed through the pipeline.", Counter: true, Value: float64(txns)},
 		{Name: "herald_syncs_total", Help: "Group commits (one synced store batch each) made by the pipeline.", Counter: true, Value: float64(groups)},
+		{Name: "herald_commit_sync_seconds", Help: "Time each group commit took from the start of its write to the end of its sync: a commit is answered no sooner.", Histogram: e.pipe.commitTime.Read()},
 		{Name: "herald_graph_snapshots_total", Help: "Read snapshots of the graph taken; the writer copies the tree nodes it next changes after each.", Counter: true, Value: float64(e.snapshots.Load())},
 	}
 }

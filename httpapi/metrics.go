@@ -28,6 +28,17 @@ func (sources) Describe(chan<- *prometheus.Desc) {}
 func (ss sources) Collect(ch chan<- prometheus.Metric) {
 	for _, src := range ss {
 		for _, m := range src.Metrics() {
+			if h := m.Histogram; h != nil {
+				// Prometheus counts its buckets cumulatively.
+				buckets := make(map[float64]uint64, len(h.Bounds))
+				var below uint64
+				for i, b := range h.Bounds {
+					below += h.Counts[i]
+					buckets[b] = below
+				}
+				ch <- prometheus.MustNewConstHistogram(prometheus.NewDesc(m.Name, m.Help, nil, nil), h.Count, h.Sum, buckets)
+				continue
+			}
 			kind := prometheus.GaugeValue
 			if m.Counter {
 				kind = prometheus.CounterValue

@@ -43,6 +43,9 @@ func TestMetricsOfTheServices(t *testing.T) {
 		"# TYPE herald_commits_total counter",
 		"# TYPE herald_syncs_total counter",
 		"# TYPE herald_durable_seq gauge",
+		"# TYPE herald_commit_sync_seconds histogram",
+		`herald_commit_sync_seconds_bucket{le="0.0001"}`,
+		`herald_commit_sync_seconds_bucket{le="+Inf"}`,
 	} {
 		if !strings.Contains(text, want+"\n") && !strings.Contains(text, want+" ") {
 			t.Errorf("/metrics lacks %q", want)
