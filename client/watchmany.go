@@ -23,9 +23,10 @@ var errNoWatchMany = errors.New("client: the server has no WatchMany")
 // maxQueuedEvents is each watch's credit: the server sends a watch at most this many
 // events that Next has not taken, so one watch that is not read holds up none of the
 // others on its call (its events wait on the server, where its delivery option
-// decides what happens). Next gives credit back a quarter of it at a time. Against
-// a server without credit the bound is the call's reader waiting while a queue is
-// full, and the server's frames wait for it in turn.
+// decides what happens). Next gives credit back a quarter of it at a time, to a server
+// that said it holds the watch to it (WatchBatch.credit). Against a server without
+// credit the bound is the call's reader waiting while a queue is full, and the
+// server's frames wait for it in turn.
 var maxQueuedEvents = 4096 // a variable for tests (SetWatchCredit)
 
 // watchMux opens the client's WatchMany calls.
@@ -58,6 +59,7 @@ type manyStream struct {
 	room     *sync.Cond // signalled when next takes events (the reader may wait for room)
 	queue    []event
 	credit   int   // its credit: maxQueuedEvents when it opened
+	granting bool  // the server holds it to its credit: next gives credit back
 	taken    int   // events next has taken since it last gave their credit back
 	end      error // once the queue is read: io.EOF (ended) or the call's failure
 	closed   bool
@@ -176,6 +178,11 @@ func (c *manyCall) leave(id uint64, sendClose bool) {
 // deliver queues a batch's events, waiting while the watch's queue is full.
 func (s *manyStream) deliver(b *heraldv1.WatchBatch) {
 	if b.GetOpened() {
+		if b.GetCredit() {
+			s.mu.Lock()
+			s.granting = true
+			s.mu.Unlock()
+		}
 		s.answer(nil)
 	}
 	evs := make([]event, 0, len(b.GetEvents()))
@@ -244,10 +251,12 @@ func (s *manyStream) next() (event, error) {
 			ev := s.queue[0]
 			s.queue = s.queue[1:]
 			s.room.Signal()
-			s.taken++
 			grant := 0
-			if s.taken >= max(1, s.credit/4) {
-				grant, s.taken = s.taken, 0
+			if s.granting {
+				s.taken++
+				if s.taken >= max(1, s.credit/4) {
+					grant, s.taken = s.taken, 0
+				}
 			}
 			s.mu.Unlock()
 			if grant > 0 {

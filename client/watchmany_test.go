@@ -22,6 +22,8 @@ type manyServer struct {
 	calls  atomic.Int32
 	ended  chan struct{} // one per call that ended
 	single atomic.Int32  // Watch calls (there should be none)
+	extra  int           // events after the initial one, sent with each open
+	grants atomic.Int32  // requests that neither open nor close (credit grants)
 }
 
 func (m *manyServer) Watch(context.Context, *connect.Request[heraldv1.WatchRequest], *connect.ServerStream[heraldv1.WatchResponse]) error {
@@ -41,10 +43,17 @@ func (m *manyServer) WatchMany(ctx context.Context, stream *connect.BidiStream[h
 			return err
 		}
 		b := &heraldv1.WatchBatch{Id: req.GetId()}
-		if req.GetOpen() != nil {
+		switch {
+		case req.GetOpen() != nil:
 			b.Opened = true
 			b.Events = []*heraldv1.WatchEvent{{Type: "initial", Seq: req.GetId(), Tick: req.GetId(), Last: true}}
-		} else {
+			for i := range m.extra {
+				b.Events = append(b.Events, &heraldv1.WatchEvent{Type: "added", Seq: uint64(i + 2), Tick: uint64(i + 2)})
+			}
+		case !req.GetClose():
+			m.grants.Add(1) // a server without credit would end the call here
+			continue
+		default:
 			b.Ended = true
 		}
 		if err := stream.Send(&heraldv1.WatchManyResponse{Batches: []*heraldv1.WatchBatch{b}}); err != nil {
@@ -104,5 +113,41 @@ func TestWatchesShareOneCall(t *testing.T) {
 	nextWatchEvent(t, w)
 	if n := m.calls.Load(); n != 2 {
 		t.Fatalf("a watch after the call ended: %d WatchMany calls in all, want 2", n)
+	}
+}
+
+// TestNoCreditToAServerWithoutIt: a server that does not say it holds a watch to its
+// credit gets no grants (an older one would take a request that neither opens nor
+// closes for a malformed one and end the call).
+func TestNoCreditToAServerWithoutIt(t *testing.T) {
+	defer SetWatchCredit(4)()
+	m := &manyServer{ended: make(chan struct{}, 4), extra: 20}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	mux.Handle(heraldv1connect.NewHeraldHandler(m))
+	srv := httptest.NewUnstartedServer(mux)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := Dial(context.Background(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := c.Watch(context.Background(), taskWatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for range 21 {
+		nextWatchEvent(t, w)
+	}
+	if n := m.grants.Load(); n != 0 {
+		t.Fatalf("the client sent %d credit grants to a server that took none", n)
 	}
 }

@@ -38,6 +38,7 @@ const (
 	batchOpenedField   = 2
 	batchEventsField   = 3
 	batchEndedField    = 4
+	batchCreditField   = 5
 	maxWatchesPerFrame = 256
 )
 
@@ -64,10 +65,12 @@ func (w *manyWatch) allowance() int {
 	return int(max(0, min(w.credit.Load(), maxEventsPerFrame)))
 }
 
-// manyAnswer is the answer to an open: registered, or refused with err.
+// manyAnswer is the answer to an open: registered (held to its credit or not), or
+// refused with err.
 type manyAnswer struct {
-	id  uint64
-	err error
+	id      uint64
+	err     error
+	limited bool
 }
 
 // watchMux is the shared state of one WatchMany call.
@@ -235,7 +238,7 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 		return
 	}
 	m.watches[id] = w
-	m.answerLocked(manyAnswer{id: id})
+	m.answerLocked(manyAnswer{id: id, limited: w.limited})
 	m.mu.Unlock()
 	n.SetNotify(func() { m.markReady(w) })
 	m.markReady(w) // what it put in its channel before the callback was set
@@ -367,7 +370,12 @@ func appendAnswer(batch []byte, a manyAnswer) []byte {
 	batch = protowire.AppendVarint(batch, a.id)
 	if a.err == nil {
 		batch = protowire.AppendTag(batch, batchOpenedField, protowire.VarintType)
-		return protowire.AppendVarint(batch, 1)
+		batch = protowire.AppendVarint(batch, 1)
+		if a.limited {
+			batch = protowire.AppendTag(batch, batchCreditField, protowire.VarintType)
+			batch = protowire.AppendVarint(batch, 1)
+		}
+		return batch
 	}
 	he := herald.AsError(a.err)
 	b, _ := encodedEvent(herald.Event{Type: herald.EventError, Code: he.Code, Message: he.Message}, false)

@@ -154,7 +154,9 @@ func manyCall(t *testing.T, wat *manyWatcher, tune ...func(*Options)) (manyCallT
 				t.Fatalf("waiting for %v, have %v: %v", want, seen, err)
 			}
 			for _, b := range resp.GetBatches() {
-				if b.GetOpened() {
+				if b.GetOpened() && b.GetCredit() {
+					seen[b.GetId()] = append(seen[b.GetId()], "opened+credit")
+				} else if b.GetOpened() {
 					seen[b.GetId()] = append(seen[b.GetId()], "opened")
 				}
 				for _, ev := range b.GetEvents() {
@@ -335,8 +337,8 @@ func TestWatchMatchForms(t *testing.T) {
 	})
 }
 
-// TestWatchManyCredit: a watch opened with credit gets that many events until the
-// client grants more, while a watch opened without goes on; closing it sends what it
+// TestWatchManyCredit: a watch opened with credit is answered as held to it, and gets
+// that many events until the client grants more, while a watch opened without goes on; closing it sends what it
 // still holds and its end. A request that opens, closes and grants nothing ends the
 // call as malformed.
 func TestWatchManyCredit(t *testing.T) {
@@ -346,7 +348,7 @@ func TestWatchManyCredit(t *testing.T) {
 		t.Fatal(err)
 	}
 	open(2, qB)
-	await(map[uint64][]string{1: {"opened"}, 2: {"opened"}})
+	await(map[uint64][]string{1: {"opened+credit"}, 2: {"opened"}})
 	<-wat.opened
 	<-wat.opened
 	a, b := wat.stream(qA), wat.stream(qB)
@@ -358,17 +360,17 @@ func TestWatchManyCredit(t *testing.T) {
 	// b's events were pushed after all of a's: by the frame that carries them, a's
 	// have gone out, as far as its credit lets them.
 	seen := await(map[uint64][]string{2: {"opened", "added:", "removed:"}})
-	if !contains(seen, map[uint64][]string{1: {"opened", "added:", "added:"}}) {
+	if !contains(seen, map[uint64][]string{1: {"opened+credit", "added:", "added:"}}) {
 		t.Fatalf("watch 1, with a credit of 2, got %v", seen[1])
 	}
 	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Credit: 1}); err != nil {
 		t.Fatal(err)
 	}
-	await(map[uint64][]string{1: {"opened", "added:", "added:", "added:"}})
+	await(map[uint64][]string{1: {"opened+credit", "added:", "added:", "added:"}})
 	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Close{Close: true}}); err != nil {
 		t.Fatal(err)
 	}
-	await(map[uint64][]string{1: {"opened", "added:", "added:", "added:", "added:", "ended"}})
+	await(map[uint64][]string{1: {"opened+credit", "added:", "added:", "added:", "added:", "ended"}})
 
 	if err := call.Send(&heraldv1.WatchManyRequest{Id: 2}); err != nil {
 		t.Fatal(err)

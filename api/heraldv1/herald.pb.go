@@ -1616,7 +1616,10 @@ type WatchBatch struct {
 	Events []*WatchEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
 	// The watch has ended (closed by the client, or by the error event in events); the
 	// id may be used again.
-	Ended         bool `protobuf:"varint,4,opt,name=ended,proto3" json:"ended,omitempty"`
+	Ended bool `protobuf:"varint,4,opt,name=ended,proto3" json:"ended,omitempty"`
+	// With opened: the server holds the watch to the credit its open carried, and takes
+	// grants of more. A client grants none to a server that does not say so.
+	Credit        bool `protobuf:"varint,5,opt,name=credit,proto3" json:"credit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1675,6 +1678,13 @@ func (x *WatchBatch) GetEvents() []*WatchEvent {
 func (x *WatchBatch) GetEnded() bool {
 	if x != nil {
 		return x.Ended
+	}
+	return false
+}
+
+func (x *WatchBatch) GetCredit() bool {
+	if x != nil {
+		return x.Credit
 	}
 	return false
 }
@@ -4235,13 +4245,14 @@ const file_herald_proto_rawDesc = "" +
 	"\x06credit\x18\x04 \x01(\x04R\x06creditB\x04\n" +
 	"\x02op\"D\n" +
 	"\x11WatchManyResponse\x12/\n" +
-	"\abatches\x18\x01 \x03(\v2\x15.herald.v1.WatchBatchR\abatches\"y\n" +
+	"\abatches\x18\x01 \x03(\v2\x15.herald.v1.WatchBatchR\abatches\"\x91\x01\n" +
 	"\n" +
 	"WatchBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06opened\x18\x02 \x01(\bR\x06opened\x12-\n" +
 	"\x06events\x18\x03 \x03(\v2\x15.herald.v1.WatchEventR\x06events\x12\x14\n" +
-	"\x05ended\x18\x04 \x01(\bR\x05ended\"\xa9\x03\n" +
+	"\x05ended\x18\x04 \x01(\bR\x05ended\x12\x16\n" +
+	"\x06credit\x18\x05 \x01(\bR\x06credit\"\xa9\x03\n" +
 	"\n" +
 	"WatchEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12&\n" +
