@@ -62,10 +62,9 @@ func (m *manyServer) WatchMany(ctx context.Context, stream *connect.BidiStream[h
 	}
 }
 
-// TestWatchesShareOneCall: a client's watches go on one WatchMany call, each gets its
-// own events, the call ends with the last watch, and the next watch opens a new one.
-func TestWatchesShareOneCall(t *testing.T) {
-	m := &manyServer{ended: make(chan struct{}, 4)}
+// dialMany serves m over HTTP/2 and dials it; both end with the test.
+func dialMany(t *testing.T, m *manyServer) *Client {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
@@ -82,7 +81,15 @@ func TestWatchesShareOneCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestWatchesShareOneCall: a client's watches go on one WatchMany call, each gets its
+// own events, the call ends with the last watch, and the next watch opens a new one.
+func TestWatchesShareOneCall(t *testing.T) {
+	m := &manyServer{ended: make(chan struct{}, 4)}
+	c := dialMany(t, m)
 	var ws []*Watch
 	for range 3 {
 		w, err := c.Watch(context.Background(), taskWatch)
@@ -122,23 +129,7 @@ func TestWatchesShareOneCall(t *testing.T) {
 func TestNoCreditToAServerWithoutIt(t *testing.T) {
 	defer SetWatchCredit(4)()
 	m := &manyServer{ended: make(chan struct{}, 4), extra: 20}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
-	})
-	mux.Handle(heraldv1connect.NewHeraldHandler(m))
-	srv := httptest.NewUnstartedServer(mux)
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &p
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c, err := Dial(context.Background(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialMany(t, m)
 	w, err := c.Watch(context.Background(), taskWatch)
 	if err != nil {
 		t.Fatal(err)
