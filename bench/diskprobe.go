@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -79,12 +78,30 @@ func (p *DiskProbe) run(block []byte) {
 	}
 }
 
+// Probed runs run with a disk probe beside it in dir (none when dir is empty) and
+// returns what the probe saw; run's error comes first, then the probe's.
+func Probed(dir string, every time.Duration, run func() error) (*DiskSync, error) {
+	if dir == "" {
+		return nil, run()
+	}
+	p, err := StartDiskProbe(dir, every)
+	if err != nil {
+		return nil, err
+	}
+	err = run()
+	d, perr := p.Stop()
+	if err == nil {
+		err = perr
+	}
+	return d, err
+}
+
 // Stop ends the probe and returns what it saw; it is nil when no sync completed.
 func (p *DiskProbe) Stop() (*DiskSync, error) {
 	close(p.quit)
 	<-p.done
 	name := p.f.Name()
-	err := errors.Join(p.err, p.f.Close(), os.Remove(filepath.Clean(name)))
+	err := errors.Join(p.err, p.f.Close(), os.Remove(name))
 	if err != nil {
 		err = fmt.Errorf("disk probe: %w", err)
 	}

@@ -446,39 +446,28 @@ func (r *runner) s2(ctx context.Context, res *Result) error {
 		return nil
 	}
 
-	var probe *DiskProbe
-	if r.cfg.ProbeDir != "" {
-		p, err := StartDiskProbe(r.cfg.ProbeDir, r.cfg.ProbeEvery)
-		if err != nil {
-			return err
-		}
-		probe = p
-	}
 	pctx, pcancel := context.WithCancelCause(ctx)
 	defer pcancel(nil)
 	var sentTime time.Duration
-	go func() {
-		sentTime = r.offer(pctx, total, &published, pcancel)
-		close(sent)
-		if cause := context.Cause(pctx); cause != nil {
-			// The producer failed: stop waiting for messages that were never sent.
-			completeOnce.Do(func() { close(complete) })
-		}
-		check()
-	}()
-	_, err := r.consumeUntil(ctx, complete, 0, handle)
-	pcancel(nil)
-	<-sent
-	if perr := context.Cause(pctx); perr != nil && !errors.Is(perr, context.Canceled) && err == nil {
-		err = perr
-	}
-	if probe != nil {
-		var perr error
-		res.DiskSync, perr = probe.Stop()
-		if err == nil {
+	var err error
+	res.DiskSync, err = Probed(r.cfg.ProbeDir, r.cfg.ProbeEvery, func() error {
+		go func() {
+			sentTime = r.offer(pctx, total, &published, pcancel)
+			close(sent)
+			if cause := context.Cause(pctx); cause != nil {
+				// The producer failed: stop waiting for messages that were never sent.
+				completeOnce.Do(func() { close(complete) })
+			}
+			check()
+		}()
+		_, err := r.consumeUntil(ctx, complete, 0, handle)
+		pcancel(nil)
+		<-sent
+		if perr := context.Cause(pctx); perr != nil && !errors.Is(perr, context.Canceled) && err == nil {
 			err = perr
 		}
-	}
+		return err
+	})
 
 	mu.Lock()
 	defer mu.Unlock()

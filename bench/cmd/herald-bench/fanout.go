@@ -194,22 +194,13 @@ func writeFanout(w io.Writer, rep fanoutReport) error {
 
 // probedPublish runs publishAtRate with the disk probe beside it when one is asked for.
 func probedPublish(ctx context.Context, c *client.Client, f benchFlags, cfg bench.Config, first int) (publishFigures, error) {
-	var probe *bench.DiskProbe
-	if cfg.ProbeDir != "" {
-		p, err := bench.StartDiskProbe(cfg.ProbeDir, cfg.ProbeEvery)
-		if err != nil {
-			return publishFigures{}, err
-		}
-		probe = p
-	}
-	fig, err := publishAtRate(ctx, c, f.fanoutRate, f.fanoutDuration, cfg.PayloadSize, first)
-	if probe != nil {
-		var perr error
-		fig.Disk, perr = probe.Stop()
-		if err == nil {
-			err = perr
-		}
-	}
+	var fig publishFigures
+	disk, err := bench.Probed(cfg.ProbeDir, cfg.ProbeEvery, func() error {
+		var err error
+		fig, err = publishAtRate(ctx, c, f.fanoutRate, f.fanoutDuration, cfg.PayloadSize, first)
+		return err
+	})
+	fig.Disk = disk
 	return fig, err
 }
 
