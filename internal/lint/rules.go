@@ -16,6 +16,7 @@ const (
 	modRedis      = "github.com/redis/go-redis/v9"
 	modBTree      = "github.com/google/btree"
 	modGoleak     = "go.uber.org/goleak"
+	modPgx        = "github.com/jackc/pgx/v5"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -39,6 +40,7 @@ var Herald = Config{
 		{Pkg: "store/storetest", Allow: []string{".", "store"}, External: []string{modRapid}},
 		{Pkg: "store/memstore", Allow: []string{".", "store"}},
 		{Pkg: "store/pebblestore", Allow: []string{".", "store"}, External: []string{modPebble}},
+		{Pkg: "store/pgstore", Allow: []string{".", "store"}, External: []string{modPgx}},
 		// The engine's restart tests run Pebble on its in-memory filesystem.
 		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
 		// Watch-mode and consume-mode tests restart the engine on Pebble's in-memory
@@ -83,6 +85,7 @@ var Herald = Config{
 	},
 	Exclusive: []Exclusive{
 		{Module: modPebble, Only: []string{"store/pebblestore"}},
+		{Module: modPgx, Only: []string{"store/pgstore"}},
 		{Module: "connectrpc.com", Only: []string{"api/...", "rpcapi", "client"}},
 		{Module: modCobra, Only: []string{"internal/cli", "bench/cmd/..."}},
 		{Module: modReadline, Only: []string{"internal/cli"}},

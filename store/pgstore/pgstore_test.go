@@ -1,0 +1,246 @@
+package pgstore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/store"
+	"github.com/herald-mq/herald/store/pgstore"
+	"github.com/herald-mq/herald/store/storetest"
+)
+
+// defaultDSN is the server the tests use unless HERALD_TEST_PG_DSN names another.
+const defaultDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+var (
+	quiet   = slog.New(slog.NewTextHandler(io.Discard, nil))
+	pgOnce  sync.Once
+	pgDSN   string
+	pgReach error
+)
+
+// testDSN returns the test server's DSN, or skips the test when PostgreSQL is not
+// reachable there. A refused connection on a machine with pg_ctlcluster starts the
+// local cluster first.
+func testDSN(t testing.TB) string {
+	t.Helper()
+	pgOnce.Do(func() {
+		pgDSN = os.Getenv("HERALD_TEST_PG_DSN")
+		if pgDSN == "" {
+			pgDSN = defaultDSN
+		}
+		pgReach = ping(pgDSN)
+		if errors.Is(pgReach, syscall.ECONNREFUSED) {
+			if ctl, err := exec.LookPath("pg_ctlcluster"); err == nil {
+				if out, err := exec.Command(ctl, "--skip-systemctl-redirect", "15", "main", "start").CombinedOutput(); err != nil {
+					pgReach = fmt.Errorf("%w; starting it with pg_ctlcluster: %v: %s", pgReach, err, out)
+				} else {
+					pgReach = ping(pgDSN)
+				}
+			}
+		}
+	})
+	if pgReach != nil {
+		t.Skipf("PostgreSQL is not reachable at %s (set HERALD_TEST_PG_DSN to use another server); skipping the PostgreSQL store's tests: %v", redact(pgDSN), pgReach)
+	}
+	return pgDSN
+}
+
+func ping(dsn string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return c.Ping(ctx)
+}
+
+// redact hides a password in a DSN for messages.
+func redact(dsn string) string {
+	if i, j := strings.Index(dsn, "://"), strings.LastIndex(dsn, "@"); i >= 0 && j > i {
+		if k := strings.Index(dsn[i+3:j], ":"); k >= 0 {
+			return dsn[:i+3+k] + ":***" + dsn[j:]
+		}
+	}
+	return dsn
+}
+
+// newSchema names a schema for one test and drops it when the test ends.
+func newSchema(t testing.TB) string {
+	t.Helper()
+	dsn := testDSN(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "herald_test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { admin(t, dsn, `DROP SCHEMA IF EXISTS `+name+` CASCADE`) })
+	return name
+}
+
+// admin runs sql on a connection of its own.
+func admin(t testing.TB, dsn, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", redact(dsn), err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func mustOpen(t testing.TB, schema string, opts pgstore.Options) *pgstore.Store {
+	t.Helper()
+	opts.Schema, opts.Logger = schema, quiet
+	s, err := pgstore.Open(context.Background(), testDSN(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	testDSN(t)
+	schemas := map[store.Backend]string{}
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T) store.Backend {
+			schema := newSchema(t)
+			s := mustOpen(t, schema, pgstore.Options{})
+			schemas[s] = schema
+			return s
+		},
+		Reopen: func(t *testing.T, b store.Backend) store.Backend {
+			schema := schemas[b]
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s := mustOpen(t, schema, pgstore.Options{})
+			schemas[s] = schema
+			return s
+		},
+	})
+}
+
+// node returns a node of one batch, with a body of about 300 bytes written at seq.
+func node(id string, seq uint64) *herald.Node {
+	n := &herald.Node{ID: herald.NodeID(id), Type: "Item", Created: seq, Ver: seq,
+		Attrs: herald.AttrsOf(map[string]herald.Value{"seq": herald.Int(int64(seq))})}
+	big := herald.AttrsOf(map[string]herald.Value{"body": herald.String(strings.Repeat("b", 290) + id)})
+	n.Body = herald.NewBody(seq, big, big.AppendBinary(nil), nil)
+	return n
+}
+
+func put(seq uint64, ns ...*herald.Node) *store.Batch {
+	cs := &herald.ChangeSet{Seq: seq, Tick: seq * 10, Time: time.Unix(int64(seq), 0), Actor: "test"}
+	for _, n := range ns {
+		cs.Changes = append(cs.Changes, herald.Change{Kind: herald.NodeChange, NodeAfter: n})
+	}
+	return &store.Batch{Changes: cs}
+}
+
+func commit(t testing.TB, s store.Backend, batches ...*store.Batch) {
+	t.Helper()
+	errs, err := s.Commit(context.Background(), batches)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("batch %d: %v", i, e)
+		}
+	}
+}
+
+func TestOpenValidatesSchemaName(t *testing.T) {
+	dsn := testDSN(t)
+	for _, bad := range []string{"Upper", "with-dash", "x;drop", strings.Repeat("a", 41)} {
+		if s, err := pgstore.Open(context.Background(), dsn, pgstore.Options{Schema: bad}); err == nil {
+			_ = s.Close()
+			t.Errorf("Open accepted the schema name %q", bad)
+		}
+	}
+}
+
+// TestOpenIsIdempotent opens one schema from several stores at once: the schema is
+// created once, and every store sees the others' commits.
+func TestOpenIsIdempotent(t *testing.T) {
+	schema := newSchema(t)
+	stores := make([]*pgstore.Store, 4)
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Go(func() {
+			stores[i], errs[i] = pgstore.Open(context.Background(), testDSN(t), pgstore.Options{Schema: schema, Logger: quiet})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	commit(t, stores[0], put(1, node("a", 1)))
+	if n, err := stores[3].GetNode(context.Background(), "a"); err != nil || n == nil {
+		t.Fatalf("another store's GetNode = %v, %v", n, err)
+	}
+}
+
+func TestRefusesNewerSchema(t *testing.T) {
+	schema := newSchema(t)
+	mustOpen(t, schema, pgstore.Options{}).Close()
+	admin(t, testDSN(t), `UPDATE `+schema+`.schema_version SET version = 99`)
+	if s, err := pgstore.Open(context.Background(), testDSN(t), pgstore.Options{Schema: schema, Logger: quiet}); err == nil {
+		_ = s.Close()
+		t.Fatal("Open accepted a schema of a newer version")
+	} else if !strings.Contains(err.Error(), "version 99") {
+		t.Fatalf("Open: %v", err)
+	}
+}
+
+// TestAnotherWriter commits through two unfenced stores in turn: each one's mirror of
+// the position is stale after the other's commit, which the store notices inside the
+// transaction and answers by checking the batches again under lock.
+func TestAnotherWriter(t *testing.T) {
+	schema := newSchema(t)
+	a, b := mustOpen(t, schema, pgstore.Options{}), mustOpen(t, schema, pgstore.Options{})
+	defer a.Close()
+	defer b.Close()
+	ctx := context.Background()
+	commit(t, a, put(1, node("a1", 1)))
+	commit(t, b, put(2, node("b2", 2)))
+	errs, err := a.Commit(ctx, []*store.Batch{put(2, node("late", 2)), put(3, node("a3", 3))})
+	if err != nil || !errors.Is(errs[0], store.ErrOutOfOrder) || errs[1] != nil {
+		t.Fatalf("Commit after another writer = %v, %v", errs, err)
+	}
+	commit(t, b, put(4, node("b4", 4)))
+	if m, _ := a.Meta(ctx); m.Seq != 4 {
+		t.Fatalf("Meta = %+v", m)
+	}
+	cs, err := b.Changes(ctx, 0, 0)
+	if err != nil || len(cs) != 4 {
+		t.Fatalf("Changes = %d, %v", len(cs), err)
+	}
+	if n, _ := a.GetNode(ctx, "late"); n != nil {
+		t.Fatal("the out-of-order batch was written")
+	}
+}
