@@ -35,12 +35,25 @@ type group struct {
 	paused    bool                   // PAUSE WATCH: nothing new is leased until RESUME
 	cancelled bool                   // CANCEL WATCH: its _Watch node stays, cancelled
 	stats     *engine.WatchStats     // deliveries, for its _Watch node
+	// owner is the principal that made the group ("" without authentication): only it,
+	// or a principal with admin, may join or manage it. limits bound each evaluation of
+	// its pattern (the owner's statement limits).
+	owner  string
+	limits engine.Limits
 }
 
 func newGroup(key string, sp *spec, watch herald.NodeID) *group {
 	g := &group{key: key, spec: sp, watch: watch, lazy: sp.lazy(), matches: map[herald.NodeID]*entry{}, delayed: newDelayQueue()}
 	g.ready = newReadyQueue(g.less)
 	return g
+}
+
+// joinable refuses principal p a group another principal owns, unless p has admin.
+func (g *group) joinable(p *herald.Principal) error {
+	if g.owner == "" || p == nil || p.Name == g.owner || p.Can(herald.ActAdmin, "") {
+		return nil
+	}
+	return herald.Errorf(herald.CodePermissionDenied, "%s may not join consume group %q: it belongs to %s (a group is its creator's; choose a group name of your own)", p.Name, g.spec.group, g.owner)
 }
 
 // scanLimit bounds how many nodes a lazy group's cursor passes in one round, so that a

@@ -546,13 +546,20 @@ func (s *Service) nodeChangedLocked(tx *graph.Tx, ch *herald.Change, full map[*g
 	}
 }
 
-// rematchLocked re-runs a join pattern and applies the difference.
+// rematchLocked re-runs a join pattern and applies the difference. A run stopped by
+// its limits ends the group: a standing query that cannot be evaluated within them
+// cannot be served faithfully, and its members hear why.
 func (s *Service) rematchLocked(tx *graph.Tx, g *group) {
 	now := map[herald.NodeID]bool{}
-	s.runLocked(tx, g, func(n *herald.Node, info *matchInfo) {
+	err := s.runLocked(tx, g, nil, func(n *herald.Node, info *matchInfo) {
 		now[n.ID] = true
 		s.setEntryLocked(g, n, info)
 	})
+	if err != nil {
+		s.log.Warn("consume: a watch's pattern could not be evaluated within its limits; its group ends", "watch", g.watch, "err", err)
+		s.endGroupLocked(g, herald.AsError(err))
+		return
+	}
 	for id := range g.matches {
 		if !now[id] {
 			s.dropEntryLocked(g, id)
@@ -563,11 +570,13 @@ func (s *Service) rematchLocked(tx *graph.Tx, g *group) {
 // runLocked runs g's whole pattern and calls found once per subject it matches. A
 // binding whose conditions or ordering, fairness and scheduling expressions fail to
 // evaluate is left out and logged (once per subject while it keeps failing); it never
-// holds up the other messages.
-func (s *Service) runLocked(tx *graph.Tx, g *group, found func(*herald.Node, *matchInfo)) {
+// holds up the other messages. The run stops with E4012 past the group's limits, and
+// with E4011 once gone (nil: never) reports its client gone.
+func (s *Service) runLocked(tx *graph.Tx, g *group, gone func() bool, found func(*herald.Node, *matchInfo)) error {
 	sp := g.spec
 	ctx := sp.ctx()
 	ctx.Node = tx.Node
+	ctx.Interrupt = s.eng.Interrupt(g.limits, gone)
 	slot, _, _ := sp.full.Scope.Lookup(sp.subjectVar)
 	seen := map[herald.NodeID]bool{}
 	_, err := sp.full.RunLenient(tx, ctx, func(row eval.Row) error {
@@ -591,9 +600,7 @@ func (s *Service) runLocked(tx *graph.Tx, g *group, found func(*herald.Node, *ma
 		}
 		s.failingLocked(g, id, err)
 	})
-	if err != nil {
-		s.log.Error("consume: running a watch's pattern failed", "watch", g.watch, "err", err)
-	}
+	return err
 }
 
 // failingLocked logs, once per node while it keeps failing, that a node cannot be
@@ -616,7 +623,11 @@ func (s *Service) evalLocked(tx *graph.Tx, g *group, n *herald.Node) (*matchInfo
 	if s.lettering[n.ID] {
 		return nil, nil // its dead letter is committing
 	}
-	info, row, err := g.spec.evalMatch(tx, n)
+	var intr func() error
+	if !g.spec.single {
+		intr = s.eng.Interrupt(g.limits, nil) // a join around n: bounded like any evaluation
+	}
+	info, row, err := g.spec.evalMatch(tx, n, intr)
 	if err == nil {
 		if n != nil && g.failing != nil {
 			delete(g.failing, n.ID)

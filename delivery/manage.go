@@ -86,7 +86,12 @@ func (s *Service) ControlWatch(ctx context.Context, session, name string, op tok
 // cancelGroupLocked ends every member's stream with E8002 and forgets the group; the
 // leases they held are released (the attempt is not counted).
 func (s *Service) cancelGroupLocked(g *group) {
-	cause := herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled")
+	s.endGroupLocked(g, herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled"))
+}
+
+// endGroupLocked ends every member's stream with cause and forgets the group, its
+// _Watch node kept as cancelled; the leases they held are released.
+func (s *Service) endGroupLocked(g *group, cause *herald.Error) {
 	for _, c := range append([]*consumer(nil), g.members...) {
 		s.endConsumerLocked(c, cause, true)
 	}

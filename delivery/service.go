@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -290,9 +289,6 @@ func (s *Service) Consume(ctx context.Context, sessionID, query string, params m
 // deliveries are out to the consumer at once (0: the statement's buffer), and
 // SetCredit may later change that up to maxCredit (0: the initial credit).
 func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (Consumer, error) {
-	if err := s.eng.AuthorizeWatch(ctx, query, herald.ActConsume); err != nil {
-		return nil, err
-	}
 	sp, err := s.compile(ctx, sessionID, query, params)
 	if err != nil {
 		return nil, err
@@ -375,7 +371,8 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 // MaxCredit is the largest credit a consume stream may have.
 const MaxCredit = 100000
 
-// compile compiles a consume statement for a session and checks it against the policy.
+// compile compiles a consume statement for a session and checks it against the
+// grants of the principal ctx carries (engine.AuthorizeWatch) and the policy.
 func (s *Service) compile(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*spec, error) {
 	var actor herald.NodeID
 	if sessionID != "" {
@@ -384,16 +381,25 @@ func (s *Service) compile(ctx context.Context, sessionID, query string, params m
 			return nil, err
 		}
 	}
-	sp, err := compileSpec(s.eng, query, params, actor, sessionID)
+	w, file, err := engine.ParseWatch(query, params)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := s.eng.AuthorizeWatch(ctx, w, file, params, actor)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := compileWatch(w, file, params, actor, sessionID, s.eng.Clock())
 	if err != nil {
 		return nil, err
 	}
 	if sp.selfRef != nil && actor == "" {
 		return nil, herald.Errorf(herald.CodeSession, "#self needs a session bound to an actor (BEGIN SESSION AS #actor); open the stream in that session")
 	}
-	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, sortedKeys(sp.types)); err != nil {
+	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, acc.Types()); err != nil {
 		return nil, err
 	}
+	sp.canRead = engine.WatchReads(herald.PrincipalFrom(ctx), herald.ActConsume, s.cfg.Policy)
 	return sp, nil
 }
 
@@ -408,7 +414,11 @@ func (s *Service) group(ctx context.Context, key string, sp *spec, slot *engine.
 	}
 	g := s.groups[key]
 	s.mu.Unlock()
+	p := herald.PrincipalFrom(ctx)
 	if g != nil {
+		if err := g.joinable(p); err != nil {
+			return nil, err
+		}
 		if g.spec.text != sp.text {
 			return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
 		}
@@ -423,25 +433,34 @@ func (s *Service) group(ctx context.Context, key string, sp *spec, slot *engine.
 	if err := s.saveWatch(ctx, watchID, sp, slot); err != nil {
 		return nil, err
 	}
-	g, err := s.addGroup(key, sp, watchID)
+	g, err := s.addGroup(key, sp, watchID, p, func() bool { return ctx.Err() != nil })
 	if err != nil && key[:2] == "c:" {
 		_, _, _ = s.eng.System(ctx, func(tx *engine.SysTx) error { retireWatch(tx.Tx, watchID); return nil })
 	}
 	return g, err
 }
 
-// addGroup creates a group. A lazy group starts with its cursor before the type's first
-// node and reads its backlog as it delivers; any other reads its whole backlog now.
-func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID) (*group, error) {
+// addGroup creates a group owned by p. A lazy group starts with its cursor before the
+// type's first node and reads its backlog as it delivers; any other reads its whole
+// backlog now, within p's statement limits, and stops when gone reports its client
+// gone.
+func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID, p *herald.Principal, gone func() bool) (*group, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := s.groups[key]; g != nil {
+		if err := g.joinable(p); err != nil {
+			return nil, err
+		}
 		if g.spec.text != sp.text {
 			return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
 		}
 		return g, nil
 	}
 	g := newGroup(key, sp, watchID)
+	g.limits = s.eng.LimitsFor(p)
+	if p != nil {
+		g.owner = p.Name
+	}
 	g.stats = s.eng.TrackWatch(watchID, nil)
 	err := s.eng.View(func(tx *graph.Tx, seq, _ uint64) error {
 		if g.lazy {
@@ -453,16 +472,16 @@ func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID) (*group,
 			}
 			return nil
 		}
-		s.runLocked(tx, g, func(n *herald.Node, info *matchInfo) {
+		return s.runLocked(tx, g, gone, func(n *herald.Node, info *matchInfo) {
 			e := s.setEntryLocked(g, n, info)
 			e.skip = sp.initialNone
 			if e.skip {
 				s.unqueueLocked(e)
 			}
 		})
-		return nil
 	})
 	if err != nil {
+		s.eng.UntrackWatch(g.stats)
 		return nil, err
 	}
 	s.groups[key] = g
@@ -642,15 +661,6 @@ func (s *Service) requeueLocked(sub *subject) {
 	}
 	s.forgetLocked(sub)
 	s.kick()
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // randToken returns n random bytes, URL-safe base64.

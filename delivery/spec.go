@@ -77,6 +77,9 @@ type spec struct {
 	rowOnly    bool     // the projection reads the row alone (readsRowOnly)
 	seedRow    eval.Row // seedOnly: the row project binds the subject in (under the service's lock)
 	ctx        func() *eval.Context
+	// canRead is the eval.Context.CanRead of the group's evaluations
+	// (engine.WatchReads of its owner), set when the group is made; nil: no check.
+	canRead func(string) error
 
 	ordering        string // arrival, causal, attribute
 	keys            []orderKey
@@ -138,7 +141,7 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 	}
 	s.params, s.actor, s.session = params, actor, sessionID
 	s.ctx = func() *eval.Context {
-		return &eval.Context{Params: params, Now: clk.Now().UTC(), Actor: actor, Session: sessionID}
+		return &eval.Context{Params: params, Now: clk.Now().UTC(), Actor: actor, Session: sessionID, CanRead: s.canRead}
 	}
 	if w.Handle != nil {
 		s.handle = w.Handle.Name
@@ -380,7 +383,7 @@ func (s *spec) lazy() bool {
 
 // evalMatch evaluates the spec around node n in tx: whether it matches (nil when it
 // does not), and if so its queue data and the binding row.
-func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, eval.Row, error) {
+func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node, intr func() error) (*matchInfo, eval.Row, error) {
 	if n == nil || n.Type != s.subjectTyp {
 		return nil, nil, nil
 	}
@@ -391,6 +394,7 @@ func (s *spec) evalMatch(tx *graph.Tx, n *herald.Node) (*matchInfo, eval.Row, er
 	}
 	ctx := s.ctx()
 	ctx.Node = tx.Node
+	ctx.Interrupt = intr
 	var row eval.Row
 	_, err := s.plan.RunSeeded(tx, ctx, n, func(r eval.Row) error {
 		if row == nil {

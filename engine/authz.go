@@ -4,61 +4,40 @@ import (
 	"context"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/token"
 )
 
-// AuthorizeWatch checks that the principal ctx carries may open the WATCH in query with
-// action (herald.ActWatch or herald.ActConsume): it needs that grant on every node and
-// edge type its pattern names, and on the type of every node it names by id (`#s1.v`
-// in WHERE or RETURN reads that node as it changes). A node named by id that does not
-// exist yet needs the grant on every type. A refusal is E8001. Without a principal
-// everything is allowed.
-func (e *Engine) AuthorizeWatch(ctx context.Context, query string, action string) error {
-	p := herald.PrincipalFrom(ctx)
-	if p == nil {
+// AuthorizeWatch decides what the WATCH w (parsed from file, opened with params for
+// actor) touches — its Access, see AccessOf — and checks it against the principal ctx
+// carries: a refusal is E8001 for the pattern and the nodes it names, E4013 for what
+// its ON MATCH DO writes. The Access is returned for the watch policy (Access.Types).
+func (e *Engine) AuthorizeWatch(ctx context.Context, w *ast.WatchStmt, file *token.File, params map[string]herald.Value, actor herald.NodeID) (Access, error) {
+	var acc Access
+	_ = e.View(func(tx *graph.Tx, _, _ uint64) error {
+		acc = AccessOf(w, AccessEnv{Graph: tx, Params: params, Actor: actor})
+		return nil
+	})
+	return acc, acc.Check(herald.PrincipalFrom(ctx), file)
+}
+
+// WatchReads returns the eval.Context.CanRead of a standing query opened by p with
+// action (herald.ActWatch or herald.ActConsume) under policy: each type an evaluation
+// meets — a node named by id that has since changed type, a node an untyped endpoint
+// binds — must be one p may act on and the policy does not deny (E8001). It returns nil
+// when neither restricts anything.
+func WatchReads(p *herald.Principal, action string, policy herald.WatchPolicy) func(typ string) error {
+	if p == nil && len(policy.DenyTypes) == 0 {
 		return nil
 	}
-	w, _, err := parseWatch(query)
-	if err != nil {
-		return nil // the service reports the syntax error itself
-	}
-	deny := func(what string) error {
-		return herald.Errorf(herald.CodeWatchPatternDenied, "%s may not %s %s: it needs the grant %s:%s", p.Name, action, what, action, what)
-	}
-	var refs []herald.NodeID
-	var refused error
-	ast.Inspect(w, func(n ast.Node) bool {
-		if refused != nil {
-			return false
+	return func(typ string) error {
+		if err := policy.Check(action, "", []string{typ}); err != nil {
+			return err
 		}
-		switch x := n.(type) {
-		case *ast.NodePattern:
-			if !p.Can(action, x.Type.Name) {
-				refused = deny(x.Type.Name)
-			}
-		case *ast.EdgePattern:
-			if !p.Can(action, x.Type.Name) {
-				refused = deny(x.Type.Name)
-			}
-		case *ast.NodeRef:
-			if x.Name != "self" {
-				refs = append(refs, herald.NodeID(x.Name))
-			}
+		if !p.Can(action, typ) {
+			return herald.Errorf(herald.CodeWatchPatternDenied, "%s may not %s %s: the watch met a node of that type and needs the grant %s:%s", p.Name, action, typ, action, typ)
 		}
-		return true
-	})
-	if refused != nil || len(refs) == 0 {
-		return refused
+		return nil
 	}
-	g, _, _ := e.snapshot()
-	for _, id := range refs {
-		n := g.Node(id)
-		switch {
-		case n == nil && !p.Can(action, "*"):
-			return herald.Errorf(herald.CodeWatchPatternDenied, "%s may not %s #%s: no such node yet, and only the grant %s:* covers a node whose type is not known", p.Name, action, id, action)
-		case n != nil && !p.Can(action, n.Type):
-			return deny(n.Type)
-		}
-	}
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/graph"
@@ -218,37 +217,24 @@ type execution struct {
 	// pos is the newest position the call read or wrote.
 	pos *position
 	// The statement's limits (see limit): checked every few thousand bindings scanned.
-	deadline time.Time
-	timeout  time.Duration
-	scanMax  int
-	scanned  int
+	limits   *interrupter
 	limitPos token.Pos
 	// principal is who the call acts for (nil: a server without authentication);
-	// denied is the first read it was refused through a node reference (#id.attr).
+	// readAct is the grant its reads need (ActRead; a WATCH's trigger reads with the
+	// watch's action).
 	principal *herald.Principal
-	denied    error
+	readAct   string
 }
 
-// limit starts the limits of statement st: Config.StatementTimeout from now, and
-// Config.MaxRowsScanned bindings.
-//
-// A principal's own limits apply where they are lower.
+// limit starts the limits of statement st (LimitsFor the call's principal), and its
+// client going away stops it.
 func (x *execution) limit(st ast.Stmt) {
 	x.limitPos = st.Pos()
-	d, rows := x.e.cfg.StatementTimeout, x.e.cfg.MaxRowsScanned
-	if p := x.principal; p != nil {
-		if p.StatementTimeout > 0 && (d <= 0 || p.StatementTimeout < d) {
-			d = p.StatementTimeout
-		}
-		if p.MaxRowsScanned > 0 && (rows <= 0 || p.MaxRowsScanned < rows) {
-			rows = p.MaxRowsScanned
-		}
+	var gone func() bool
+	if ctx := x.ctx; ctx != nil {
+		gone = func() bool { return ctx.Err() != nil }
 	}
-	x.timeout = d
-	if d > 0 {
-		x.deadline = x.e.clock.Now().Add(d)
-	}
-	x.scanMax = rows
+	x.limits = x.e.newInterrupter(x.e.LimitsFor(x.principal), gone)
 }
 
 func (x *execution) queued(p *pending) {
@@ -263,19 +249,16 @@ func (x *execution) errAt(code herald.Code, pos token.Pos, format string, args .
 
 // interrupted is asked every graph.InterruptEvery bindings a statement scans: E4011 once
 // the caller has gone away, E4012 once the statement has run past its time or scanned
-// past its limit.
+// past its limit (positioned at the statement).
 func (x *execution) interrupted() error {
-	if x.ctx != nil && x.ctx.Err() != nil {
-		return herald.Errorf(herald.CodeCancelled, "the statement was stopped: its client went away (%v)", x.ctx.Err())
+	if x.limits == nil {
+		return nil
 	}
-	x.scanned += graph.InterruptEvery
-	if x.scanMax > 0 && x.scanned > x.scanMax {
-		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after scanning more than %d bindings (the limit of the server, herald serve --max-rows-scanned, or of the principal); narrow the pattern or use an index", x.scanMax)
+	err := x.limits.check()
+	if he, ok := err.(*herald.Error); ok && he.Code == herald.CodeStatementLimit {
+		return x.errAt(he.Code, x.limitPos, "%s", he.Message)
 	}
-	if !x.deadline.IsZero() && !x.e.clock.Now().Before(x.deadline) {
-		return x.errAt(herald.CodeStatementLimit, x.limitPos, "the statement was stopped after running for %s (the limit of the server, herald serve --statement-timeout, or of the principal)", x.timeout)
-	}
-	return nil
+	return err
 }
 
 func (x *execution) evalCtx() *eval.Context {
@@ -284,54 +267,50 @@ func (x *execution) evalCtx() *eval.Context {
 		ctx.Node = x.tx.Node
 	}
 	if p := x.principal; p != nil {
+		// The grant check before the statement ran decided from its syntax; this is the
+		// same rule applied to what the run actually meets (a node named by id that
+		// changed type since, an endpoint the schema did not constrain), and a refusal
+		// fails the statement before anything of it commits.
+		act := x.readAct
+		if act == "" {
+			act = herald.ActRead
+		}
 		ctx.CanRead = func(typ string) error {
-			if err := p.Check(herald.ActRead, typ); err != nil {
+			if err := p.Check(act, typ); err != nil {
 				return x.errAt(herald.CodePermissionDenied, x.limitPos, "%s", err.(*herald.Error).Message)
 			}
 			return nil
-		}
-		if x.tx != nil {
-			tx := x.tx
-			ctx.Node = func(id herald.NodeID) *herald.Node {
-				n := tx.Node(id)
-				if n != nil && !p.Can(herald.ActRead, n.Type) {
-					if x.denied == nil {
-						x.denied = x.errAt(herald.CodePermissionDenied, x.limitPos, "%s", p.Check(herald.ActRead, n.Type).(*herald.Error).Message)
-					}
-					return nil
-				}
-				return n
-			}
 		}
 	}
 	return ctx
 }
 
 func (x *execution) stmt(ctx context.Context, st ast.Stmt) (Result, error) {
-	if err := x.allowed(st); err != nil {
+	if err := x.authorize(st); err != nil {
 		return Result{}, err
 	}
-	res, err := x.stmtRun(ctx, st)
-	if err == nil && x.denied != nil {
-		return Result{}, x.denied
-	}
-	return res, err
+	return x.stmtRun(ctx, st)
 }
 
-// allowed refuses the statements that need the admin grant: schema changes, acting as
-// another actor, moving the logical clock, and redriving dead letters.
-func (x *execution) allowed(st ast.Stmt) error {
+// authorize refuses a statement whose Access the principal's grants do not cover,
+// before any of it runs. The nodes it names by id are looked up in the session's open
+// transaction, or else in the current graph.
+func (x *execution) authorize(st ast.Stmt) error {
 	if x.principal == nil {
 		return nil
 	}
-	switch st.(type) {
-	case *ast.NodeDeclStmt, *ast.EdgeDeclStmt, *ast.ConstraintDeclStmt, *ast.DropConstraintStmt,
-		*ast.BeginSessionStmt, *ast.TickStmt, *ast.RedriveStmt:
-		if err := x.principal.Check(herald.ActAdmin, ""); err != nil {
-			return x.errAt(herald.CodePermissionDenied, st.Pos(), "%s", err.(*herald.Error).Message)
-		}
+	env := AccessEnv{Params: x.params, Vars: x.sess.vars, Actor: x.sess.actor}
+	if x.sess.tx != nil {
+		env.Graph = x.sess.tx
+		return AccessOf(st, env).Check(x.principal, x.file)
 	}
-	return nil
+	var acc Access
+	_ = x.e.View(func(tx *graph.Tx, _, _ uint64) error {
+		env.Graph = tx
+		acc = AccessOf(st, env)
+		return nil
+	})
+	return acc.Check(x.principal, x.file)
 }
 
 func (x *execution) stmtRun(ctx context.Context, st ast.Stmt) (Result, error) {

@@ -193,7 +193,10 @@ func (e *Engine) extension(st ast.Stmt) Extension {
 // transaction of their own, with row bound in scope (the variables of a match), and
 // waits until it is durable. Watch-mode triggers (`ON MATCH DO`) use it. The actions
 // follow the same rules as a compound MATCH: user types only, schema checks, and a node
-// already gone is skipped.
+// already gone is skipped. They act for the principal ctx carries (the watch's): each
+// write needs its write grant and each node they read by id the watch grant on its type,
+// as the watch was checked for when it opened, so a grant revoked since or a node that
+// changed type since refuses the trigger, and nothing of it commits.
 func (e *Engine) RunActions(ctx context.Context, actions []ast.Stmt, scope *eval.Scope, row eval.Row, file *token.File, actor herald.NodeID) (uint64, error) {
 	if e.closing.Load() {
 		return 0, herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
@@ -202,7 +205,7 @@ func (e *Engine) RunActions(ctx context.Context, actions []ast.Stmt, scope *eval
 	sess.actor = actor
 	var commits []*pending
 	var pos position
-	x := &execution{e: e, sess: sess, file: file, commits: &commits, pos: &pos}
+	x := &execution{e: e, sess: sess, file: file, commits: &commits, pos: &pos, principal: herald.PrincipalFrom(ctx), readAct: herald.ActWatch}
 	p, seq, err := func() (*pending, uint64, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()

@@ -268,6 +268,17 @@ func (x *execution) kill(s *ast.KillStmt, scope *eval.Scope, row eval.Row, compo
 	if err := x.writable(n.Type, s.Target); err != nil {
 		return err
 	}
+	if p := x.principal; p != nil {
+		// The node's edges go with it: each is a write of its edge type (system edges,
+		// such as a dead letter's link to its destination, are the system's to drop).
+		for _, k := range x.tx.Incident(id) {
+			if e := x.tx.Edge(k); e != nil && !herald.IsSystemType(e.Type) {
+				if err := p.Check(herald.ActWrite, e.Type); err != nil {
+					return x.errAt(herald.CodePermissionDenied, s.Target.Pos(), "%s (KILL #%s deletes its %s edges)", err.(*herald.Error).Message, id, e.Type)
+				}
+			}
+		}
+	}
 	x.stats.EdgesDeleted += x.tx.DeleteNode(id)
 	x.stats.NodesDeleted++
 	return nil

@@ -28,6 +28,7 @@ const (
 type edgeArg struct {
 	slot  int       // variable slot, or -1
 	konst eval.Func // constant node id (#ref, $param), or nil
+	typ   string    // the type a node pattern gives the variable ("" when none does)
 }
 
 type step struct {
@@ -266,6 +267,7 @@ func compile(pattern *ast.Pattern, where ast.Expr, outer map[string]*herald.Node
 					case *ast.Ident:
 						if x.Name != "_" {
 							arg.slot, _, _ = c.Scope.Lookup(x.Name)
+							arg.typ = nodeType[x.Name]
 						}
 					default:
 						fn, err := c.Compile(a)
@@ -604,8 +606,13 @@ func (r *runner) bindArgs(i int, st *step, e *herald.Edge, j int) error {
 		return r.bindArgs(i, st, e, j+1)
 	}
 	n := r.tx.Node(end)
-	if n == nil {
-		return nil
+	if n == nil || (a.typ != "" && n.Type != a.typ) {
+		return nil // the variable's node pattern would refuse it
+	}
+	if r.ctx.CanRead != nil {
+		if err := r.ctx.CanRead(n.Type); err != nil {
+			return err
+		}
 	}
 	r.row[a.slot].Node = n
 	err := r.bindArgs(i, st, e, j+1)

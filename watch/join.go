@@ -85,8 +85,8 @@ func (s *spec) relevant(cs *herald.ChangeSet) bool {
 
 // around runs the pattern seeded on each of ids in tx: every match that binds one of
 // them, by key.
-func (s *spec) around(tx *graph.Tx, ids []herald.NodeID, at time.Time) (map[string]row, error) {
-	ctx := s.evalCtx(tx, at)
+func (s *spec) around(tx *graph.Tx, ids []herald.NodeID, at time.Time, intr func() error) (map[string]row, error) {
+	ctx := s.evalCtx(tx, at, intr)
 	out := map[string]row{}
 	for _, id := range ids {
 		n := tx.Node(id)
@@ -159,10 +159,11 @@ func (w *watcher) applyJoin(cs *herald.ChangeSet) ([]herald.Event, []eval.Row, e
 	var before, after map[string]row
 	err := w.withPast(p, func(g *graph.Graph) error {
 		run := func() (map[string]row, error) {
+			intr := w.interrupt()
 			if full {
-				return w.sp.matches(p.view(g), cs.Time)
+				return w.sp.matches(p.view(g), cs.Time, intr)
 			}
-			return w.sp.around(p.view(g), ids, cs.Time)
+			return w.sp.around(p.view(g), ids, cs.Time, intr)
 		}
 		var err error
 		p.advance(cs.Seq - 1)

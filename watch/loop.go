@@ -623,7 +623,7 @@ func (w *watcher) trigger(ev herald.Event, bind eval.Row) bool {
 		return true
 	}
 	w.giveSlot() // the actions' commit waits for the disk
-	_, err := w.svc.eng.RunActions(context.Background(), w.sp.onMatch, w.sp.plan.Scope, bind, w.sp.file, w.actor)
+	_, err := w.svc.eng.RunActions(herald.WithPrincipal(context.Background(), w.principal), w.sp.onMatch, w.sp.plan.Scope, bind, w.sp.file, w.actor)
 	if err == nil {
 		return true
 	}

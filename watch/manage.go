@@ -293,8 +293,13 @@ func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
 	next := *stmt
 	next.Options = engine.MergeOptions(stmt.Options, opts)
 	next.Handle = nil
-	sp, _, err := compile(w.svc.eng, printer.String(&next), w.params, w.actor, w.session)
+	sp, _, err := compile(w.svc.eng, printer.String(&next), w.params, w.actor, w.session, w.sp.canRead)
 	if err != nil {
+		return err
+	}
+	// The new options may name nodes the old ones did not: the stream's principal needs
+	// the grants for them too.
+	if _, err := w.svc.eng.AuthorizeWatch(herald.WithPrincipal(ctx, w.principal), &next, sp.file, w.params, w.actor); err != nil {
 		return err
 	}
 	if sp.winSize != w.sp.winSize || sp.winSlide != w.sp.winSlide {
@@ -357,10 +362,10 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	p := newPast(w.cursor, func(ch herald.Change) bool { return old.reads(ch) || req.sp.reads(ch) })
 	err := w.withPast(p, func(g *graph.Graph) error {
 		var err error
-		if before, err = w.sp.matches(p.view(g), time.Time{}); err != nil {
+		if before, err = w.sp.matches(p.view(g), time.Time{}, w.interrupt()); err != nil {
 			return err
 		}
-		after, err = req.sp.matches(p.view(g), time.Time{})
+		after, err = req.sp.matches(p.view(g), time.Time{}, w.interrupt())
 		return err
 	})
 	if err != nil {
@@ -381,7 +386,7 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	w.svc.index(w, true)
 	if w.svc.watchers[w.id] == w { // not yet removed: it holds a share to move
 		w.svc.releaseShare(w.share)
-		w.share = req.sp.shareKey(w.params, w.actor)
+		w.share = req.sp.shareKey(w.params, w.actor, w.principal)
 		w.shareID, w.share = w.svc.internShare(w.share)
 	}
 	w.svc.mu.Unlock()

@@ -285,9 +285,7 @@ func (s *Service) Stop(ctx context.Context) error {
 // initial snapshot and replays every change after it from the durable change log; a
 // position older than the log keeps answers with a reset event, then a fresh snapshot.
 func (s *Service) Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
-	if err := s.eng.AuthorizeWatch(ctx, query, herald.ActWatch); err != nil {
-		return nil, err
-	}
+	p := herald.PrincipalFrom(ctx)
 	var actor herald.NodeID
 	if sessionID != "" {
 		var err error
@@ -295,16 +293,16 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 			return nil, err
 		}
 	}
-	ckey := compiledKey(query, params, actor, sessionID)
-	sp, stmt, err := s.compiled(ckey, query, params, actor, sessionID)
+	ckey := compiledKey(query, params, actor, sessionID, p)
+	sp, stmt, err := s.compiled(ckey, query, params, actor, sessionID, engine.WatchReads(p, herald.ActWatch, s.cfg.Policy))
 	if err != nil {
 		return nil, err
 	}
-	types := make([]string, 0, len(sp.types))
-	for t := range sp.types {
-		types = append(types, t)
+	acc, err := s.eng.AuthorizeWatch(ctx, stmt, sp.file, params, actor)
+	if err != nil {
+		return nil, err
 	}
-	if err := s.cfg.Policy.Check("watch", sp.typ, types); err != nil {
+	if err := s.cfg.Policy.Check("watch", sp.typ, acc.Types()); err != nil {
 		return nil, err
 	}
 	w := &watcher{
@@ -314,9 +312,11 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		session:     sessionID,
 		stmt:        stmt,
 		compiledKey: ckey,
-		share:       sp.shareKey(params, actor),
+		share:       sp.shareKey(params, actor, p),
 		params:      params,
 		actor:       actor,
+		principal:   p,
+		limits:      s.eng.LimitsFor(p),
 		events:      make(chan herald.Event, chanCapFor(sp.buffer)),
 		ctxDone:     ctx.Done(),
 		wake:        make(chan struct{}, 1),
@@ -571,6 +571,10 @@ type watcher struct {
 	params      map[string]herald.Value
 	actor       herald.NodeID
 	handle      string
+	// principal opened the stream (nil without authentication): its triggers act for
+	// it, and each evaluation has its statement limits.
+	principal *herald.Principal
+	limits    engine.Limits
 	reqs        chan request // ALTER WATCH, and Flush (see request)
 	alterMu     sync.Mutex
 
@@ -795,6 +799,21 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 	return w.snapshot(sp.initial == "full" && sp.winSize == 0)
 }
 
+// interrupt bounds one evaluation of the stream's pattern: its principal's statement
+// limits, and the stream's end (its client gone, or the stream closed) stop it.
+func (w *watcher) interrupt() func() error {
+	return w.svc.eng.Interrupt(w.limits, func() bool {
+		select {
+		case <-w.ctxDone:
+			return true
+		case <-w.stop:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
 // snapshot reads the current matches at one position; with send they are streamed as
 // initial events when the loop starts.
 func (w *watcher) snapshot(send bool) error {
@@ -807,7 +826,7 @@ func (w *watcher) snapshot(send bool) error {
 	} else if err := w.svc.eng.ViewSnapshot(func(tx *graph.Tx, seq, tick uint64) error {
 		w.cursor, w.tick = seq, tick
 		var err error
-		rows, err = w.sp.matches(tx, time.Time{})
+		rows, err = w.sp.matches(tx, time.Time{}, w.interrupt())
 		return err
 	}); err != nil {
 		return err

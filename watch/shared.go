@@ -118,14 +118,30 @@ type compiledRef struct {
 
 // compiledKey identifies a compilation: the text as written, the parameters, the actor
 // and the session.
-func compiledKey(query string, params map[string]herald.Value, actor herald.NodeID, session string) string {
+func compiledKey(query string, params map[string]herald.Value, actor herald.NodeID, session string, p *herald.Principal) string {
 	b := []byte(query)
 	b = append(b, 0)
 	b = append(b, actor...)
 	b = append(b, 0)
 	b = append(b, session...)
+	b = appendPrincipal(b, p)
 	b, _ = appendParams(b, params)
 	return string(b)
+}
+
+// appendPrincipal appends who a watch acts for: what an evaluation may read is decided
+// by the principal's grants, so they are part of what identical watches share.
+func appendPrincipal(b []byte, p *herald.Principal) []byte {
+	if p == nil {
+		return b
+	}
+	b = append(b, 1)
+	b = append(b, p.Name...)
+	for _, g := range p.Grants {
+		b = append(b, 0)
+		b = append(b, g...)
+	}
+	return b
 }
 
 // appendParams appends the parameters, in the order of their names, and returns how
@@ -146,14 +162,14 @@ func appendParams(b []byte, params map[string]herald.Value) ([]byte, int) {
 
 // compiled returns the statement compiled for key k by a watch still open, or compiles
 // it.
-func (s *Service) compiled(k, query string, params map[string]herald.Value, actor herald.NodeID, session string) (*spec, *ast.WatchStmt, error) {
+func (s *Service) compiled(k, query string, params map[string]herald.Value, actor herald.NodeID, session string, reads func(string) error) (*spec, *ast.WatchStmt, error) {
 	s.mu.Lock()
 	r := s.compiledRefs[k]
 	s.mu.Unlock()
 	if r != nil {
 		return r.sp, r.stmt, nil
 	}
-	return compile(s.eng, query, params, actor, session)
+	return compile(s.eng, query, params, actor, session, reads)
 }
 
 // holdCompiled counts w on its compiled statement (keeping it for the next identical
@@ -185,15 +201,17 @@ func (s *Service) releaseCompiled(w *watcher) {
 	w.compiledKey = ""
 }
 
-// shareKey identifies a statement's evaluation: its text, parameters and actor. Watches
-// that show uncommitted changes evaluate on their own.
-func (s *spec) shareKey(params map[string]herald.Value, actor herald.NodeID) string {
+// shareKey identifies a statement's evaluation: its text, parameters, actor and the
+// principal whose grants bound what it may read. Watches that show uncommitted changes
+// evaluate on their own.
+func (s *spec) shareKey(params map[string]herald.Value, actor herald.NodeID, p *herald.Principal) string {
 	if s.immediate {
 		return ""
 	}
 	b := []byte(s.text)
 	b = append(b, 0)
 	b = append(b, actor...)
+	b = appendPrincipal(b, p)
 	b, n := appendParams(b, params)
 	return string(binary.AppendUvarint(b, uint64(n)))
 }

@@ -55,6 +55,8 @@ type spec struct {
 	// refs are nodes the conditions read by id (`#p0.status`): a change to one of them
 	// wakes the watch, which then re-runs (such a watch is not decided on images alone).
 	refs map[herald.NodeID]bool
+	// canRead is the eval.Context.CanRead of every evaluation (see compile).
+	canRead func(string) error
 	// eq is the dispatch key of a single-node pattern whose WHERE requires v.attr = a
 	// constant: only commits that touch a node with that value (before or after) wake it.
 	eq *eqKey
@@ -68,8 +70,10 @@ type orderKey struct {
 	desc bool
 }
 
-// compile parses and checks a watch-mode WATCH statement.
-func compile(e *engine.Engine, query string, params map[string]herald.Value, actor herald.NodeID, sessionID string) (*spec, *ast.WatchStmt, error) {
+// compile parses and checks a watch-mode WATCH statement. reads (nil: none) is asked
+// for each type an evaluation meets beyond what the statement names (see
+// engine.WatchReads).
+func compile(e *engine.Engine, query string, params map[string]herald.Value, actor herald.NodeID, sessionID string, reads func(string) error) (*spec, *ast.WatchStmt, error) {
 	w, file, err := engine.ParseWatch(query, params)
 	if err != nil {
 		return nil, nil, err
@@ -80,8 +84,9 @@ func compile(e *engine.Engine, query string, params map[string]herald.Value, act
 	clk := e.Clock()
 	s := &spec{text: printer.String(w), buffer: DefaultBuffer, onFull: "drop", initial: "full", types: map[string]bool{}}
 	s.ctx = func() *eval.Context {
-		return &eval.Context{Params: params, Now: clk.Now().UTC(), Actor: actor, Session: sessionID}
+		return &eval.Context{Params: params, Now: clk.Now().UTC(), Actor: actor, Session: sessionID, CanRead: reads}
 	}
+	s.canRead = reads
 	if w.OnMatch != nil {
 		s.onMatch = w.OnMatch.Actions
 	}
@@ -413,10 +418,11 @@ func (s *spec) key(r eval.Row) string {
 
 // evalCtx is the context of an evaluation in tx: now() is at, the time of the commit
 // being decided (zero: the clock's now), so that replaying a commit later gives the
-// same result.
-func (s *spec) evalCtx(tx *graph.Tx, at time.Time) *eval.Context {
+// same result; intr (nil: none) bounds the evaluation (engine.Engine.Interrupt).
+func (s *spec) evalCtx(tx *graph.Tx, at time.Time, intr func() error) *eval.Context {
 	ctx := s.ctx()
 	ctx.Node = tx.Node
+	ctx.Interrupt = intr
 	if !at.IsZero() {
 		ctx.Now = at.UTC()
 	}
@@ -424,8 +430,8 @@ func (s *spec) evalCtx(tx *graph.Tx, at time.Time) *eval.Context {
 }
 
 // matches runs the whole pattern in tx: every current match by key.
-func (s *spec) matches(tx *graph.Tx, at time.Time) (map[string]row, error) {
-	ctx := s.evalCtx(tx, at)
+func (s *spec) matches(tx *graph.Tx, at time.Time, intr func() error) (map[string]row, error) {
+	ctx := s.evalCtx(tx, at, intr)
 	out := map[string]row{}
 	_, err := s.plan.Run(tx, ctx, func(r eval.Row) error { return s.collect(ctx, out, r) })
 	return out, err
@@ -451,7 +457,7 @@ func (s *spec) one(tx *graph.Tx, n *herald.Node, at time.Time) (*row, error) {
 	if n == nil || n.Type != s.typ {
 		return nil, nil
 	}
-	ctx := s.evalCtx(tx, at)
+	ctx := s.evalCtx(tx, at, nil)
 	var out *row
 	_, err := s.seeded.RunSeeded(tx, ctx, n, func(r eval.Row) error {
 		if out != nil {

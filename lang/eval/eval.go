@@ -34,8 +34,9 @@ type Context struct {
 	// Interrupt, when set, is asked every few thousand bindings a pattern scans whether
 	// the statement must stop (its client went away); the error it returns ends it.
 	Interrupt func() error
-	// CanRead, when set, is asked once per node or edge type a pattern scans; its error
-	// stops the scan (a principal without the read grant on that type).
+	// CanRead, when set, is asked once per node or edge type a pattern scans, for each
+	// node an edge's endpoint binds, and for each node `#id.attr` reads; its error stops
+	// the evaluation (a principal without the read grant on that type).
 	CanRead func(typ string) error
 }
 
@@ -361,9 +362,15 @@ func (c *Compiler) refSelector(ref *ast.NodeRef, attr string) (Func, error) {
 			return herald.Null, c.Error(herald.CodeInvalidQuery, pos, "#%s.%s needs the graph, which is not available here", v.AsString(), attr)
 		}
 		n := ctx.Node(herald.NodeID(v.AsString()))
-		switch {
-		case n == nil:
+		if n == nil {
 			return herald.Null, nil
+		}
+		if ctx.CanRead != nil {
+			if err := ctx.CanRead(n.Type); err != nil {
+				return herald.Null, err
+			}
+		}
+		switch {
 		case attr == "id":
 			return herald.String(string(n.ID)), nil
 		}
