@@ -575,8 +575,8 @@ type watcher struct {
 	// it, and each evaluation has its statement limits.
 	principal *herald.Principal
 	limits    engine.Limits
-	reqs        chan request // ALTER WATCH, and Flush (see request)
-	alterMu     sync.Mutex
+	reqs      chan request // ALTER WATCH, and Flush (see request)
+	alterMu   sync.Mutex
 
 	slot  *engine.WatchSlot  // its place in its session (nil without one)
 	stats *engine.WatchStats // the counters its _Watch node shows, flushed periodically
