@@ -41,6 +41,32 @@ type Store struct {
 	mu         sync.RWMutex
 	principals map[string]*herald.Principal // by name
 	tokens     map[string]Token             // by hash
+	// What a request authenticated now ends with: each token's life, until it is
+	// revoked, and each principal's current grants, until they change (valid).
+	tokenLife map[string]*life // by hash
+	valid     map[string]*life // by principal name
+}
+
+// life is a context that ends, with a cause, when a credential stops being what a
+// request was authenticated with.
+type life struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newLife() *life {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &life{ctx: ctx, cancel: cancel}
+}
+
+// lifeOf returns m[key], made when missing (under s.mu held for writing).
+func lifeOf(m map[string]*life, key string) *life {
+	l := m[key]
+	if l == nil {
+		l = newLife()
+		m[key] = l
+	}
+	return l
 }
 
 // Token describes an issued token (never the token itself).
@@ -53,7 +79,7 @@ type Token struct {
 
 // Open loads the principals and tokens from the engine's graph.
 func Open(eng *engine.Engine) (*Store, error) {
-	s := &Store{eng: eng, principals: map[string]*herald.Principal{}, tokens: map[string]Token{}}
+	s := &Store{eng: eng, principals: map[string]*herald.Principal{}, tokens: map[string]Token{}, tokenLife: map[string]*life{}, valid: map[string]*life{}}
 	err := eng.ViewSnapshot(func(tx *graph.Tx, _, _ uint64) error {
 		for _, id := range tx.NodesOfType(TypePrincipal) {
 			n := tx.Node(id)
@@ -97,17 +123,49 @@ func (s *Store) Principal(name string) *herald.Principal {
 // Authenticate returns the principal of a bearer token, or nil when it is not one of
 // the store's (or its principal is gone).
 func (s *Store) Authenticate(token string) *herald.Principal {
+	p, _ := s.AuthenticateUntil(token)
+	return p
+}
+
+// AuthenticateUntil is Authenticate, with the contexts that end when what it returned
+// stops holding: when the token is revoked, and when the principal's grants change.
+// Their cause is an E4014 saying which. A request ends with them, so a stream opened
+// with a token ends when the token is revoked.
+func (s *Store) AuthenticateUntil(token string) (*herald.Principal, []context.Context) {
 	if !strings.HasPrefix(token, tokenPrefix) {
-		return nil
+		return nil, nil
 	}
 	h := hashOf(token)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	t, ok := s.tokens[h]
 	if !ok || subtle.ConstantTimeCompare([]byte(t.hash), []byte(h)) != 1 {
-		return nil
+		return nil, nil
 	}
-	return s.principals[t.Principal]
+	p := s.principals[t.Principal]
+	if p == nil {
+		return nil, nil
+	}
+	return p, []context.Context{lifeOf(s.tokenLife, h).ctx, lifeOf(s.valid, p.Name).ctx}
+}
+
+// PrincipalUntil is Principal, with the context that ends when the principal's grants
+// change (see AuthenticateUntil): for requests a client certificate names it on.
+func (s *Store) PrincipalUntil(name string) (*herald.Principal, context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.principals[name]
+	if p == nil {
+		return nil, nil
+	}
+	return p, lifeOf(s.valid, name).ctx
+}
+
+// Empty reports whether the store has no principal yet.
+func (s *Store) Empty() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.principals) == 0
 }
 
 // Limits are a principal's own statement limits; zero keeps the server's.
@@ -151,6 +209,12 @@ func (s *Store) SetPrincipal(ctx context.Context, name string, grants []string, 
 	}
 	s.mu.Lock()
 	s.principals[name] = &herald.Principal{Name: name, Grants: grants, StatementTimeout: lim.StatementTimeout, MaxRowsScanned: lim.MaxRowsScanned}
+	if l := s.valid[name]; l != nil {
+		// Requests and streams authenticated with the old grants end: they reconnect
+		// with the new ones.
+		l.cancel(herald.Errorf(herald.CodeUnauthenticated, "the grants of principal %s changed; authenticate again", name))
+		delete(s.valid, name)
+	}
 	s.mu.Unlock()
 	return nil
 }
@@ -214,6 +278,10 @@ func (s *Store) Revoke(ctx context.Context, id string) error {
 	}
 	s.mu.Lock()
 	delete(s.tokens, hash) // refused at once, before the commit is durable
+	if l := s.tokenLife[hash]; l != nil {
+		l.cancel(herald.Errorf(herald.CodeUnauthenticated, "the token was revoked"))
+		delete(s.tokenLife, hash)
+	}
 	s.mu.Unlock()
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		if tx.Node(herald.NodeID(id)) != nil {

@@ -243,21 +243,21 @@ func TestLeaseOf(t *testing.T) {
 	if _, err := eng.Exec(ctx, "", `SPAWN #m: Msg {}`, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := svc.LeaseOf("m"); ok {
+	if _, _, ok := svc.LeaseOf("m"); ok {
 		t.Fatal("a message that is not leased has no delivery")
 	}
 	evs, err := svc.Lease(ctx, "", `WATCH m: Msg [mode: consume, group: "g"] RETURN m`, nil, 1)
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("lease: %v %v", evs, err)
 	}
-	h, ok := svc.LeaseOf("m")
+	h, _, ok := svc.LeaseOf("m")
 	if !ok || h != delivery.HandleOf(evs[0].DeliveryID) {
 		t.Fatalf("LeaseOf = %v %v, want the handle of %q", h, ok, evs[0].DeliveryID)
 	}
 	if r := svc.SettleHandles(ctx, []delivery.Handle{h}, delivery.Settle{Action: delivery.ActAck}); r[0].Err != nil {
 		t.Fatal(r[0].Err)
 	}
-	if _, ok := svc.LeaseOf("m"); ok {
+	if _, _, ok := svc.LeaseOf("m"); ok {
 		t.Fatal("an acked message has no delivery")
 	}
 }

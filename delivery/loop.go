@@ -372,7 +372,7 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 		}
 		held := herald.HoldBodies(nodes)
 		for _, p := range picks {
-			if l := s.leaseLocked(tx, g, p.c, p.cand, now); l != nil {
+			if l := s.leaseLocked(tx, g, p.c, p.c.principal, p.cand, now); l != nil {
 				w.leases = append(w.leases, l)
 			}
 		}
@@ -392,9 +392,9 @@ type pick struct {
 	cand candidate
 }
 
-// leaseLocked leases a candidate to c (nil for a pull lease): a new delivery id, the
-// match projected now, the deadline from the watch's ack_timeout.
-func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, cand candidate, now time.Time) *lease {
+// leaseLocked leases a candidate to c (nil for a pull lease) for principal holder: a new
+// delivery id, the match projected now, the deadline from the watch's ack_timeout.
+func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, holder string, cand candidate, now time.Time) *lease {
 	match, err := g.spec.project(tx, cand.node, cand.row)
 	if err != nil {
 		s.failingLocked(g, cand.node.ID, err)
@@ -415,6 +415,7 @@ func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, cand candidat
 		releases: sub.releases,
 		index:    -1,
 		match:    match,
+		holder:   holder,
 	}
 	sub.lease = l
 	sub.notBefore = time.Time{}

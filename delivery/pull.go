@@ -62,7 +62,7 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 			if !ok {
 				break
 			}
-			if l := s.leaseLocked(tx, g, nil, cand, now); l != nil {
+			if l := s.leaseLocked(tx, g, nil, principalName(ctx), cand, now); l != nil {
 				w.leases = append(w.leases, l)
 			}
 		}

@@ -74,6 +74,9 @@ type lease struct {
 	index int // in the deadline heap
 	match herald.Value
 	stats *engine.WatchStats // its group's counters, while the lease is out
+	// holder is the principal the lease was made for ("" without one): surfaces that
+	// settle by message id rather than by delivery id settle only their own leases.
+	holder string
 }
 
 // spent is the number of deliveries of the subject that count once l ends: l's attempt,
@@ -108,6 +111,7 @@ type consumer struct {
 	unctx     func() bool       // stops closing the consumer when its context ends
 	slot      *engine.WatchSlot // its place in its session's watches
 	handle    string            // `h = WATCH …`, "" when unbound
+	principal string            // who opened it ("" without authentication)
 }
 
 // Service is the consume-mode engine. Surfaces (HTTP, RPC, the query language) call
@@ -319,7 +323,7 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 		return nil, err
 	}
 	c := &consumer{
-		id: cid, svc: s, grp: g, session: sessionID, slot: slot, handle: sp.handle,
+		id: cid, svc: s, grp: g, session: sessionID, slot: slot, handle: sp.handle, principal: principalName(ctx),
 		events:    make(chan Event, chanCapFor(credit, maxCredit)),
 		gone:      ctx.Done(),
 		leases:    map[Handle]*lease{},
@@ -366,6 +370,14 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 	}
 	s.mu.Unlock()
 	return c, nil
+}
+
+// principalName is the name of the principal ctx carries ("" when none).
+func principalName(ctx context.Context) string {
+	if p := herald.PrincipalFrom(ctx); p != nil {
+		return p.Name
+	}
+	return ""
 }
 
 // MaxCredit is the largest credit a consume stream may have.

@@ -396,15 +396,15 @@ func (l *lease) spec() *spec {
 	return defaultSpec
 }
 
-// LeaseOf returns the handle of a message's current lease, for surfaces that settle by
-// message id (the queue RPC). ok is false when the message is not leased (unknown,
-// settled, or back in the queue).
-func (s *Service) LeaseOf(subject herald.NodeID) (h Handle, ok bool) {
+// LeaseOf returns the handle of a message's current lease and the principal it was
+// made for ("" without one), for surfaces that settle by message id (the queue RPC). ok
+// is false when the message is not leased (unknown, settled, or back in the queue).
+func (s *Service) LeaseOf(subject herald.NodeID) (h Handle, holder string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sub := s.subjects[subject]
 	if sub == nil || sub.lease == nil || !sub.lease.sent || sub.lease.settling {
-		return Handle{}, false
+		return Handle{}, "", false
 	}
-	return sub.lease.key, true
+	return sub.lease.key, sub.lease.holder, true
 }

@@ -70,6 +70,7 @@ type Handler struct {
 	log     *slog.Logger
 	ready   func() error
 	mux     *http.ServeMux
+	routes  []string // every operation handle registered, as herald.Operations names it
 	metrics *metrics
 
 	del         Delivery
@@ -131,6 +132,10 @@ func New(eng Engine, opts Options) *Handler {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// Routes lists the operations the handler serves, as herald.Operations names them
+// ("POST /v1/query"); each is checked against its entry there.
+func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) }
 
 // request is the body of POST /v1/query.
 type request struct {

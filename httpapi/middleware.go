@@ -41,10 +41,18 @@ func (r *recorder) Write(b []byte) (int, error) {
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // handle registers fn on pattern under a route name used for metrics and logs. The
-// wrapper answers wrong methods with E4008, turns a panic into E5001 (the server keeps
-// serving), and logs and measures every request.
+// wrapper answers wrong methods with E4008, refuses a principal the route's grant
+// (herald.Operations: "METHOD pattern", or "* pattern" for a route of every method)
+// with E4013 before fn runs, turns a panic into E5001 (the server keeps serving), and
+// logs and measures every request.
 func (h *Handler) handle(pattern, route string, fn http.HandlerFunc, methods ...string) {
 	allow := strings.Join(methods, ", ")
+	if len(methods) == 0 {
+		h.routes = append(h.routes, "* "+pattern)
+	}
+	for _, m := range methods {
+		h.routes = append(h.routes, m+" "+pattern)
+	}
 	h.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
@@ -65,6 +73,14 @@ func (h *Handler) handle(pattern, route string, fn http.HandlerFunc, methods ...
 		if len(methods) > 0 && !slices.Contains(methods, r.Method) {
 			rec.Header().Set("Allow", allow)
 			writeError(rec, herald.Errorf(herald.CodeMethodNotAllowed, "%s does not accept %s; use %s", r.URL.Path, r.Method, allow))
+			return
+		}
+		op := "* " + pattern
+		if len(methods) > 0 {
+			op = r.Method + " " + pattern
+		}
+		if err := herald.CheckOperation(herald.PrincipalFrom(r.Context()), op); err != nil {
+			writeError(rec, err)
 			return
 		}
 		fn(rec, r)

@@ -286,7 +286,7 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 	} else if empty {
 		return PopResult{Items: []json.RawMessage{}}, nil
 	}
-	evs, err := s.del.Lease(ctx, "", consumeStatement(queue, ttl), nil, count)
+	evs, err := s.del.Lease(surface(ctx), "", consumeStatement(queue, ttl), nil, count)
 	if err != nil {
 		return PopResult{}, err
 	}

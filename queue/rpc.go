@@ -396,7 +396,7 @@ func (s *Service) consume(ctx context.Context, queue string, fair bool) (*Subscr
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.del.Consume(ctx, "", statement(cfg, fair), nil)
+	st, err := s.del.Consume(surface(ctx), "", statement(cfg, fair), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +443,7 @@ func (s *Service) Receive(ctx context.Context, queue string, n int) ([]Delivered
 	if err != nil {
 		return nil, err
 	}
-	evs, err := s.del.Lease(ctx, "", statement(cfg, true), nil, n)
+	evs, err := s.del.Lease(surface(ctx), "", statement(cfg, true), nil, n)
 	if err != nil {
 		return nil, err
 	}
@@ -486,7 +486,11 @@ func delivered(queue string, ev herald.Event) Delivered {
 
 // lease finds the current lease of a message of queue: its delivery id. A message that
 // does not exist, belongs to another queue, or is not leased answers not_found (E8004).
-func (s *Service) lease(queue string, id herald.NodeID) (delivery.Handle, error) {
+//
+// A message id is not a capability (anyone who may read the queue sees it): a lease
+// made for one principal is settled only by that principal or one with admin; to any
+// other it answers not_found as well.
+func (s *Service) lease(ctx context.Context, queue string, id herald.NodeID) (delivery.Handle, error) {
 	if err := checkName("queue", queue); err != nil {
 		return delivery.Handle{}, err
 	}
@@ -505,8 +509,8 @@ func (s *Service) lease(queue string, id herald.NodeID) (delivery.Handle, error)
 	if !mine {
 		return delivery.Handle{}, notLeased(queue, id)
 	}
-	h, ok := s.del.LeaseOf(id)
-	if !ok {
+	h, holder, ok := s.del.LeaseOf(id)
+	if !ok || !holds(ctx, holder) {
 		return delivery.Handle{}, notLeased(queue, id)
 	}
 	return h, nil
@@ -530,7 +534,7 @@ func settled(queue string, id herald.NodeID, err error) error {
 // Ack settles a leased message as done: it is deleted. Acknowledging a message that is
 // unknown, not leased or already acknowledged answers not_found and changes nothing.
 func (s *Service) Ack(ctx context.Context, queue string, id herald.NodeID) error {
-	h, err := s.lease(queue, id)
+	h, err := s.lease(ctx, queue, id)
 	if err != nil {
 		return err
 	}
@@ -546,7 +550,7 @@ func (s *Service) Nack(ctx context.Context, queue string, id herald.NodeID, o Na
 	if o.Delay < 0 {
 		return invalid("delay must not be negative")
 	}
-	h, err := s.lease(queue, id)
+	h, err := s.lease(ctx, queue, id)
 	if err != nil {
 		return err
 	}
@@ -563,7 +567,7 @@ func (s *Service) Extend(ctx context.Context, queue string, id herald.NodeID, by
 	if by < 0 {
 		return time.Time{}, invalid("by must not be negative")
 	}
-	h, err := s.lease(queue, id)
+	h, err := s.lease(ctx, queue, id)
 	if err != nil {
 		return time.Time{}, err
 	}

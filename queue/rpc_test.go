@@ -148,7 +148,7 @@ func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 	if exists, attempts, leased := e.deliveryState(id); !exists || !leased || attempts != 1 {
 		t.Fatalf("while leased: exists=%v attempts=%d leased=%v", exists, attempts, leased)
 	}
-	if _, ok := e.del.LeaseOf(id); !ok {
+	if _, _, ok := e.del.LeaseOf(id); !ok {
 		t.Fatal("LeaseOf finds no lease while leased")
 	}
 	if err := e.q.Nack(bg, "jobs", id, NackOptions{Delay: time.Minute}); err != nil {
@@ -158,7 +158,7 @@ func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 	if !exists || leased || attempts != 1 {
 		t.Fatalf("after nack: exists=%v attempts=%d leased=%v; want the attempt recorded and no lease", exists, attempts, leased)
 	}
-	if _, ok := e.del.LeaseOf(id); ok {
+	if _, _, ok := e.del.LeaseOf(id); ok {
 		t.Fatal("LeaseOf still finds a lease after the nack")
 	}
 	// The old lease's expiry is gone too: passing its deadline changes nothing, and the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/auth"
 	"github.com/herald-mq/herald/httpapi"
+	"github.com/herald-mq/herald/rpcapi"
 )
 
 // Authentication (Config.Auth): every request but the health checks acts for a
@@ -27,41 +29,60 @@ func (s *Server) authenticate(store *auth.Store, next http.Handler) http.Handler
 			next.ServeHTTP(w, r)
 			return
 		}
-		p, err := s.principalOf(store, r)
+		p, until, err := s.principalOf(store, r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-			httpapi.WriteError(w, err)
+			if !rpcapi.WriteError(w, r, err) {
+				httpapi.WriteError(w, err)
+			}
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(herald.WithPrincipal(r.Context(), p)))
+		ctx := herald.WithPrincipal(r.Context(), p)
+		if len(until) > 0 {
+			// The request — a stream above all — ends when its credentials stop holding:
+			// its token revoked, its principal's grants changed.
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			for _, u := range until {
+				stop := context.AfterFunc(u, func() { cancel(context.Cause(u)) })
+				defer stop()
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
-func (s *Server) principalOf(store *auth.Store, r *http.Request) (*herald.Principal, error) {
+// principalOf authenticates r: its principal, and the contexts that end when that stops
+// holding (see auth.Store.AuthenticateUntil).
+func (s *Server) principalOf(store *auth.Store, r *http.Request) (*herald.Principal, []context.Context, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		token, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok {
-			return nil, herald.Errorf(herald.CodeUnauthenticated, "the Authorization header must be \"Bearer <token>\"")
+			return nil, nil, herald.Errorf(herald.CodeUnauthenticated, "the Authorization header must be \"Bearer <token>\"")
 		}
-		if p := store.Authenticate(strings.TrimSpace(token)); p != nil {
-			return p, nil
+		if p, until := store.AuthenticateUntil(strings.TrimSpace(token)); p != nil {
+			return p, until, nil
 		}
-		return nil, herald.Errorf(herald.CodeUnauthenticated, "the bearer token is unknown or revoked")
+		return nil, nil, herald.Errorf(herald.CodeUnauthenticated, "the bearer token is unknown or revoked")
 	}
-	var cn string
+	local := !s.cfg.AuthLoopback && fromLoopback(r)
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		cn = r.TLS.VerifiedChains[0][0].Subject.CommonName
-		if p := store.Principal(cn); p != nil {
-			return p, nil
+		// A certificate speaks for the principal it names. One naming none is refused —
+		// from loopback too, once the server has a principal: until then it acts as
+		// "local", which is how the first principal is made under mutual TLS.
+		cn := r.TLS.VerifiedChains[0][0].Subject.CommonName
+		if p, until := store.PrincipalUntil(cn); p != nil {
+			return p, []context.Context{until}, nil
+		}
+		if !local || !store.Empty() {
+			return nil, nil, herald.Errorf(herald.CodeUnauthenticated, "the client certificate names %q, which is not a principal of this server", cn)
 		}
 	}
-	if !s.cfg.AuthLoopback && fromLoopback(r) {
-		return localPrincipal, nil
+	if local {
+		return localPrincipal, nil, nil
 	}
-	if cn != "" {
-		return nil, herald.Errorf(herald.CodeUnauthenticated, "the client certificate names %q, which is not a principal of this server", cn)
-	}
-	return nil, herald.Errorf(herald.CodeUnauthenticated, "this server requires credentials: a bearer token (Authorization: Bearer …) or a client certificate")
+	return nil, nil, herald.Errorf(herald.CodeUnauthenticated, "this server requires credentials: a bearer token (Authorization: Bearer …) or a client certificate")
 }
 
 func fromLoopback(r *http.Request) bool {
@@ -79,18 +100,21 @@ func fromLoopback(r *http.Request) bool {
 //	POST   /v1/tokens             {"principal", "label"}  → {"token", "id", ...} (shown once)
 //	GET    /v1/tokens                                      → {"tokens": [...]}
 //	DELETE /v1/tokens/{id}                                 revoke
-func authAPI(store *auth.Store) *http.ServeMux {
-	mux := http.NewServeMux()
-	admin := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if err := herald.PrincipalFrom(r.Context()).Check(herald.ActAdmin, ""); err != nil {
+//
+// Each route is checked against its entry in herald.Operations before it runs.
+func authAPI(store *auth.Store) (mux *http.ServeMux, routes []string) {
+	mux = http.NewServeMux()
+	handle := func(op string, h http.HandlerFunc) {
+		routes = append(routes, op)
+		mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
+			if err := herald.CheckOperation(herald.PrincipalFrom(r.Context()), op); err != nil {
 				httpapi.WriteError(w, err)
 				return
 			}
 			h(w, r)
-		}
+		})
 	}
-	mux.HandleFunc("PUT /v1/principals/{name}", admin(func(w http.ResponseWriter, r *http.Request) {
+	handle("PUT /v1/principals/{name}", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Grants           []string `json:"grants"`
 			StatementTimeout string   `json:"statement_timeout"`
@@ -114,8 +138,8 @@ func authAPI(store *auth.Store) *http.ServeMux {
 			return
 		}
 		writeJSON(w, map[string]any{"principal": r.PathValue("name"), "grants": store.Principal(r.PathValue("name")).Grants})
-	}))
-	mux.HandleFunc("POST /v1/tokens", admin(func(w http.ResponseWriter, r *http.Request) {
+	})
+	handle("POST /v1/tokens", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Principal string `json:"principal"`
 			Label     string `json:"label"`
@@ -130,18 +154,18 @@ func authAPI(store *auth.Store) *http.ServeMux {
 			return
 		}
 		writeJSON(w, map[string]any{"token": token, "id": t.ID, "principal": t.Principal, "label": t.Label})
-	}))
-	mux.HandleFunc("GET /v1/tokens", admin(func(w http.ResponseWriter, r *http.Request) {
+	})
+	handle("GET /v1/tokens", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"tokens": store.Tokens()})
-	}))
-	mux.HandleFunc("DELETE /v1/tokens/{id}", admin(func(w http.ResponseWriter, r *http.Request) {
+	})
+	handle("DELETE /v1/tokens/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if err := store.Revoke(r.Context(), r.PathValue("id")); err != nil {
 			httpapi.WriteError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
-	}))
-	return mux
+	})
+	return mux, routes
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

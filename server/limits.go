@@ -11,6 +11,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/httpapi"
+	"github.com/herald-mq/herald/rpcapi"
 )
 
 // Server-wide limits beside the engine's: connections to the listener, and requests
@@ -98,7 +99,10 @@ func (r *rateLimiter) limitRate(next http.Handler) http.Handler {
 		if p := herald.PrincipalFrom(req.Context()); p != nil {
 			if ok, wait := r.allow(p.Name); !ok {
 				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-				httpapi.WriteError(w, herald.Errorf(herald.CodeRateLimited, "%s is over its rate of %g requests a second; retry in %s", p.Name, r.rate, wait.Round(time.Millisecond)))
+				err := herald.Errorf(herald.CodeRateLimited, "%s is over its rate of %g requests a second; retry in %s", p.Name, r.rate, wait.Round(time.Millisecond))
+				if !rpcapi.WriteError(w, req, err) {
+					httpapi.WriteError(w, err)
+				}
 				return
 			}
 		}

@@ -148,6 +148,15 @@ type Server struct {
 	serve   error         // why it stopped, when it failed on its own
 	stopped chan struct{} // closed when the first Stop has finished
 	stopErr error
+	routes  []string // the HTTP operations served, as herald.Operations names them
+}
+
+// Routes lists the HTTP operations the running server serves, as herald.Operations
+// names them (its RPC methods are the services' descriptors').
+func (s *Server) Routes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.routes...)
 }
 
 // New returns a server for cfg, with defaults filled in. Nothing is opened until Start.
@@ -293,10 +302,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("server: load principals and tokens: %w", err)
 	}
 	mux := http.NewServeMux()
-	admin := authAPI(tokens)
+	admin, adminRoutes := authAPI(tokens)
 	mux.Handle("/v1/principals/", admin)
 	mux.Handle("/v1/tokens", admin)
 	mux.Handle("/v1/tokens/", admin)
+	s.routes = append(api.Routes(), adminRoutes...)
 	mux.Handle(rpc.Handler())
 	mux.Handle(rpc.QueuesHandler())
 	mux.Handle("/", api)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/internal/testutil"
 	"github.com/herald-mq/herald/store/memstore"
@@ -138,8 +139,9 @@ func TestExposure(t *testing.T) {
 }
 
 // TestCertificatePrincipal: with Auth, a client certificate acts for the principal its
-// common name names, with that principal's grants; until that principal exists, a
-// loopback client acts as "local".
+// common name names, with that principal's grants; while the server has no principal at
+// all, a loopback client acts as "local" (how the first one is made), and after that a
+// certificate naming no principal is refused, from loopback too.
 func TestCertificatePrincipal(t *testing.T) {
 	certs, err := testutil.NewCerts(t.TempDir())
 	if err != nil {
@@ -173,5 +175,22 @@ func TestCertificatePrincipal(t *testing.T) {
 	}
 	if _, err := c.Exec(ctx, `SPAWN t: Thing { n = 2 }`, nil); err == nil || !strings.Contains(err.Error(), "E4013") {
 		t.Fatalf("a write the certificate's principal may not do: %v", err)
+	}
+
+	strangerCert, strangerKey, err := certs.Issue("stranger", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stc, err := client.LoadTLSConfig(certs.CA, strangerCert, strangerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := client.Dial(ctx, "https://"+s.Addr(), client.WithTLSConfig(stc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if _, err := sc.Exec(ctx, `MATCH t: Thing RETURN COUNT(t)`, nil); herald.CodeOf(err) != herald.CodeUnauthenticated {
+		t.Fatalf("a certificate naming no principal, from loopback, once principals exist: %v (want E4014)", err)
 	}
 }

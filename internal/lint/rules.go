@@ -55,7 +55,7 @@ var Herald = Config{
 		{Pkg: "queue", Allow: []string{".", "engine", "delivery", "graph/...", "lang/...", "internal/clock"}},
 		// httpapi streams consume-mode deliveries; it uses the delivery package's types.
 		{Pkg: "httpapi", Allow: []string{".", "engine", "delivery", "queue", "internal/clock"}, External: []string{modPrometheus}},
-		{Pkg: "server", Allow: []string{".", "engine", "watch", "delivery", "queue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client"}},
+		{Pkg: "server", Allow: []string{".", "engine", "watch", "delivery", "queue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
