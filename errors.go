@@ -58,6 +58,7 @@ const (
 	CodePermissionDenied Code = "E4013"
 	CodeUnauthenticated  Code = "E4014"
 	CodeRateLimited      Code = "E4015"
+	CodeBodyTimeout      Code = "E4016"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -126,6 +127,7 @@ var codeTable = []CodeInfo{
 	{CodePermissionDenied, "PERMISSION_DENIED", 403, "permission_denied", "the principal lacks the grant the request needs"},
 	{CodeUnauthenticated, "UNAUTHENTICATED", 401, "unauthenticated", "the request carries no valid credentials (a bearer token or a client certificate)"},
 	{CodeRateLimited, "RATE_LIMITED", 429, "resource_exhausted", "the principal is over its request rate; retry after the time Retry-After gives"},
+	{CodeBodyTimeout, "BODY_TIMEOUT", 408, "deadline_exceeded", "the request body did not arrive within the server's body timeout"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

@@ -213,6 +213,10 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if errors.As(err, &tooLarge) {
 		return herald.Errorf(herald.CodeBodyTooLarge, "request body exceeds %d bytes", tooLarge.Limit)
 	}
+	var coded *herald.Error // reading the body failed with a code (it took too long)
+	if errors.As(err, &coded) {
+		return coded
+	}
 	if errors.Is(err, io.EOF) {
 		return herald.Errorf(herald.CodeMalformedRequest, "request body is empty; expected a JSON object")
 	}

@@ -97,3 +97,67 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("after a second: %d %s", st, body)
 	}
 }
+
+// TestSlowBodiesFreeTheirConnections: clients that send a request body a byte at a
+// time hold every connection MaxConnections allows; past BodyTimeout their requests
+// end with 408 E4016 and their connections close, so a new client — a health check —
+// is served again while they are still trickling.
+func TestSlowBodiesFreeTheirConnections(t *testing.T) {
+	const conns = 4
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger(), MaxConnections: conns, BodyTimeout: 300 * time.Millisecond})
+	start(t, s)
+	answers := make(chan string, conns)
+	stop := make(chan struct{})
+	defer close(stop)
+	for range conns {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "POST /v1/query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		go func() { // one byte every 100 ms: 20 s for the whole body
+			for range 199 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				if _, err := io.WriteString(c, " "); err != nil {
+					return
+				}
+			}
+		}()
+		go func() {
+			_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				answers <- "no answer: " + err.Error()
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			answers <- resp.Status + " " + string(b)
+		}()
+	}
+	for range conns {
+		if a := <-answers; !strings.HasPrefix(a, "408") || !strings.Contains(a, "E4016") {
+			t.Fatalf("a trickled body: %s, want 408 E4016", a)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second) // a bound on a hang; the tricklers go on for 20 s
+	for {
+		resp, err := http.Get("http://" + s.Addr() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection for a health check while slow bodies trickle: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -48,6 +48,9 @@ type Config struct {
 	Retention uint64
 	// MaxBodyBytes caps HTTP request bodies; 0 means httpapi.DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyTimeout bounds how long a request may take to send its body (streaming RPCs
+	// excepted, see limitBodies); 0 means DefaultBodyTimeout, negative none.
+	BodyTimeout time.Duration
 	// Logger receives the server's, the engine's and the request logs; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -341,6 +344,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		}
 		handler = s.authenticate(tokens, handler)
 	}
+	bodyTimeout := s.cfg.BodyTimeout
+	if bodyTimeout == 0 {
+		bodyTimeout = DefaultBodyTimeout
+	}
+	handler = limitBodies(handler, bodyTimeout, rpcapi.StreamingRequests())
 	s.http = &http.Server{
 		Handler:   handler,
 		Protocols: &protocols,

@@ -19,6 +19,7 @@ type serveFlags struct {
 	data, listen, tick  string
 	retention           uint64
 	maxBody             int64
+	bodyTimeout         time.Duration
 	logLevel, logFormat string
 	shutdownTimeout     time.Duration
 	denyWatch           []string
@@ -76,6 +77,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.StringVar(&f.tick, "tick", "commit", "how the logical clock advances: commit, manual or interval:<duration>")
 	fl.Uint64Var(&f.retention, "retention", DefaultRetention, "change sets the change log keeps (0 keeps all, and the log grows without bound)")
 	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest accepted request body, in bytes")
+	fl.DurationVar(&f.bodyTimeout, "body-timeout", 30*time.Second, "longest a request may take to send its body (streaming RPCs excepted); 0 for no bound")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
@@ -146,6 +148,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		TickInterval: interval,
 		Retention:    f.retention,
 		MaxBodyBytes: f.maxBody,
+		BodyTimeout:  bodyTimeoutOf(f.bodyTimeout),
 		Logger:       logger,
 		WatchPolicy:  herald.WatchPolicy{DenyTypes: f.denyWatch},
 
@@ -237,6 +240,15 @@ func noLimit[T int | int64 | time.Duration](v T) T {
 // default and a negative value none.
 func linger(d time.Duration) time.Duration {
 	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// bodyTimeoutOf maps --body-timeout to server.Config.BodyTimeout: 0 (no bound) is
+// negative there, where 0 means the default.
+func bodyTimeoutOf(d time.Duration) time.Duration {
+	if d <= 0 {
 		return -1
 	}
 	return d
