@@ -39,7 +39,7 @@ var Herald = Config{
 		{Pkg: "store", Allow: []string{"."}},
 		{Pkg: "store/storetest", Allow: []string{".", "store"}, External: []string{modRapid}},
 		{Pkg: "store/memstore", Allow: []string{".", "store"}},
-		{Pkg: "store/pebblestore", Allow: []string{".", "store"}, External: []string{modPebble}},
+		{Pkg: "store/pebblestore", Allow: []string{".", "store", "internal/clock"}, External: []string{modPebble}},
 		{Pkg: "store/pgstore", Allow: []string{".", "store"}, External: []string{modPgx}},
 		// The engine's restart tests run Pebble on its in-memory filesystem.
 		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},

@@ -21,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/vfs"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store"
 )
 
@@ -43,6 +44,7 @@ var (
 	keyFormat   = []byte{prefixMeta, 'f'} // uvarint layout version
 	keyPosition = []byte{prefixMeta, 'p'} // uvarint Seq, uvarint Tick
 	keyHorizon  = []byte{prefixMeta, 'h'} // uvarint Horizon
+	keyMarked   = []byte{prefixMeta, 'm'} // present once the store has a position mark
 )
 
 // layoutVersion is stored under keyFormat; Open refuses a store written with a newer one.
@@ -64,8 +66,8 @@ type Options struct {
 	// MarkInterval is how often at most the position mark is rewritten; 0 means
 	// DefaultMarkInterval.
 	MarkInterval time.Duration
-	// Now reads the time for MarkInterval; nil means time.Now.
-	Now func() time.Time
+	// Clock times MarkInterval; nil means the real clock.
+	Clock herald.Clock
 	// PreparedLogs is how many write-ahead log files Open writes ahead of use when it
 	// creates the store (none for a store that exists), so that the first logs are
 	// not grown write by write (logfiles.go). Writing them fails softly: the store
@@ -169,22 +171,33 @@ func Open(dir string, opts Options) (*Store, error) {
 // checkMark compares the recovered position with the position mark (mark.go) and
 // starts the marker.
 func (s *Store) checkMark(fs vfs.FS, dir string, opts Options, logger *slog.Logger) error {
-	s.mark = &marker{fs: fs, dir: dir, now: opts.Now, interval: opts.MarkInterval}
-	if s.mark.now == nil {
-		s.mark.now = time.Now
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real()
 	}
-	if s.mark.interval <= 0 {
-		s.mark.interval = DefaultMarkInterval
+	interval := opts.MarkInterval
+	if interval <= 0 {
+		interval = DefaultMarkInterval
 	}
+	s.mark = newMarker(fs, dir, clk, interval)
 	marked, ok, err := readMark(fs, dir)
 	if err != nil {
 		return fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
-	if ok && marked > s.meta.Seq {
-		if !opts.AcceptLoss {
-			return fmt.Errorf("%w: %s reaches seq %d, but seq %d had been made durable; the store is not opened (a damaged disk or an incomplete restore?). To open it at seq %d, losing the commits after it, start with --accept-data-loss",
-				ErrLostTail, dir, s.meta.Seq, marked, s.meta.Seq)
-		}
+	_, hadMark, err := getUvarints(s.db, keyMarked, 0)
+	if err != nil {
+		return fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	switch {
+	case !ok && hadMark && !opts.AcceptLoss:
+		return fmt.Errorf("%w: %s has no position mark (%s), though it wrote one: without it, commits its write-ahead log lost cannot be told from none (a deleted file or an incomplete restore?). The store is not opened; to open it at seq %d as it is, start with --accept-data-loss",
+			ErrLostTail, dir, markFile, s.meta.Seq)
+	case !ok && hadMark:
+		logger.Error("opening a store whose position mark is missing, as told", "recovered_seq", s.meta.Seq)
+	case ok && marked > s.meta.Seq && !opts.AcceptLoss:
+		return fmt.Errorf("%w: %s reaches seq %d, but seq %d had been made durable; the store is not opened (a damaged disk or an incomplete restore?). To open it at seq %d, losing the commits after it, start with --accept-data-loss",
+			ErrLostTail, dir, s.meta.Seq, marked, s.meta.Seq)
+	case ok && marked > s.meta.Seq:
 		logger.Error("opening a store that lost synced commits, as told", "recovered_seq", s.meta.Seq, "marked_seq", marked, "lost", marked-s.meta.Seq)
 	}
 	if !ok || marked != s.meta.Seq {
@@ -192,6 +205,15 @@ func (s *Store) checkMark(fs vfs.FS, dir string, opts Options, logger *slog.Logg
 			return fmt.Errorf("pebblestore: open %s: writing the position mark: %w", dir, err)
 		}
 	}
+	if !hadMark {
+		// Written once the mark exists, so a store is never told to expect a mark it
+		// has not got; in the first batch of a new store's log, where a lost tail
+		// does not reach.
+		if err := s.db.Set(keyMarked, nil, pebble.Sync); err != nil {
+			return fmt.Errorf("pebblestore: open %s: %w", dir, err)
+		}
+	}
+	s.mark.start()
 	return nil
 }
 
@@ -887,6 +909,7 @@ func (s *Store) Close() error {
 	s.metaMu.Lock()
 	durable := s.meta.Seq
 	s.metaMu.Unlock()
+	s.mark.stop()
 	markErr := s.mark.write(durable)
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
