@@ -483,6 +483,11 @@ func FromJSON(x any) (Value, error) {
 		if i, err := t.Int64(); err == nil {
 			return Int(i), nil
 		}
+		if !strings.ContainsAny(string(t), ".eE") {
+			// An integer that does not fit: an Int past 64 bits is an error, never
+			// a Float that quietly lost its low digits.
+			return Null, fmt.Errorf("integer %s does not fit in an Int (64 bits); send it as a string, or as a float with a decimal point", t)
+		}
 		f, err := t.Float64()
 		if err != nil {
 			return Null, fmt.Errorf("bad number %q", t)

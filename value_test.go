@@ -109,6 +109,14 @@ func TestJSON(t *testing.T) {
 	if _, err := herald.FromJSON(map[string]any{"a": 1}); err == nil {
 		t.Error("objects must not convert to values")
 	}
+	// Numbers as the HTTP API decodes them (json.Number): an integer past 64 bits is
+	// refused rather than turned into a Float that lost its low digits.
+	for in, ok := range map[string]bool{`9223372036854775807`: true, `9223372036854775808`: false, `-9223372036854775809`: false, `9223372036854775808.0`: true, `1e30`: true} {
+		v, err := herald.FromJSON(json.Number(in))
+		if (err == nil) != ok {
+			t.Errorf("FromJSON(json.Number(%s)) = %s, %v; want ok=%v", in, v, err, ok)
+		}
+	}
 }
 
 func TestErrorTable(t *testing.T) {

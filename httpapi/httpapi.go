@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -190,13 +191,19 @@ func normalize(resp *engine.Response) *engine.Response {
 }
 
 // decode reads one JSON object from the body into v: numbers stay exact, unknown
-// fields and trailing data are errors, and the body is capped at the configured size.
+// fields and trailing data are errors, text that is not UTF-8 is an error (JSON's
+// decoder would quietly replace it), and the body is capped at the configured size.
 func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, h.maxBody)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err == nil && !utf8.Valid(raw) {
+		return herald.Errorf(herald.CodeMalformedRequest, "the request body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	if err == nil {
+		err = dec.Decode(v)
+	}
 	if err == nil {
 		if _, extra := dec.Token(); extra != io.EOF {
 			err = errors.New("unexpected data after the JSON object")

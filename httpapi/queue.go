@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -115,6 +116,10 @@ func (qh *queueHandler) readObject(w http.ResponseWriter, r *http.Request) (map[
 		return nil, false
 	}
 	var obj map[string]json.RawMessage
+	if !utf8.Valid(body) {
+		badRequest(w, "the body is not valid UTF-8")
+		return nil, false
+	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		badRequest(w, "the body is empty; expected a JSON object")
 		return nil, false

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -195,6 +196,10 @@ func (h *Handler) CloseStreams() { h.stopStreams() }
 func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	query := q.Get("query")
+	if !utf8.ValidString(query) || !utf8.ValidString(q.Get("params")) {
+		writeError(w, herald.Errorf(herald.CodeMalformedRequest, "the query and params parameters must be valid UTF-8"))
+		return
+	}
 	if strings.TrimSpace(query) == "" {
 		writeError(w, herald.Errorf(herald.CodeEmptyQuery, "the query parameter is empty; expected a WATCH … [mode: consume] statement"))
 		return

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/herald-mq/herald"
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 )
 
 // grants refuses a call whose principal lacks its procedure's grant in
@@ -51,4 +52,21 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
 	}
 	_ = errorWriter.Write(w, r, toConnect(err))
 	return true
+}
+
+// StreamingRequests lists the procedures whose request is a stream (client or
+// bidirectional streaming): their request body lasts as long as the call, so a bound on
+// reading a request's body does not apply to them.
+func StreamingRequests() []string {
+	var out []string
+	services := heraldv1.File_herald_proto.Services()
+	for i := 0; i < services.Len(); i++ {
+		sd := services.Get(i)
+		for j := 0; j < sd.Methods().Len(); j++ {
+			if m := sd.Methods().Get(j); m.IsStreamingClient() {
+				out = append(out, "/"+string(sd.FullName())+"/"+string(m.Name()))
+			}
+		}
+	}
+	return out
 }

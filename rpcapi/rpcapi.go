@@ -147,7 +147,7 @@ func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 	// Responses go uncompressed: gzip on every frame of the message streams costs more
 	// CPU than the bytes it saves on the networks a broker runs on (it took half the
 	// server's CPU with a thousand watch streams). Compressed requests are still read.
-	opts = append([]connect.HandlerOption{connect.WithCompressMinBytes(math.MaxInt32), connect.WithInterceptors(grants{})}, opts...)
+	opts = append([]connect.HandlerOption{connect.WithCompressMinBytes(math.MaxInt32), connect.WithInterceptors(grants{}), withBoundedGzip(s.maxBody)}, opts...)
 	if s.maxBody > 0 && s.maxBody <= math.MaxInt32 {
 		opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(int(s.maxBody))}, opts...)
 	}

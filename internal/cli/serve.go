@@ -176,10 +176,10 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
-	if f.tlsCert != "" {
-		stop := reloadOnHangup(s, logger)
-		defer stop()
-	}
+	// SIGHUP reloads the TLS files; a server without them ignores it (and says so)
+	// rather than dying of it, as a process without a handler would.
+	stop := reloadOnHangup(s, f.tlsCert != "", logger)
+	defer stop()
 	select {
 	case <-ctx.Done():
 		logger.Info("shutdown requested")

@@ -149,6 +149,9 @@ func (s *Server) Terminate(timeout time.Duration) (int, error) {
 	return 0, nil
 }
 
+// Signal sends sig to the process.
+func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+
 // Exited reports whether the process has exited.
 func (s *Server) Exited() bool {
 	select {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/lang/token"
 )
 
 func timeDur(i int64) time.Duration { return time.Duration(i) }
@@ -75,7 +76,11 @@ func (acc *Accumulator) Add(ctx *Context, row Row) error {
 			return fmt.Errorf("%s cannot mix %s and %s", a.Name, acc.sum.Kind(), v.Kind())
 		}
 		if acc.sum.Kind() == herald.KindInt && v.Kind() == herald.KindInt {
-			acc.sum = herald.Int(acc.sum.AsInt() + v.AsInt())
+			s, ok := IntArith(token.ADD, acc.sum.AsInt(), v.AsInt())
+			if !ok {
+				return fmt.Errorf("integer overflow: the %s of Ints does not fit in an Int (64 bits)", a.Name)
+			}
+			acc.sum = herald.Int(s)
 		} else {
 			acc.sum = herald.Float(acc.sum.AsFloat() + v.AsFloat())
 		}

@@ -79,6 +79,9 @@ func (c *Compiler) unary(x *ast.UnaryExpr) (Func, error) {
 			}
 			switch v.Kind() {
 			case herald.KindInt:
+				if v.AsInt() == math.MinInt64 {
+					return herald.Null, c.Error(herald.CodeEvaluation, pos, "integer overflow: -(%d) does not fit in an Int (64 bits)", v.AsInt())
+				}
 				return herald.Int(-v.AsInt()), nil
 			case herald.KindFloat:
 				return herald.Float(-v.AsFloat()), nil
@@ -238,27 +241,49 @@ func Binary(op token.Token, a, b herald.Value) (herald.Value, error) {
 	return herald.Null, fmt.Errorf("unknown operator %s", op)
 }
 
+// IntArith applies +, -, * or / to two Ints, reporting false when the exact result does
+// not fit in 64 bits (Herald never wraps an Int around).
+func IntArith(op token.Token, x, y int64) (int64, bool) {
+	switch op {
+	case token.ADD:
+		r := x + y
+		return r, (r > x) == (y > 0)
+	case token.SUB:
+		r := x - y
+		return r, (r < x) == (y > 0)
+	case token.MUL:
+		if x == 0 || y == 0 {
+			return 0, true
+		}
+		r := x * y
+		return r, r/y == x && !(x == -1 && y == math.MinInt64) && !(y == -1 && x == math.MinInt64)
+	case token.QUO:
+		return x / y, !(x == math.MinInt64 && y == -1)
+	}
+	return 0, false
+}
+
 func arith(op token.Token, a, b herald.Value) (herald.Value, error) {
 	ak, bk := a.Kind(), b.Kind()
 	switch {
 	case ak == herald.KindInt && bk == herald.KindInt:
 		x, y := a.AsInt(), b.AsInt()
-		switch op {
-		case token.ADD:
-			return herald.Int(x + y), nil
-		case token.SUB:
-			return herald.Int(x - y), nil
-		case token.MUL:
-			return herald.Int(x * y), nil
-		case token.QUO, token.REM:
+		if op == token.QUO || op == token.REM {
 			if y == 0 {
 				return herald.Null, fmt.Errorf("division by zero")
 			}
-			if op == token.QUO {
-				return herald.Int(x / y), nil
+			if op == token.REM {
+				if y == -1 {
+					return herald.Int(0), nil
+				}
+				return herald.Int(x % y), nil
 			}
-			return herald.Int(x % y), nil
 		}
+		r, ok := IntArith(op, x, y)
+		if !ok {
+			return herald.Null, fmt.Errorf("integer overflow: %d %s %d does not fit in an Int (64 bits)", x, op, y)
+		}
+		return herald.Int(r), nil
 	case a.IsNumeric() && b.IsNumeric():
 		x, y := a.AsFloat(), b.AsFloat()
 		switch op {
@@ -300,7 +325,11 @@ func arith(op token.Token, a, b herald.Value) (herald.Value, error) {
 		return herald.Duration(a.AsDuration() - b.AsDuration()), nil
 	case ak == herald.KindDuration && bk == herald.KindInt && (op == token.MUL || op == token.QUO):
 		if op == token.MUL {
-			return herald.Duration(a.AsDuration() * timeDur(b.AsInt())), nil
+			r, ok := IntArith(token.MUL, int64(a.AsDuration()), b.AsInt())
+			if !ok {
+				return herald.Null, fmt.Errorf("overflow: %s * %d does not fit in a Duration", a.AsDuration(), b.AsInt())
+			}
+			return herald.Duration(timeDur(r)), nil
 		}
 		if b.AsInt() == 0 {
 			return herald.Null, fmt.Errorf("division by zero")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,5 +69,28 @@ func TestMutualTLSFromTheCLI(t *testing.T) {
 		"--count", "1", `WATCH t: TlsThing RETURN t.n`)
 	if err != nil || !strings.Contains(out, `{"t.n":7} ack`) {
 		t.Fatalf("consume with a client certificate: %v\n%s", err, out)
+	}
+}
+
+// TestHangupWithoutTLS: SIGHUP to a server without TLS files reloads nothing and leaves
+// it serving (a process without a handler for it would die of it, with no drain).
+func TestHangupWithoutTLS(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	mustQuery(t, s.URL(), `SPAWN j: HupJob { n = 1 }`)
+	if err := s.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second) // a bound on a hang, not a timing
+	for !strings.Contains(s.Log(), "SIGHUP: nothing to reload") {
+		if s.Exited() {
+			t.Fatalf("the server exited on SIGHUP:\n%s", s.Log())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not log the SIGHUP:\n%s", s.Log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := mustQuery(t, s.URL(), `MATCH j: HupJob RETURN COUNT(j)`); string(r.Results[0].Rows[0][0]) != "1" {
+		t.Fatalf("after SIGHUP: %s", r.Results[0].Rows[0][0])
 	}
 }
