@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/queue"
