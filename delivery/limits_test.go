@@ -2,6 +2,7 @@ package delivery_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -395,3 +396,61 @@ func TestConsumePolicy(t *testing.T) {
 	}
 	st.Close()
 }
+
+// TestConsumeEvaluationLimits: a consume group's evaluation runs under the same limits
+// as a MATCH: a join past the principal's rows-scanned limit is refused with E4012 when
+// the group starts, and one whose client has gone stops with E4011 at once.
+func TestConsumeEvaluationLimits(t *testing.T) {
+	eng, svc := openService(t, delivery.Config{})
+	var b strings.Builder
+	for range 300 { // 90,000 bindings
+		b.WriteString("SPAWN a: LA {} SPAWN b: LB {} ")
+	}
+	if _, err := eng.Exec(context.Background(), "", b.String(), nil); err != nil {
+		t.Fatal(err)
+	}
+	const join = `WATCH a: LA, b: LB [mode: consume] RETURN a`
+	p := &herald.Principal{Name: "p", Grants: []string{herald.ActAdmin}, MaxRowsScanned: 20_000}
+	if _, err := svc.Consume(herald.WithPrincipal(context.Background(), p), "", join, nil); herald.CodeOf(err) != herald.CodeStatementLimit {
+		t.Fatalf("a join past the principal's limit: err = %v, want E4012", err)
+	}
+	if _, err := svc.Consume(leftCtx{context.Background()}, "", join, nil); herald.CodeOf(err) != herald.CodeCancelled {
+		t.Fatalf("a join whose client has gone: err = %v, want E4011", err)
+	}
+	c, err := svc.Consume(context.Background(), "", join, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// TestGroupBelongsToItsPrincipal: a named consume group is its creator's: another
+// principal may not join it (E4013) — nor, through a handle of its own, alter or
+// cancel it — while one with admin may.
+func TestGroupBelongsToItsPrincipal(t *testing.T) {
+	_, svc := openService(t, delivery.Config{})
+	const w = `WATCH j: GJob [mode: consume, group: "gx"] RETURN j`
+	alice := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "alice", Grants: []string{"consume:GJob"}})
+	bob := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "bob", Grants: []string{"consume:GJob"}})
+	root := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "root", Grants: []string{herald.ActAdmin}})
+	a, err := svc.Consume(alice, "", w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := svc.Consume(bob, "", w, nil); herald.CodeOf(err) != herald.CodePermissionDenied {
+		t.Fatalf("another principal joining the group: err = %v, want E4013", err)
+	}
+	r, err := svc.Consume(root, "", w, nil)
+	if err != nil {
+		t.Fatalf("admin joining the group: %v", err)
+	}
+	r.Close()
+}
+
+// leftCtx is the context of a client that has left by the time its group evaluates:
+// Err says so, while Done — which the commit of the group's _Watch node before the
+// evaluation waits on — stays open.
+type leftCtx struct{ context.Context }
+
+func (leftCtx) Err() error { return context.Canceled }

@@ -167,3 +167,40 @@ func TestBufferBytes(t *testing.T) {
 		}
 	}
 }
+
+// spawnPairs writes n nodes of types LA and LB each: their join is n² bindings.
+func spawnPairs(t *testing.T, eng *engine.Engine, n int) {
+	t.Helper()
+	var b strings.Builder
+	for range n {
+		b.WriteString("SPAWN a: LA {} SPAWN b: LB {} ")
+	}
+	if _, err := eng.Exec(context.Background(), "", b.String(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchEvaluationLimits: a watch's evaluation runs under the same limits as a
+// MATCH: a join past the principal's rows-scanned limit stops with E4012 when it opens
+// (the server's limit is far higher), and one whose client has gone stops with E4011
+// at once instead of running to the end.
+func TestWatchEvaluationLimits(t *testing.T) {
+	eng, svc := openWatchService(t, watch.Config{})
+	spawnPairs(t, eng, 300) // 90,000 bindings
+	const join = `WATCH a: LA, b: LB RETURN a, b`
+	p := &herald.Principal{Name: "p", Grants: []string{herald.ActAdmin}, MaxRowsScanned: 20_000}
+	if _, err := svc.Open(herald.WithPrincipal(context.Background(), p), "", join, nil, 0); herald.CodeOf(err) != herald.CodeStatementLimit {
+		t.Fatalf("a join past the principal's limit: err = %v, want E4012", err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := svc.Open(gone, "", join, nil, 0); herald.CodeOf(err) != herald.CodeCancelled {
+		t.Fatalf("a join whose client has gone: err = %v, want E4011", err)
+	}
+	// Within the limits it opens.
+	w, err := svc.Open(context.Background(), "", join, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+}
