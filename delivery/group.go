@@ -60,16 +60,18 @@ func (g *group) joinable(p *herald.Principal) error {
 // WHERE that few nodes match does not hold the graph's read lock for long.
 const scanLimit = 4096
 
-// nextMember picks the next member with room for another delivery.
-func (g *group) nextMember() *consumer {
+// nextMember returns the next member in turn with room for another delivery, and the
+// turn after it. The turn moves on (took) only when a message is given to that member:
+// a member whose turn found nothing ready keeps it, so messages that arrive one at a
+// time go round the members instead of all to the one after an empty turn.
+func (g *group) nextMember() (c *consumer, next int) {
 	for i := 0; i < len(g.members); i++ {
 		c := g.members[(g.rr+i)%len(g.members)]
 		if !c.closed && len(c.leases)-c.ending+c.reserved < c.capacity {
-			g.rr = (g.rr + i + 1) % len(g.members)
-			return c
+			return c, (g.rr + i + 1) % len(g.members)
 		}
 	}
-	return nil
+	return nil, g.rr
 }
 
 // candidate is a message a group may lease now.

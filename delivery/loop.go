@@ -351,7 +351,7 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 		scanned := 0
 		picks := s.picks[:0]
 		for {
-			c := g.nextMember()
+			c, next := g.nextMember()
 			if c == nil {
 				break
 			}
@@ -359,6 +359,7 @@ func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
 			if !ok {
 				break
 			}
+			g.rr = next
 			c.reserved++
 			picks = append(picks, pick{c, cand})
 		}

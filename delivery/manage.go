@@ -138,7 +138,7 @@ func (s *Service) alterGroup(ctx context.Context, g *group, opts []*ast.OptionLi
 		return err
 	}
 	altered := printer.String(w)
-	sp.text, sp.shown, sp.handle = old.text, altered, old.handle
+	sp.text, sp.ident, sp.shown, sp.handle, sp.canRead = old.text, old.ident, altered, old.handle, old.canRead
 	s.mu.Lock()
 	if s.groups[g.key] != g {
 		s.mu.Unlock()

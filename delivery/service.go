@@ -416,8 +416,10 @@ func (s *Service) compile(ctx context.Context, sessionID, query string, params m
 }
 
 // group returns the group key, creating it (with its _Watch node) when it does not exist.
-// Members of a named group must all use the same statement (E1004 otherwise).
-// The stream's session (slot) is linked to the group's _Watch node.
+// Members of a named group must all use the same statement with the same $params
+// (E1004 otherwise) while any is connected; a statement that differs, once none is,
+// takes the group over (see takeOver). The stream's session (slot) is linked to the
+// group's _Watch node.
 func (s *Service) group(ctx context.Context, key string, sp *spec, slot *engine.WatchSlot) (*group, error) {
 	s.mu.Lock()
 	if !s.started || s.stopped {
@@ -431,11 +433,13 @@ func (s *Service) group(ctx context.Context, key string, sp *spec, slot *engine.
 		if err := g.joinable(p); err != nil {
 			return nil, err
 		}
-		if g.spec.text != sp.text {
-			return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
+		if g.spec.ident == sp.ident {
+			slot.Link(g.watch)
+			return g, nil
 		}
-		slot.Link(g.watch)
-		return g, nil
+		if err := s.takeOver(g, sp); err != nil {
+			return nil, err
+		}
 	}
 	watchID := newNodeID("w")
 	if named := key[:2] != "c:"; named {
@@ -452,6 +456,31 @@ func (s *Service) group(ctx context.Context, key string, sp *spec, slot *engine.
 	return g, err
 }
 
+// takeOver lets sp take group g over when g has no member connected: g is forgotten,
+// and the caller makes the group again under the same name and _Watch node with the new
+// statement. Its messages are nodes of the graph, so the new statement finds those it
+// selects; leases out (pulls, or recovered after a restart) keep their deadlines and
+// settle as before; a message's attempts and delay stay with it. With a member
+// connected the group keeps its statement and sp is refused with E1004.
+func (s *Service) takeOver(g *group, sp *spec) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.groups[g.key] != g {
+		return nil // dropped meanwhile: the caller makes it anew
+	}
+	if len(g.members) > 0 {
+		return g.differs(sp)
+	}
+	s.log.Info("consume: a new statement takes an idle group over", "group", sp.group, "watch", g.watch, "was", g.spec.describe(), "now", sp.describe())
+	s.dropGroupLocked(g)
+	return nil
+}
+
+// differs is the E1004 a statement gets that differs from a group's with members.
+func (g *group) differs(sp *spec) error {
+	return herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming %s; it has %d connected member(s), and its members must all open the same statement with the same $params (once none is connected, a new statement takes the group over)", sp.group, g.spec.describe(), len(g.members))
+}
+
 // addGroup creates a group owned by p. A lazy group starts with its cursor before the
 // type's first node and reads its backlog as it delivers; any other reads its whole
 // backlog now, within p's statement limits, and stops when gone reports its client
@@ -463,8 +492,8 @@ func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID, p *heral
 		if err := g.joinable(p); err != nil {
 			return nil, err
 		}
-		if g.spec.text != sp.text {
-			return nil, herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming a different WATCH statement: %s", sp.group, g.spec.text)
+		if g.spec.ident != sp.ident {
+			return nil, g.differs(sp)
 		}
 		return g, nil
 	}

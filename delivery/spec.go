@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -55,7 +56,10 @@ type orderKey struct {
 // spec is a compiled consume watch: what matches, how it is ordered, and its settlement
 // options. Members of one group share one spec.
 type spec struct {
-	text   string // canonical statement text (without a handle); members of a group must agree on it
+	text   string // canonical statement text (without a handle)
+	// ident is what members of a group must agree on: the text and the values of its
+	// $params (a group consumes what its statement selects with those values).
+	ident string
 	handle string // `h = WATCH …`: the stream's handle, "" when unbound
 	shown  string // the statement as ALTER WATCH left it ("": text)
 
@@ -92,6 +96,41 @@ type spec struct {
 	fairness        eval.Func
 	weight          eval.Func
 	availableAt     eval.Func
+}
+
+// identity is a statement's text with its parameters' values, in the order of their
+// names.
+func identity(text string, params map[string]herald.Value) string {
+	names := make([]string, 0, len(params))
+	for n := range params {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	b := []byte(text)
+	for _, n := range names {
+		b = append(b, 0)
+		b = append(b, n...)
+		b = append(b, 0)
+		b = params[n].AppendBinary(b)
+	}
+	return string(b)
+}
+
+// describe shows a statement and its parameters for an error message.
+func (s *spec) describe() string {
+	if len(s.params) == 0 {
+		return s.text
+	}
+	names := make([]string, 0, len(s.params))
+	for n := range s.params {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = "$" + n + " = " + s.params[n].String()
+	}
+	return s.text + " with " + strings.Join(parts, ", ")
 }
 
 // effective is the statement the group runs: its text as altered by ALTER WATCH.
@@ -140,6 +179,7 @@ func compileWatch(w *ast.WatchStmt, file *token.File, params map[string]herald.V
 		types:           map[string]bool{},
 	}
 	s.params, s.actor, s.session = params, actor, sessionID
+	s.ident = identity(s.text, params)
 	s.ctx = func() *eval.Context {
 		return &eval.Context{Params: params, Now: clk.Now().UTC(), Actor: actor, Session: sessionID, CanRead: s.canRead}
 	}

@@ -85,8 +85,12 @@ func watchURL(base, session, statement string) string {
 
 // openStreamIn is openStream in a server session (`#self` is the session's actor).
 func openStreamIn(ctx context.Context, base, session, statement string) (*sseStream, error) {
+	return openStreamURL(ctx, watchURL(base, session, statement))
+}
+
+// openStreamURL opens the watch stream at u (GET /v1/watch with its parameters).
+func openStreamURL(ctx context.Context, u string) (*sseStream, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	u := watchURL(base, session, statement)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		cancel()
