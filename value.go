@@ -1,6 +1,7 @@
 package herald
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -27,9 +28,13 @@ const (
 	// KindMap is a projection-only kind: query results use it to return a whole node or
 	// edge. Attributes never hold maps.
 	KindMap
+	// KindBytes is a string of bytes that need not be text: a JSON or protobuf payload,
+	// an image, a hash. It comes last because the kind's number is what stored data and
+	// the binary encoding carry, so the kinds before it keep theirs.
+	KindBytes
 )
 
-var kindNames = [...]string{"Null", "Bool", "Int", "Float", "String", "Timestamp", "Duration", "List", "Map"}
+var kindNames = [...]string{"Null", "Bool", "Int", "Float", "String", "Timestamp", "Duration", "List", "Map", "Bytes"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -49,34 +54,39 @@ func KindByName(name string) (Kind, bool) {
 }
 
 // Value is an immutable attribute value. The zero Value is null. It is 24 bytes, a
-// union by kind: the scalar kinds keep their bits in i; a String keeps its bytes in p
-// and its length in i; a List or Map keeps its *composite in p. Values are not
-// comparable with ==, which would compare where strings are held rather than what
+// union by kind: the scalar kinds keep their bits in i; a String or Bytes keeps its
+// bytes in p and its length in i; a List or Map keeps its *composite in p. Values are
+// not comparable with ==, which would compare where strings are held rather than what
 // they hold: use Compare.
 type Value struct {
 	_ [0]func() // not comparable (see above)
 	p unsafe.Pointer
-	i int64 // Bool (0/1), Int, Timestamp (unix nanos), Duration (nanos), Float (IEEE bits); String: its length
+	i int64 // Bool (0/1), Int, Timestamp (unix nanos), Duration (nanos), Float (IEEE bits); String, Bytes: the length
 	k Kind
 }
 
-// str returns the string of a String value.
+// str returns the bytes of a String or Bytes value, as a string.
 func (v Value) str() string { return unsafe.String((*byte)(v.p), int(v.i)) }
 
 // x returns the elements of a List or Map value, nil for any other kind.
 func (v Value) x() *composite {
-	if v.k < KindList {
+	if v.k != KindList && v.k != KindMap {
 		return nil
 	}
 	return (*composite)(v.p)
 }
 
-// stringValue and compositeValue make the union's String and List or Map forms.
-func stringValue(s string) Value {
+// stringValue, bytesValue and compositeValue make the union's String, Bytes, and List
+// or Map forms. A Bytes value holds its bytes as an immutable string does.
+func stringValue(s string) Value { return textValue(KindString, s) }
+
+func bytesValue(s string) Value { return textValue(KindBytes, s) }
+
+func textValue(k Kind, s string) Value {
 	if s == "" {
-		return Value{k: KindString}
+		return Value{k: k}
 	}
-	return Value{k: KindString, p: unsafe.Pointer(unsafe.StringData(s)), i: int64(len(s))}
+	return Value{k: k, p: unsafe.Pointer(unsafe.StringData(s)), i: int64(len(s))}
 }
 
 func compositeValue(k Kind, c *composite) Value { return Value{k: k, p: unsafe.Pointer(c)} }
@@ -219,7 +229,7 @@ func (v Value) AsInt() int64 { return v.bits() }
 
 // bits returns i for the kinds that keep their value there, 0 for the others.
 func (v Value) bits() int64 {
-	if v.k == KindString || v.k >= KindList {
+	if v.k == KindString || v.k >= KindList { // String, List, Map, Bytes
 		return 0
 	}
 	return v.i
@@ -262,7 +272,8 @@ func (v Value) IsNumeric() bool { return v.k == KindInt || v.k == KindFloat }
 func (a Value) Equal(b Value) bool { return Compare(a, b) == 0 }
 
 // Compare orders two values: numbers numerically across Int and Float, otherwise by kind
-// and then by value. Null sorts first. It returns -1, 0 or +1.
+// and then by value (Strings and Bytes byte by byte). Null sorts first. It returns -1, 0
+// or +1.
 func Compare(a, b Value) int {
 	if a.IsNumeric() && b.IsNumeric() {
 		switch {
@@ -308,8 +319,8 @@ func Compare(a, b Value) int {
 		return 0
 	case KindBool, KindTimestamp, KindDuration:
 		return cmpInt(a.i, b.i)
-	case KindString:
-		return strings.Compare(a.str(), b.str())
+	case KindString, KindBytes:
+		return strings.Compare(a.str(), b.str()) // bytewise
 	case KindList, KindMap:
 		am, bm := a.keys(), b.keys()
 		for i := 0; i < len(am) && i < len(bm); i++ {
@@ -359,7 +370,9 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// String renders v in the query language's literal syntax.
+// String renders v in the query language's literal syntax; a Timestamp, which has no
+// literal, in RFC 3339, and Bytes, which have none either, as 0x and their bytes in
+// hexadecimal (0x68656c6c6f).
 func (v Value) String() string {
 	switch v.k {
 	case KindNull:
@@ -380,6 +393,8 @@ func (v Value) String() string {
 		return v.AsTime().Format(time.RFC3339Nano)
 	case KindDuration:
 		return v.AsDuration().String()
+	case KindBytes:
+		return "0x" + hex.EncodeToString(unsafe.Slice((*byte)(v.p), int(v.i)))
 	case KindList:
 		parts := make([]string, len(v.elems()))
 		for i, e := range v.elems() {
@@ -396,8 +411,11 @@ func (v Value) String() string {
 	return "?"
 }
 
-// Interface converts v to a plain Go value for JSON output: nil, bool, int64, float64,
-// string, an RFC 3339 string for timestamps, a Go duration string for durations, or []any.
+// Interface converts v to a plain Go value: nil, bool, int64, float64, string, an RFC
+// 3339 string for timestamps, a Go duration string for durations, a []byte (a copy) for
+// Bytes, []any for lists and map[string]any for maps. All but Bytes come out as
+// encoding/json would have them, which would write a []byte as a bare base64 string:
+// MarshalJSON writes the tagged form instead.
 func (v Value) Interface() any {
 	switch v.k {
 	case KindBool:
@@ -412,6 +430,8 @@ func (v Value) Interface() any {
 		return v.AsTime().Format(time.RFC3339Nano)
 	case KindDuration:
 		return v.AsDuration().String()
+	case KindBytes:
+		return v.AsBytes()
 	case KindList:
 		out := make([]any, len(v.elems()))
 		for i, e := range v.elems() {
@@ -428,9 +448,12 @@ func (v Value) Interface() any {
 	return nil
 }
 
-// MarshalJSON encodes v as its plain JSON form (see Interface).
+// MarshalJSON encodes v as its plain JSON form (see Interface), and Bytes in the tagged
+// form {"$bytes": "<standard base64>"}, which FromJSON reads back.
 func (v Value) MarshalJSON() ([]byte, error) {
 	switch {
+	case v.k == KindBytes:
+		return v.appendJSONBytes(nil), nil
 	case v.k == KindFloat && (math.IsNaN(v.f()) || math.IsInf(v.f(), 0)):
 		return json.Marshal(v.String())
 	case v.k == KindMap:
@@ -472,7 +495,8 @@ func (v Value) MarshalJSON() ([]byte, error) {
 }
 
 // FromJSON converts a decoded JSON value (as produced by encoding/json with UseNumber
-// or plain decoding) into a Value. Objects are not values in the data model.
+// or plain decoding) into a Value. Objects are not values in the data model, except
+// {"$bytes": "<standard base64>"}, the tagged form of a Bytes value (MarshalJSON).
 func FromJSON(x any) (Value, error) {
 	switch t := x.(type) {
 	case nil:
@@ -514,13 +538,17 @@ func FromJSON(x any) (Value, error) {
 			vs[i] = v
 		}
 		return compositeValue(KindList, &composite{l: vs}), nil
+	case map[string]any:
+		return bytesFromJSON(t)
 	}
 	return Null, fmt.Errorf("unsupported JSON value of type %T", x)
 }
 
 // ValueOf converts a Go value to a Value: nil, bool, any integer or float type, string,
-// time.Time (a Timestamp), time.Duration, json.Number, and slices or arrays of these (a
-// List). Maps and other types are not values of the data model.
+// time.Time (a Timestamp), time.Duration, json.Number, a []byte or any other slice or
+// array of bytes (Bytes, a copy), and slices or arrays of the others (a List). A
+// json.RawMessage is JSON text and becomes a String. Maps and other types are not
+// values of the data model.
 func ValueOf(x any) (Value, error) {
 	switch t := x.(type) {
 	case nil:
@@ -561,6 +589,10 @@ func ValueOf(x any) (Value, error) {
 		return Duration(t), nil
 	case json.Number:
 		return FromJSON(t)
+	case []byte:
+		return Bytes(t), nil
+	case json.RawMessage:
+		return String(string(t)), nil
 	case []any:
 		vs := make([]Value, len(t))
 		for i, e := range t {
@@ -574,6 +606,9 @@ func ValueOf(x any) (Value, error) {
 	}
 	rv := reflect.ValueOf(x)
 	if k := rv.Kind(); k == reflect.Slice || k == reflect.Array {
+		if rv.Type().Elem().Kind() == reflect.Uint8 {
+			return bytesOf(rv), nil
+		}
 		vs := make([]Value, rv.Len())
 		for i := range vs {
 			v, err := ValueOf(rv.Index(i).Interface())
@@ -584,7 +619,7 @@ func ValueOf(x any) (Value, error) {
 		}
 		return List(vs...), nil
 	}
-	return Null, fmt.Errorf("a %T is not a value (want nil, bool, a number, string, time.Time, time.Duration or a list)", x)
+	return Null, fmt.Errorf("a %T is not a value (want nil, bool, a number, string, time.Time, time.Duration, []byte or a list)", x)
 }
 
 func uintValue(u uint64) (Value, error) {

@@ -15,7 +15,7 @@ func (v Value) AppendBinary(buf []byte) []byte {
 		buf = binary.AppendVarint(buf, v.i)
 	case KindFloat:
 		buf = binary.BigEndian.AppendUint64(buf, uint64(v.i))
-	case KindString:
+	case KindString, KindBytes:
 		buf = binary.AppendUvarint(buf, uint64(v.i))
 		buf = append(buf, v.str()...)
 	case KindList:
@@ -49,7 +49,8 @@ func DecodeValueNested(b []byte, depth int) (Value, []byte, error) {
 // DecodeInterface decodes one value as DecodeValueNested does and returns its plain
 // form (see Interface), building the plain lists and maps directly instead of a Value's
 // on the way. Clients that hand matches out as Go maps use it. The strings it returns
-// share b's memory, which must not change afterwards; they keep all of b alive.
+// share b's memory, which must not change afterwards; they keep all of b alive. Bytes
+// come out as a []byte of their own, which its holder may change.
 func DecodeInterface(b []byte, depth int) (any, []byte, error) {
 	if len(b) == 0 {
 		return nil, nil, ErrCorrupt
@@ -61,6 +62,13 @@ func DecodeInterface(b []byte, depth int) (any, []byte, error) {
 			return nil, nil, err
 		}
 		return str, rest, nil
+	}
+	if k == KindBytes {
+		raw, rest, ok := lenPrefixed(b[1:])
+		if !ok {
+			return nil, nil, ErrCorrupt
+		}
+		return append([]byte{}, raw...), rest, nil
 	}
 	if k != KindList && k != KindMap {
 		v, rest, err := decodeValue(b, 0) // a scalar: nothing nests
@@ -134,12 +142,12 @@ func decodeValue(b []byte, depth int) (Value, []byte, error) {
 			return Null, nil, ErrCorrupt
 		}
 		return Float(math.Float64frombits(binary.BigEndian.Uint64(b))), b[8:], nil
-	case KindString:
+	case KindString, KindBytes:
 		str, rest, ok := lenPrefixed(b)
 		if !ok {
 			return Null, nil, ErrCorrupt
 		}
-		return String(string(str)), rest, nil
+		return textValue(k, string(str)), rest, nil
 	case KindList:
 		if depth <= 0 {
 			return Null, nil, ErrCorrupt
@@ -256,8 +264,8 @@ func decodeAttrs(b []byte, depth int) (Attrs, []byte, error) {
 }
 
 // AttrOf returns the attribute name of an Attrs encoding (AppendBinary), or null when
-// it has none, decoding no other attribute on the way. A string it returns shares b's
-// memory, which must not change afterwards (a body's encoding never does).
+// it has none, decoding no other attribute on the way. A String or Bytes it returns
+// shares b's memory, which must not change afterwards (a body's encoding never does).
 func AttrOf(b []byte, name string) (Value, error) {
 	n, b, ok := decodeCount(b)
 	if !ok {
@@ -270,12 +278,12 @@ func AttrOf(b []byte, name string) (Value, error) {
 		}
 		switch {
 		case string(k) == name:
-			if len(b) > 0 && Kind(b[0]) == KindString {
+			if len(b) > 0 && (Kind(b[0]) == KindString || Kind(b[0]) == KindBytes) {
 				str, _, err := sharedStringAt(b)
 				if err != nil {
 					return Null, err
 				}
-				return String(str), nil
+				return textValue(Kind(b[0]), str), nil
 			}
 			v, _, err := decodeValue(b, math.MaxInt)
 			return v, err
@@ -307,7 +315,7 @@ func skipValue(b []byte) ([]byte, error) {
 		if len(b) >= 8 {
 			return b[8:], nil
 		}
-	case KindString:
+	case KindString, KindBytes:
 		if _, rest, ok := lenPrefixed(b); ok {
 			return rest, nil
 		}
@@ -379,7 +387,7 @@ func (v Value) EncodedLen() int {
 		return 1 + varintLen(v.i)
 	case KindFloat:
 		return 9
-	case KindString:
+	case KindString, KindBytes:
 		return 1 + uvarintLen(uint64(v.i)) + int(v.i)
 	}
 	n := 1 + uvarintLen(uint64(len(v.elems())))
