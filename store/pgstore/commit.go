@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -85,12 +87,15 @@ func validate(batches []*store.Batch) error {
 	return nil
 }
 
-// call is a commit entered: br and conn are set while a fast commit awaits its Sync.
+// call is a commit entered. For a fast commit, pl and conn are set while it awaits its
+// Sync, and plan tells later calls what it writes.
 type call struct {
-	br       pgx.BatchResults
+	pl       *pgconn.Pipeline
 	conn     *pgxpool.Conn
 	seq      uint64
 	advanced bool
+	plan     *plan
+	done     atomic.Bool
 }
 
 // enter checks and writes a call, under wmu. c is nil when nothing is written.
@@ -131,32 +136,37 @@ func (s *Store) commitFast(ctx context.Context, batches []*store.Batch) ([]error
 		s.stale.Store(true)
 		return nil, nil, fmt.Errorf("pgstore: commit: %w", err)
 	}
-	pb := &pgx.Batch{}
-	pb.Queue(s.q.fence, int64(s.term.Load()))
-	p.queue(pb, &s.q)
-	pb.Queue(s.q.advance, int64(s.next.seq), int64(p.pos.seq), int64(p.pos.tick))
-	br := conn.SendBatch(ctx, pb)
-	for range pb.Len() {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			conn.Release()
-			s.stale.Store(true)
-			return nil, nil, commitErr(err)
-		}
+	stmts := []stmt{{s.q.fence, [][]byte{int8Param(int64(s.term.Load()))}}}
+	s.flight = slices.DeleteFunc(s.flight, func(c *call) bool { return c.done.Load() })
+	if p.deletesPutBy(s.flight) {
+		// A DELETE does not see, and so does not wait for, a row that a commit in
+		// flight inserts: wait for the commits in flight first, by locking the position.
+		stmts = append(stmts, stmt{s.q.lockMeta, nil})
+	}
+	stmts = p.stmts(stmts, &s.q)
+	stmts = append(stmts, stmt{s.q.advance, [][]byte{int8Param(int64(s.next.seq)), int8Param(int64(p.pos.seq)), int8Param(int64(p.pos.tick))}})
+	pl, err := sendPipeline(ctx, conn.Conn(), stmts, true)
+	if err != nil {
+		conn.Release()
+		s.stale.Store(true)
+		return nil, nil, commitErr(err)
 	}
 	s.next = p.pos
 	s.inflight.Add(1)
-	return p.errs, &call{br: br, conn: conn, seq: p.pos.seq, advanced: p.advanced}, nil
+	c := &call{pl: pl, conn: conn, seq: p.pos.seq, advanced: p.advanced, plan: p}
+	s.flight = append(s.flight, c)
+	return p.errs, c, nil
 }
 
 // finish waits for a call's commit and announces it.
 func (s *Store) finish(c *call) error {
-	if c.br != nil {
-		err := c.br.Close()
+	if c.pl != nil {
+		err := syncDone(c.pl)
 		c.conn.Release()
 		if err != nil {
 			s.stale.Store(true) // before inflight drops: see enter
 		}
+		c.done.Store(true)
 		s.inflight.Add(-1)
 		if err != nil {
 			return commitErr(err)
@@ -202,10 +212,13 @@ func (s *Store) commitLocked(ctx context.Context, batches []*store.Batch, idle b
 		s.stale.Store(false)
 		return p.errs, nil, nil
 	}
-	wb := &pgx.Batch{}
-	p.queue(wb, &s.q)
-	wb.Queue(s.q.setMeta, int64(p.pos.seq), int64(p.pos.tick))
-	if err := tx.SendBatch(ctx, wb).Close(); err != nil {
+	stmts := p.stmts(nil, &s.q)
+	stmts = append(stmts, stmt{s.q.setMeta, [][]byte{int8Param(int64(p.pos.seq)), int8Param(int64(p.pos.tick))}})
+	pl, err := sendPipeline(ctx, conn.Conn(), stmts, false)
+	if err == nil {
+		err = syncDone(pl)
+	}
+	if err != nil {
 		return nil, nil, commitErr(err)
 	}
 	if err := tx.Commit(ctx); err != nil {

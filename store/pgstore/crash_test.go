@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/pgstore"
@@ -217,7 +219,7 @@ func TestCrash(t *testing.T) {
 func crashRound(t *testing.T, schema string, acks int, acked uint64) uint64 {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"="+schema, "HERALD_TEST_PG_DSN="+testDSN(t))
+	cmd.Env = append(os.Environ(), childEnv+"="+schema, "HERALD_TEST_PG_DSN="+testDSN(t), "PGAPPNAME="+childApp)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -247,7 +249,35 @@ func crashRound(t *testing.T, schema string, acks int, acked uint64) uint64 {
 	if n < acks {
 		t.Fatalf("the child stopped after %d acknowledgements: %v\n%s\n%s", n, err, strings.Join(lines, "\n"), stderr.Bytes())
 	}
+	waitBackends(t, childApp)
 	return acked
+}
+
+const childApp = "herald_crash_child"
+
+// waitBackends waits until no server process serves a connection named app: a killed
+// client's transaction that reached the server whole still commits after it died.
+func waitBackends(t *testing.T, app string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, testDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+			t.Fatalf("waiting for the killed child's connections to end: %v", err)
+		}
+		if n == 0 {
+			return
+		}
+		<-tick.C
+	}
 }
 
 // TestServerRestart restarts the PostgreSQL server while a store commits: commits fail

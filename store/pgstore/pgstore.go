@@ -71,6 +71,7 @@ type Store struct {
 	next     position
 	stale    atomic.Bool  // next may be wrong: read the position under lock
 	inflight atomic.Int32 // fast commits entered whose wait has not returned
+	flight   []*call      // fast commits entered, until seen done
 	term     atomic.Uint64
 
 	follow follower // notifications and WaitChanges (follow.go)

@@ -244,3 +244,65 @@ func TestAnotherWriter(t *testing.T) {
 		t.Fatal("the out-of-order batch was written")
 	}
 }
+
+// TestAsyncOverlap starts each group before the one before it has committed, each one
+// rewriting what the last wrote: an update, a deletion (of a node and of an auxiliary
+// record), a re-creation. Whatever the server's timing, the outcome is that of the
+// groups applied in order.
+func TestAsyncOverlap(t *testing.T) {
+	s := mustOpen(t, newSchema(t), pgstore.Options{})
+	defer s.Close()
+	ctx := context.Background()
+	aux := func(b *store.Batch, v string) *store.Batch {
+		op := store.AuxOp{Key: []byte("lease"), Once: true}
+		if v != "" {
+			op.Value = []byte(v)
+		}
+		b.Aux = append(b.Aux, op)
+		return b
+	}
+	x1, x4 := node("x", 1), node("x", 4)
+	x2 := x1.Clone()
+	x2.Ver, x2.Attrs = 2, x2.Attrs.With("seq", herald.Int(2))
+	change := func(seq uint64, before, after *herald.Node) *store.Batch {
+		b := put(seq)
+		b.Changes.Changes = []herald.Change{{Kind: herald.NodeChange, NodeBefore: before, NodeAfter: after}}
+		return b
+	}
+	for round, groups := range [][]*store.Batch{
+		{aux(put(1, x1), "1"), aux(change(2, x1, x2), "2"), aux(change(3, x2, nil), ""), aux(put(4, x4), "4")},
+		{put(5, node("y", 5), node("z", 5)), change(6, node("y", 5), nil), change(7, node("z", 5), nil)},
+	} {
+		var waits []func() error
+		for _, g := range groups {
+			errs, wait, err := s.CommitAsync(ctx, []*store.Batch{g})
+			if err != nil || errs[0] != nil {
+				t.Fatalf("round %d: CommitAsync(%d) = %v, %v", round, g.Changes.Seq, errs, err)
+			}
+			waits = append(waits, wait)
+		}
+		for i, wait := range waits {
+			if err := wait(); err != nil {
+				t.Fatalf("round %d: wait %d: %v", round, i, err)
+			}
+		}
+	}
+	if n, err := s.GetNode(ctx, "x"); err != nil || n == nil || n.Attrs.Get("seq").AsInt() != 4 {
+		t.Fatalf("x = %+v, %v", n, err)
+	}
+	for _, id := range []herald.NodeID{"y", "z"} {
+		if n, err := s.GetNode(ctx, id); err != nil || n != nil {
+			t.Fatalf("%s, deleted, = %+v, %v", id, n, err)
+		}
+	}
+	var recs []string
+	if err := s.LoadAux(ctx, func(k, v []byte) error { recs = append(recs, string(k)+"="+string(v)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(recs) != "[lease=4]" {
+		t.Fatalf("auxiliary records %v", recs)
+	}
+	if m, _ := s.Meta(ctx); m.Seq != 7 {
+		t.Fatalf("Meta = %+v", m)
+	}
+}

@@ -3,8 +3,6 @@ package pgstore
 import (
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/store"
 )
@@ -71,8 +69,8 @@ func (t *table) get(key string) (val []byte, ok bool) {
 	return t.vals[i], true
 }
 
-// queue adds the statements that write t: a multi-row upsert and a multi-row delete.
-func (t *table) queue(b *pgx.Batch, put, del string) {
+// stmts adds the statements that write t: a multi-row delete and a multi-row upsert.
+func (t *table) stmts(out []stmt, put, del string) []stmt {
 	var putK, putV, delK [][]byte
 	for i, k := range t.keys {
 		if t.vals[i] == nil {
@@ -82,11 +80,37 @@ func (t *table) queue(b *pgx.Batch, put, del string) {
 		}
 	}
 	if len(delK) > 0 {
-		b.Queue(del, delK)
+		out = append(out, stmt{del, [][]byte{byteaArray(delK)}})
 	}
 	if len(putK) > 0 {
-		b.Queue(put, putK, putV)
+		out = append(out, stmt{put, [][]byte{byteaArray(putK), byteaArray(putV)}})
 	}
+	return out
+}
+
+// deletesPutBy reports whether t deletes a key that o writes.
+func (t *table) deletesPutBy(o *table) bool {
+	if len(o.at) == 0 {
+		return false
+	}
+	for i, k := range t.keys {
+		if j, ok := o.at[string(k)]; ok && t.vals[i] == nil && o.vals[j] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// deletesPutBy reports whether p deletes a key that one of calls writes.
+func (p *plan) deletesPutBy(calls []*call) bool {
+	for _, c := range calls {
+		o := c.plan
+		if p.nodes.deletesPutBy(&o.nodes) || p.edges.deletesPutBy(&o.edges) ||
+			p.types.deletesPutBy(&o.types) || p.aux.deletesPutBy(&o.aux) {
+			return true
+		}
+	}
+	return false
 }
 
 func newPlan(pos position, n int, reads *readSet) *plan {
@@ -227,19 +251,19 @@ func decodeAttrs(isNode bool, rec []byte) (herald.Attrs, error) {
 	return e.Attrs, nil
 }
 
-// queue adds the plan's writes to b, as a few multi-row statements.
-func (p *plan) queue(b *pgx.Batch, q *queries) {
-	p.types.queue(b, q.putTypes, q.delTypes)
-	p.nodes.queue(b, q.putNodes, q.delNodes)
-	p.edges.queue(b, q.putEdges, q.delEdges)
-	if len(p.changes.seqs) > 0 {
-		b.Queue(q.putChanges, p.changes.seqs, p.changes.sets)
+// stmts adds the plan's writes to out, as a few multi-row statements.
+func (p *plan) stmts(out []stmt, q *queries) []stmt {
+	out = p.types.stmts(out, q.putTypes, q.delTypes)
+	out = p.nodes.stmts(out, q.putNodes, q.delNodes)
+	out = p.edges.stmts(out, q.putEdges, q.delEdges)
+	if c := &p.changes; len(c.seqs) > 0 {
+		out = append(out, stmt{q.putChanges, [][]byte{int8Array(c.seqs), byteaArray(c.sets)}})
 	}
-	if len(p.bodies.nodes) > 0 {
-		b.Queue(q.putBodies, p.bodies.nodes, p.bodies.seqs, p.bodies.data)
+	if b := &p.bodies; len(b.nodes) > 0 {
+		out = append(out, stmt{q.putBodies, [][]byte{byteaArray(b.nodes), int8Array(b.seqs), byteaArray(b.data)}})
 	}
-	if len(p.dead.seqs) > 0 {
-		b.Queue(q.putDead, p.dead.seqs, p.dead.bodySeqs, p.dead.nodes)
+	if d := &p.dead; len(d.seqs) > 0 {
+		out = append(out, stmt{q.putDead, [][]byte{int8Array(d.seqs), int8Array(d.bodySeqs), byteaArray(d.nodes)}})
 	}
-	p.aux.queue(b, q.putAux, q.delAux)
+	return p.aux.stmts(out, q.putAux, q.delAux)
 }

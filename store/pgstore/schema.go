@@ -72,14 +72,19 @@ BEGIN
 END $$;
 
 -- advance moves the position from expect to (seq, tick), or fails if another writer
--- moved it. It waits for the commit in flight that holds the row.
+-- moved it. Locking the row first waits for a commit in flight that holds it and then
+-- reads its latest version: an UPDATE whose condition named the seq would test the
+-- version of its snapshot instead, and miss the commit it should wait for.
 CREATE FUNCTION {s}.advance(expect bigint, seq bigint, tick bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+	cur bigint;
 BEGIN
-	UPDATE {s}.meta m SET seq = advance.seq, tick = advance.tick WHERE m.id = 1 AND m.seq = expect;
-	IF NOT FOUND THEN
-		RAISE EXCEPTION 'herald: the stored position is not %: another writer committed', expect
+	SELECT m.seq INTO cur FROM {s}.meta m WHERE m.id = 1 FOR UPDATE;
+	IF cur <> expect THEN
+		RAISE EXCEPTION 'herald: the stored position is %, not %: another writer committed', cur, expect
 			USING ERRCODE = 'HR002';
 	END IF;
+	UPDATE {s}.meta m SET seq = advance.seq, tick = advance.tick WHERE m.id = 1;
 END $$;
 `
 
