@@ -39,6 +39,8 @@ func ToWire(v herald.Value) *heraldv1.Value {
 		return &heraldv1.Value{Kind: &heraldv1.Value_TimestampValue{TimestampValue: v.AsInt()}}
 	case herald.KindDuration:
 		return &heraldv1.Value{Kind: &heraldv1.Value_DurationValue{DurationValue: v.AsInt()}}
+	case herald.KindBytes:
+		return &heraldv1.Value{Kind: &heraldv1.Value_BytesValue{BytesValue: v.AsBytes()}}
 	case herald.KindList:
 		l := v.AsList()
 		out := &heraldv1.ValueList{Values: make([]*heraldv1.Value, len(l))}
@@ -160,6 +162,8 @@ func fromWire(w *heraldv1.Value, depth int) (herald.Value, error) {
 		return herald.Timestamp(time.Unix(0, k.TimestampValue)), nil
 	case *heraldv1.Value_DurationValue:
 		return herald.Duration(time.Duration(k.DurationValue)), nil
+	case *heraldv1.Value_BytesValue:
+		return herald.Bytes(k.BytesValue), nil
 	case *heraldv1.Value_ListValue:
 		vs := make([]herald.Value, len(k.ListValue.GetValues()))
 		for i, e := range k.ListValue.GetValues() {

@@ -1,9 +1,12 @@
 package convert
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
@@ -56,6 +59,7 @@ func FuzzAttrsFromBinary(f *testing.F) {
 	f.Add(herald.Attrs{{Name: "a", Value: herald.List(herald.Int(1), herald.Float(2))}, {Name: "b", Value: herald.Bool(true)}}.AppendBinary(nil))
 	f.Add([]byte{0x01, 0x01, 'a', 0x07, 0x01, 0x07, 0x01, 0x07, 0x00})
 	f.Add([]byte{})
+	f.Add(herald.Attrs{{Name: "body", Value: herald.Bytes([]byte{0xff, 0})}}.AppendBinary(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := AttrsFromBinary(b, "attribute")
 		if err != nil {
@@ -71,4 +75,51 @@ func FuzzAttrsFromBinary(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Bytes cross the wire as Bytes, in either form, and come back out of a client's plain
+// form as a []byte; bytes need not be UTF-8, as strings must.
+func TestBytesCrossTheWire(t *testing.T) {
+	raw := []byte{'h', 'i', 0xff, 0}
+	want := herald.Map([]string{"body", "l"}, []herald.Value{herald.Bytes(raw), herald.List(herald.Bytes(nil))})
+	w := ToWire(want)
+	enc, err := proto.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back heraldv1.Value
+	if err := proto.Unmarshal(enc, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.GetMapValue().GetValues()[0].GetBytesValue(); !bytes.Equal(got, raw) {
+		t.Fatalf("bytes_value = %x, want %x", got, raw)
+	}
+	for _, form := range []struct {
+		bin []byte
+		w   *heraldv1.Value
+	}{{nil, &back}, {want.AppendBinary(nil), nil}} {
+		got, err := EventValue(form.bin, form.w)
+		if err != nil || !got.Equal(want) || got.MapGet("body").Kind() != herald.KindBytes {
+			t.Errorf("EventValue = %v, %v; want %v", got, err, want)
+		}
+		plain, err := EventPlain(form.bin, form.w)
+		wantPlain := map[string]any{"body": raw, "l": []any{[]byte{}}}
+		if err != nil || !reflect.DeepEqual(plain, wantPlain) {
+			t.Errorf("EventPlain = %#v, %v; want %#v", plain, err, wantPlain)
+		}
+	}
+
+	attrs := herald.Attrs{{Name: "body", Value: herald.Bytes(raw)}}.AppendBinary(nil)
+	m, err := AttrsFromBinary(attrs, "attribute")
+	if err != nil || !m["body"].Equal(herald.Bytes(raw)) {
+		t.Fatalf("AttrsFromBinary = %v, %v", m, err)
+	}
+	notText := herald.Attrs{{Name: "body", Value: herald.String(string(raw))}}.AppendBinary(nil)
+	if _, err := AttrsFromBinary(notText, "attribute"); err == nil {
+		t.Fatal("a String that is not UTF-8 was accepted")
+	}
+	wm, err := FromWireMap(map[string]*heraldv1.Value{"body": {Kind: &heraldv1.Value_BytesValue{BytesValue: raw}}}, "attribute")
+	if err != nil || wm["body"].Kind() != herald.KindBytes || !bytes.Equal(wm["body"].AsBytes(), raw) {
+		t.Fatalf("FromWireMap = %v, %v", wm, err)
+	}
 }

@@ -96,6 +96,7 @@ type Value struct {
 	//	*Value_DurationValue
 	//	*Value_ListValue
 	//	*Value_MapValue
+	//	*Value_BytesValue
 	Kind          isValue_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -219,6 +220,15 @@ func (x *Value) GetMapValue() *ValueMap {
 	return nil
 }
 
+func (x *Value) GetBytesValue() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*Value_BytesValue); ok {
+			return x.BytesValue
+		}
+	}
+	return nil
+}
+
 type isValue_Kind interface {
 	isValue_Kind()
 }
@@ -263,6 +273,12 @@ type Value_MapValue struct {
 	MapValue *ValueMap `protobuf:"bytes,9,opt,name=map_value,json=mapValue,proto3,oneof"`
 }
 
+type Value_BytesValue struct {
+	// The kind Bytes: any bytes, not necessarily text. A client or server that predates
+	// the field reads it as unset, that is null.
+	BytesValue []byte `protobuf:"bytes,10,opt,name=bytes_value,json=bytesValue,proto3,oneof"`
+}
+
 func (*Value_NullValue) isValue_Kind() {}
 
 func (*Value_BoolValue) isValue_Kind() {}
@@ -280,6 +296,8 @@ func (*Value_DurationValue) isValue_Kind() {}
 func (*Value_ListValue) isValue_Kind() {}
 
 func (*Value_MapValue) isValue_Kind() {}
+
+func (*Value_BytesValue) isValue_Kind() {}
 
 type ValueList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4129,7 +4147,7 @@ var File_herald_proto protoreflect.FileDescriptor
 
 const file_herald_proto_rawDesc = "" +
 	"\n" +
-	"\fherald.proto\x12\therald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf7\x02\n" +
+	"\fherald.proto\x12\therald.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9a\x03\n" +
 	"\x05Value\x12\x1f\n" +
 	"\n" +
 	"null_value\x18\x01 \x01(\bH\x00R\tnullValue\x12\x1f\n" +
@@ -4143,7 +4161,10 @@ const file_herald_proto_rawDesc = "" +
 	"\x0eduration_value\x18\a \x01(\x12H\x00R\rdurationValue\x125\n" +
 	"\n" +
 	"list_value\x18\b \x01(\v2\x14.herald.v1.ValueListH\x00R\tlistValue\x122\n" +
-	"\tmap_value\x18\t \x01(\v2\x13.herald.v1.ValueMapH\x00R\bmapValueB\x06\n" +
+	"\tmap_value\x18\t \x01(\v2\x13.herald.v1.ValueMapH\x00R\bmapValue\x12!\n" +
+	"\vbytes_value\x18\n" +
+	" \x01(\fH\x00R\n" +
+	"bytesValueB\x06\n" +
 	"\x04kind\"5\n" +
 	"\tValueList\x12(\n" +
 	"\x06values\x18\x01 \x03(\v2\x10.herald.v1.ValueR\x06values\"H\n" +
@@ -4710,6 +4731,7 @@ func file_herald_proto_init() {
 		(*Value_DurationValue)(nil),
 		(*Value_ListValue)(nil),
 		(*Value_MapValue)(nil),
+		(*Value_BytesValue)(nil),
 	}
 	file_herald_proto_msgTypes[20].OneofWrappers = []any{
 		(*WatchManyRequest_Open)(nil),
