@@ -59,6 +59,7 @@ const (
 	CodeUnauthenticated  Code = "E4014"
 	CodeRateLimited      Code = "E4015"
 	CodeBodyTimeout      Code = "E4016"
+	CodeClientSetup      Code = "E4017"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -128,6 +129,7 @@ var codeTable = []CodeInfo{
 	{CodeUnauthenticated, "UNAUTHENTICATED", 401, "unauthenticated", "the request carries no valid credentials (a bearer token or a client certificate)"},
 	{CodeRateLimited, "RATE_LIMITED", 429, "resource_exhausted", "the principal is over its request rate; retry after the time Retry-After gives"},
 	{CodeBodyTimeout, "BODY_TIMEOUT", 408, "deadline_exceeded", "the request body did not arrive within the server's body timeout"},
+	{CodeClientSetup, "CLIENT_SETUP", 400, "failed_precondition", "the Go client is set up in a way that cannot work (an HTTP client without HTTP/2, a message without a subscription); raised by the client, not the server"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},
@@ -202,11 +204,12 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Code == e.Code && t.Message == ""
 }
 
-// CodeOf returns the code of the first *Error in err's chain, or CodeInternal.
+// CodeOf returns the code of the first *Error in err's chain, CodeInternal for an error
+// without one, and "" for nil.
 func CodeOf(err error) Code {
 	switch e := err.(type) {
 	case nil:
-		return CodeInternal
+		return "" // no error, no code
 	case *Error:
 		return e.Code // without errors.As, whose target escapes: no allocation
 	}

@@ -150,9 +150,40 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
+// Drain stops the client gracefully: every subscription drains as Close does (no new
+// message, running handlers finish and are settled), publishes under way are answered,
+// then the client closes. ctx bounds the wait: past it, the subscriptions still
+// running are cut off (their unsettled messages are redelivered) and Drain returns
+// ctx's error. After Drain the client is closed.
+func (c *Client) Drain(ctx context.Context) error {
+	c.mu.Lock()
+	subs := make([]*Subscription, 0, len(c.subs))
+	for s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.mu.Unlock()
+	errs := make(chan error, len(subs))
+	for _, s := range subs {
+		go func() { errs <- s.Close(ctx) }()
+	}
+	var first error
+	for range subs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := c.pub.drain(ctx); err != nil && first == nil {
+		first = err
+	}
+	if err := c.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
 // Close stops every subscription of the client without waiting for its handlers (call
-// Subscription.Close first to drain them) and releases idle connections. Calls after
-// Close return ErrClosed. Close is idempotent.
+// Subscription.Close first, or Drain, to drain them) and releases idle connections.
+// Calls after Close return ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {

@@ -21,6 +21,10 @@ var (
 
 // Message is one delivery of a consume watch: a match leased to this subscriber until
 // it is settled, its lease expires, or the subscription closes.
+//
+// A Message built by hand (client.Message{Match: …}), as a handler's unit test does,
+// has no subscription: settling it records the settlement (see Settlement) and calls no
+// server, so a handler that settles its messages itself can be tested without one.
 type Message struct {
 	// Match is the watch's match: for `RETURN v` of the message's own variable, the node
 	// itself (its "id", "_type" and attributes); otherwise the RETURN row, column name (or
@@ -86,6 +90,14 @@ func (m *Message) Settled() bool {
 	return m.settled != ""
 }
 
+// Settlement says how the message was settled: "ack", "nack", "reject", or "" while it
+// is not. Tests of handlers read it from a Message they built.
+func (m *Message) Settlement() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.settled
+}
+
 // Ack settles the message as done: the server deletes its subject.
 func (m *Message) Ack(ctx context.Context) error {
 	return m.settle(ctx, "ack", 0)
@@ -123,6 +135,9 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 		return ErrSettled
 	}
 	m.mu.Unlock()
+	if m.sub == nil {
+		return nil // built by hand: nothing to extend
+	}
 	return m.sub.conn.settle(ctx, settlement(m.DeliveryID, "extend", d)).err
 }
 
@@ -146,6 +161,10 @@ func (m *Message) settleAsync(how string, delay time.Duration) *SettleFuture {
 	// Only the one claim that succeeds gets here, so the message's own future is free.
 	f := &m.fut
 	f.done, f.m = make(chan struct{}), m
+	if m.sub == nil {
+		f.finish(nil) // built by hand: the claim is the whole settlement
+		return f
+	}
 	m.sub.conn.settleAsync(settlement(m.DeliveryID, how, delay), f)
 	return f
 }
@@ -207,6 +226,9 @@ func (m *Message) claim(how string) error {
 func (m *Message) settle(ctx context.Context, how string, delay time.Duration) error {
 	if err := m.claim(how); err != nil {
 		return err
+	}
+	if m.sub == nil {
+		return nil // built by hand: the claim is the whole settlement
 	}
 	err := m.sub.conn.settle(ctx, settlement(m.DeliveryID, how, delay)).err
 	m.sub.forget(m)

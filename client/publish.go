@@ -330,3 +330,26 @@ func (p *publisher) close() {
 	}
 	p.wg.Wait()
 }
+
+// drain waits until every publish submitted so far has its answer (or ctx ends).
+func (p *publisher) drain(ctx context.Context) error {
+	p.mu.Lock()
+	var waits []chan struct{}
+	for _, it := range p.queue {
+		waits = append(waits, it.fut.done)
+	}
+	if st := p.stream; st != nil {
+		for _, it := range st.inflight {
+			waits = append(waits, it.fut.done)
+		}
+	}
+	p.mu.Unlock()
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

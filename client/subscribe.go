@@ -59,6 +59,8 @@ func (p Policy) String() string {
 // gone (ack timeout, stream ended), when Close gives up waiting, and once the handler
 // has returned and the message is settled (its cause then is ErrSettled). A Manual
 // message that the handler leaves unsettled keeps its context until it is settled.
+// Cancelling Subscribe's context does not cancel it: the subscription drains, and a
+// running handler finishes and is settled (see Subscribe).
 type Handler func(ctx context.Context, m *Message) error
 
 // SubscribeOption configures Subscribe.
@@ -69,6 +71,7 @@ type subOptions struct {
 	concurrency int
 	prefetch    int
 	params      map[string]any
+	drain       time.Duration  // WithDrainTimeout: 0 waits for the handlers
 	processed   func(*Message) // test hook: called once a message is done with
 	readHook    func(event)    // test hook: called after each event is handled
 }
@@ -84,6 +87,14 @@ func WithConcurrency(n int) SubscribeOption { return func(o *subOptions) { o.con
 // statement's own buffer or max_in_flight option applies (the server's default buffer
 // otherwise). SetPrefetch changes it while the subscription runs.
 func WithPrefetch(n int) SubscribeOption { return func(o *subOptions) { o.prefetch = n } }
+
+// WithDrainTimeout bounds how long the subscription waits for its running handlers
+// when Subscribe's context is cancelled (see Subscribe); past it their contexts are
+// cancelled and their messages left for redelivery. Without it the drain waits for them,
+// each bounded by its lease (its context ends when the lease expires).
+func WithDrainTimeout(d time.Duration) SubscribeOption {
+	return func(o *subOptions) { o.drain = d }
+}
 
 // WithParams binds the WATCH statement's $parameters.
 func WithParams(params map[string]any) SubscribeOption {
@@ -112,9 +123,10 @@ type Subscription struct {
 	log     *slog.Logger
 	conn    *consumeConn
 
-	parent     context.Context // Subscribe's context
-	base       context.Context // parent of every handler context
+	parent     context.Context // Subscribe's context: cancelling it drains the subscription
+	base       context.Context // parent of every handler context (the client's own)
 	cancelBase context.CancelCauseFunc
+	undrain    func() bool // stops draining when parent is cancelled (under mu)
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -132,9 +144,15 @@ type Subscription struct {
 
 // Subscribe starts a consume watch and runs handler on every message it delivers.
 // watch is a WATCH statement with [mode: consume]; Subscribe returns once the server
-// has accepted it, so an error in the statement is returned here. ctx bounds the whole
-// subscription: when it is cancelled the stream ends at once and handler contexts are
-// cancelled. For a graceful stop call Close.
+// has accepted it, so an error in the statement is returned here.
+//
+// ctx bounds the subscription as a worker's lifetime usually does (signal.NotifyContext):
+// when it is cancelled the subscription drains — it takes no new message, lets the
+// running handlers finish and settles their messages on a context of its own (the
+// stream stays open meanwhile, so their leases hold), releases the messages it had
+// received but not started, and ends (Done). WithDrainTimeout bounds the wait. Close
+// stops it the same way with a deadline of the caller's; Client.Drain stops every
+// subscription so.
 func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, opts ...SubscribeOption) (*Subscription, error) {
 	o := subOptions{concurrency: 1}
 	for _, opt := range opts {
@@ -159,7 +177,10 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	conn, err := c.tr.subscribe(ctx, &heraldv1.SubscribeOpen{Query: watch, Params: params,
+	// The stream and the handlers' contexts are the client's own: cancelling ctx drains
+	// the subscription instead of cutting them off (values such as trace context carry).
+	own := context.WithoutCancel(ctx)
+	conn, err := c.tr.subscribe(own, &heraldv1.SubscribeOpen{Query: watch, Params: params,
 		Credit: uint32(o.prefetch), MaxCredit: uint32(max(o.prefetch, maxPrefetch))})
 	if err != nil {
 		return nil, err
@@ -177,7 +198,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.parent = ctx
-	s.base, s.cancelBase = context.WithCancelCause(ctx)
+	s.base, s.cancelBase = context.WithCancelCause(own)
 
 	c.mu.Lock()
 	if c.closed {
@@ -203,7 +224,24 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 		c.mu.Unlock()
 		close(s.done)
 	}()
+	s.mu.Lock()
+	s.undrain = context.AfterFunc(ctx, s.drain)
+	s.mu.Unlock()
 	return s, nil
+}
+
+// drain is Close when Subscribe's context is cancelled: bounded by WithDrainTimeout,
+// else by the handlers' leases.
+func (s *Subscription) drain() {
+	ctx := context.Background()
+	if s.opts.drain > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.drain)
+		defer cancel()
+	}
+	if err := s.Close(ctx); err != nil {
+		s.log.Warn("the subscription's drain ended before its handlers; their messages will be redelivered", "err", err)
+	}
 }
 
 // maxPrefetch is the largest prefetch SetPrefetch may set (the stream's largest credit).
@@ -238,6 +276,12 @@ func (s *Subscription) Err() error {
 // ends first, the running handlers' contexts are cancelled and Close returns ctx's
 // error without waiting for them further. Close is idempotent.
 func (s *Subscription) Close(ctx context.Context) error {
+	s.mu.Lock()
+	undrain := s.undrain
+	s.mu.Unlock()
+	if undrain != nil {
+		undrain()
+	}
 	s.stopDispatch()
 	var err error
 	select {
@@ -310,11 +354,7 @@ func (s *Subscription) streamEnded(err error) {
 		if errors.Is(err, io.EOF) {
 			err = errors.New("client: the server ended the stream")
 		}
-		// Subscribe's context first: when it is cancelled, the transport can end the
-		// stream before the cancellation has reached base.
-		if cause := context.Cause(s.parent); cause != nil {
-			err = cause
-		} else if cause := context.Cause(s.base); cause != nil {
+		if cause := context.Cause(s.base); cause != nil {
 			err = cause
 		}
 		s.mu.Lock()

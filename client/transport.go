@@ -74,6 +74,11 @@ func (t *transport) health(ctx context.Context) error {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return herald.Errorf(herald.CodeInternal, "HTTP %s: %s", resp.Status, strings.TrimSpace(string(raw)))
 	}
+	if resp.ProtoMajor < 2 {
+		// The streams (publish, subscribe, watch) are bidirectional: HTTP/1.1 cannot
+		// carry them, and the first publish would fail with 505.
+		return herald.Errorf(herald.CodeClientSetup, "the HTTP client spoke %s to the server; the Go client needs HTTP/2 — over TLS, a transport with HTTP/2 enabled; without TLS, one with Protocols.SetUnencryptedHTTP2(true) (leave WithHTTPClient out to get one)", resp.Proto)
+	}
 	return nil
 }
 
