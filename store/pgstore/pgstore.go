@@ -93,7 +93,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	cfg.MaxConns = cmp(opts.MaxConns, 16)
+	cfg.MaxConns = orDefault(opts.MaxConns, 16)
 	// A commit is durable when PostgreSQL says so only with synchronous_commit on (or
 	// stronger); a server configured with it off is overridden for this store.
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
@@ -104,8 +104,8 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		q:       newQueries(opts.Schema),
 		schema:  opts.Schema,
 		channel: opts.Schema + "_changes",
-		timeout: cmp(opts.Timeout, time.Minute),
-		poll:    cmp(opts.Poll, time.Second),
+		timeout: orDefault(opts.Timeout, time.Minute),
+		poll:    orDefault(opts.Poll, time.Second),
 		log:     opts.Logger,
 	}
 	if s.log == nil {
@@ -122,7 +122,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func cmp[T int32 | time.Duration](v, def T) T {
+func orDefault[T int32 | time.Duration](v, def T) T {
 	if v <= 0 {
 		return def
 	}
@@ -182,6 +182,9 @@ func (s *Store) SetTerm(term uint64) {
 
 // Term returns the term the store commits under (0: unfenced).
 func (s *Store) Term() uint64 { return s.term.Load() }
+
+// Schema returns the name of the PostgreSQL schema the store lives in.
+func (s *Store) Schema() string { return s.schema }
 
 // Meta returns the committed position.
 func (s *Store) Meta(ctx context.Context) (store.Meta, error) {

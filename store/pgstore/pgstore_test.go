@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"strings"
@@ -305,4 +306,53 @@ func TestAsyncOverlap(t *testing.T) {
 	if m, _ := s.Meta(ctx); m.Seq != 7 {
 		t.Fatalf("Meta = %+v", m)
 	}
+}
+
+// TestSeqRange commits at the largest seq a bigint holds and refuses the next one.
+func TestSeqRange(t *testing.T) {
+	s := mustOpen(t, newSchema(t), pgstore.Options{})
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Commit(ctx, []*store.Batch{put(math.MaxInt64+1, node("x", 1))}); err == nil {
+		t.Fatal("Commit accepted a seq beyond bigint")
+	}
+	commit(t, s, put(math.MaxInt64, node("x", 1)))
+	if cs, err := s.Changes(ctx, math.MaxInt64-1, 0); err != nil || len(cs) != 1 {
+		t.Fatalf("Changes = %v, %v", cs, err)
+	}
+	if cs, err := s.Changes(ctx, math.MaxUint64, 0); err != nil || len(cs) != 0 {
+		t.Fatalf("Changes after the last seq = %v, %v", cs, err)
+	}
+	if err := s.Truncate(ctx, math.MaxUint64); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := s.Meta(ctx); m.Horizon != math.MaxInt64 {
+		t.Fatalf("Meta = %+v", m)
+	}
+}
+
+// TestLargeGroups commits calls of thousands of batches, two at a time.
+func TestLargeGroups(t *testing.T) {
+	s := mustOpen(t, newSchema(t), pgstore.Options{})
+	defer s.Close()
+	ctx := context.Background()
+	w := &workload{}
+	var waits []func() error
+	for range 3 {
+		errs, wait, err := s.CommitAsync(ctx, w.next(3000))
+		if err != nil || errs[0] != nil {
+			t.Fatalf("CommitAsync = %v, %v", errs[0], err)
+		}
+		if waits = append(waits, wait); len(waits) == 2 {
+			if err := waits[0](); err != nil {
+				t.Fatal(err)
+			}
+			waits = waits[1:]
+		}
+	}
+	if err := waits[0](); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	checkState(t, s.Schema(), w.seq)
 }
