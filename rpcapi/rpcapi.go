@@ -7,6 +7,7 @@ package rpcapi
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"log/slog"
 	"math"
@@ -365,7 +366,7 @@ func duration(field string, d *durationpb.Duration) (time.Duration, error) {
 
 // Values cross the wire as google.protobuf.Value: numbers are doubles, so an Int beyond
 // ±2^53 loses precision (the JSON API keeps it exact); timestamps and durations travel as
-// strings, as in the JSON API.
+// strings, and Bytes as the object {"$bytes": "<base64>"}, as in the JSON API.
 
 func fromProtoParams(in map[string]*structpb.Value) (map[string]herald.Value, error) {
 	if len(in) == 0 {
@@ -383,11 +384,37 @@ func fromProtoParams(in map[string]*structpb.Value) (map[string]herald.Value, er
 }
 
 func toProtoValue(v herald.Value) (*structpb.Value, error) {
-	pv, err := structpb.NewValue(v.Interface())
+	pv, err := structpb.NewValue(jsonPlain(v))
 	if err != nil {
 		return nil, &herald.Error{Code: herald.CodeInternal, Message: "encoding a value: " + err.Error(), Err: err}
 	}
 	return pv, nil
+}
+
+// jsonPlain is v's plain form (herald.Value.Interface) as the JSON API shows it: Bytes
+// in the tagged form {"$bytes": "<base64>"}, which fromProtoParams reads back, rather
+// than as a []byte, which structpb would turn into a bare base64 string that no one
+// could tell from a String.
+func jsonPlain(v herald.Value) any {
+	switch v.Kind() {
+	case herald.KindBytes:
+		return map[string]any{herald.BytesJSONKey: base64.StdEncoding.EncodeToString(v.AsBytes())}
+	case herald.KindList:
+		l := v.AsList()
+		out := make([]any, len(l))
+		for i, e := range l {
+			out[i] = jsonPlain(e)
+		}
+		return out
+	case herald.KindMap:
+		vals := v.MapValues()
+		out := make(map[string]any, len(vals))
+		for i, k := range v.MapKeys() {
+			out[k] = jsonPlain(vals[i])
+		}
+		return out
+	}
+	return v.Interface()
 }
 
 func toProtoResponse(resp *engine.Response) (*heraldv1.QueryResponse, error) {

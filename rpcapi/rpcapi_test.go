@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -733,5 +734,34 @@ func TestConsumeWatchModeCloseStreams(t *testing.T) {
 	}
 	if he := heraldError(t, stream.Err()); he.Code != herald.CodeShuttingDown {
 		t.Fatalf("stream error %v", stream.Err())
+	}
+}
+
+// The JSON-shaped Query RPC writes Bytes as the JSON API does, {"$bytes": "<base64>"},
+// and reads that form back from a parameter.
+func TestQueryBytes(t *testing.T) {
+	hello := herald.Bytes([]byte("hello"))
+	eng := &fakeEngine{resp: &engine.Response{Results: []engine.Result{{
+		Columns: []string{"b", "l", "m"},
+		Rows:    [][]herald.Value{{hello, herald.List(hello), herald.Map([]string{"body"}, []herald.Value{hello})}},
+	}}}}
+	c, _ := serve(t, eng, nil)
+	p, err := structpb.NewValue(map[string]any{"$bytes": "aGVsbG8="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Query(context.Background(), connect.NewRequest(&heraldv1.QueryRequest{
+		Query: "RETURN $b", Params: map[string]*structpb.Value{"b": p},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := eng.params["b"]; got.Kind() != herald.KindBytes || !got.Equal(hello) {
+		t.Fatalf("parameter $b = %s (%s), want %s", got, got.Kind(), hello)
+	}
+	tagged := map[string]any{"$bytes": "aGVsbG8="}
+	want := []any{tagged, []any{tagged}, map[string]any{"body": tagged}}
+	if row := resp.Msg.GetResults()[0].GetRows()[0].AsSlice(); !reflect.DeepEqual(row, want) {
+		t.Fatalf("row %#v, want %#v", row, want)
 	}
 }
