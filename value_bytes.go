@@ -24,6 +24,20 @@ func (v Value) AsBytes() []byte {
 	return append([]byte{}, v.str()...)
 }
 
+// BytesFromString returns a Bytes value holding the bytes of s. A string cannot change,
+// so the value shares them instead of copying.
+func BytesFromString(s string) Value { return bytesValue(s) }
+
+// BytesAsString returns the bytes of a Bytes value as a string that shares them, sparing
+// the copy AsBytes makes (a string cannot change, so neither can the value through
+// it); "" for any other kind.
+func (v Value) BytesAsString() string {
+	if v.k != KindBytes {
+		return ""
+	}
+	return v.str()
+}
+
 // appendJSONBytes appends the JSON form of a Bytes value: {"$bytes":"<base64>"}.
 // Base64's alphabet needs no escaping in JSON.
 func (v Value) appendJSONBytes(buf []byte) []byte {

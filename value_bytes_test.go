@@ -247,3 +247,13 @@ func TestValueOfBytes(t *testing.T) {
 		t.Fatalf("Interface() = %#v", got)
 	}
 }
+
+func TestBytesStringViews(t *testing.T) {
+	v := herald.BytesFromString("h\xffi")
+	if v.Kind() != herald.KindBytes || v.BytesAsString() != "h\xffi" || string(v.AsBytes()) != "h\xffi" {
+		t.Fatalf("BytesFromString = %s (%s)", v, v.Kind())
+	}
+	if herald.String("x").BytesAsString() != "" || herald.BytesFromString("").BytesAsString() != "" || !herald.BytesFromString("").Equal(herald.Bytes(nil)) {
+		t.Fatal("BytesAsString of another kind, or of empty Bytes")
+	}
+}

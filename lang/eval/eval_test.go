@@ -24,7 +24,7 @@ func run(t *testing.T, src string) (herald.Value, error) {
 	}
 	row := make(eval.Row, sc.Len())
 	row[n].Node = &herald.Node{ID: "n1", Type: "T", Attrs: herald.AttrsOf(map[string]herald.Value{"i": herald.Int(4), "s": herald.String("héllo")})}
-	ctx := &eval.Context{Params: map[string]herald.Value{"p": herald.Int(2)}, Now: time.Unix(100, 0).UTC(), Actor: "bob", Session: "s1"}
+	ctx := &eval.Context{Params: map[string]herald.Value{"p": herald.Int(2), "b": herald.Bytes([]byte("hi\xff"))}, Now: time.Unix(100, 0).UTC(), Actor: "bob", Session: "s1"}
 	return f(ctx, row)
 }
 
@@ -71,6 +71,18 @@ func TestExpressions(t *testing.T) {
 		`coalesce(n.i, 1) = n.i`:        `true`,
 		`n.i IN [n.i]`:                  `true`,
 		`length(null)`:                  `null`,
+		`length($b)`:                    `3`,
+		`length(bytes("héllo"))`:        `6`, // bytes, where a String counts characters
+		`bytes("hi")`:                   `0x6869`,
+		`bytes("hi") = bytes("hi")`:     `true`,
+		`bytes("hi") = "hi"`:            `false`, // another kind
+		`bytes("hi") < $b`:              `true`,  // byte by byte
+		`string(bytes("héllo"))`:        `"héllo"`,
+		`string("x")`:                   `"x"`,
+		`bytes($b) = $b`:                `true`,
+		`bytes(null)`:                   `null`,
+		`string(null)`:                  `null`,
+		`$b IN [bytes("x"), $b]`:        `true`,
 	}
 	for src, want := range cases {
 		got, err := run(t, src)
@@ -101,6 +113,11 @@ func TestExpressionErrors(t *testing.T) {
 		`n.i.j`:       herald.CodeInvalidQuery,
 		`coalesce()`:  herald.CodeEvaluation,
 		`now() + "x"`: herald.CodeEvaluation,
+		`string($b)`:  herald.CodeEvaluation, // not UTF-8
+		`string(1)`:   herald.CodeEvaluation,
+		`bytes(1)`:    herald.CodeEvaluation,
+		`bytes()`:     herald.CodeEvaluation,
+		`$b + $b`:     herald.CodeEvaluation,
 	}
 	for src, want := range cases {
 		_, err := run(t, src)

@@ -404,8 +404,29 @@ func (c *Compiler) call(x *ast.CallExpr) (Func, error) {
 				return herald.Int(int64(utf8.RuneCountInString(v.AsString()))), nil
 			case herald.KindList:
 				return herald.Int(int64(len(v.AsList()))), nil
+			case herald.KindBytes:
+				return herald.Int(int64(len(v.BytesAsString()))), nil
 			}
-			return herald.Null, c.Error(herald.CodeEvaluation, pos, "length() needs a String or a List, got %s", v.Kind())
+			return herald.Null, c.Error(herald.CodeEvaluation, pos, "length() needs a String, Bytes or a List, got %s", v.Kind())
+		}, nil
+	case "bytes", "string":
+		if err := arity(1); err != nil {
+			return nil, err
+		}
+		conv := stringToBytes
+		if name == "string" {
+			conv = bytesToString
+		}
+		return func(ctx *Context, row Row) (herald.Value, error) {
+			v, err := args[0](ctx, row)
+			if err != nil {
+				return herald.Null, err
+			}
+			out, msg := conv(v)
+			if msg != "" {
+				return herald.Null, c.Error(herald.CodeEvaluation, pos, "%s() %s", name, msg)
+			}
+			return out, nil
 		}, nil
 	case "coalesce":
 		if len(args) == 0 {
@@ -425,6 +446,34 @@ func (c *Compiler) call(x *ast.CallExpr) (Func, error) {
 		}, nil
 	}
 	return nil, c.Error(herald.CodeEvaluation, pos, "unknown function %s()", x.Fun.Name)
+}
+
+// stringToBytes is bytes(v): the UTF-8 bytes of a String; Bytes and null unchanged. msg
+// says why it cannot be converted.
+func stringToBytes(v herald.Value) (out herald.Value, msg string) {
+	switch v.Kind() {
+	case herald.KindNull, herald.KindBytes:
+		return v, ""
+	case herald.KindString:
+		return herald.BytesFromString(v.AsString()), ""
+	}
+	return herald.Null, "needs a String or Bytes, got " + v.Kind().String()
+}
+
+// bytesToString is string(v): the text of Bytes that are valid UTF-8; a String and null
+// unchanged.
+func bytesToString(v herald.Value) (out herald.Value, msg string) {
+	switch v.Kind() {
+	case herald.KindNull, herald.KindString:
+		return v, ""
+	case herald.KindBytes:
+		s := v.BytesAsString()
+		if !utf8.ValidString(s) {
+			return herald.Null, "needs Bytes that are valid UTF-8"
+		}
+		return herald.String(s), ""
+	}
+	return herald.Null, "needs Bytes or a String, got " + v.Kind().String()
 }
 
 func (c *Compiler) aggregate(x *ast.CallExpr) (Func, error) {
