@@ -14,6 +14,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -83,8 +84,8 @@ type Config struct {
 	// behind its position mark) instead of refusing to start.
 	AcceptDataLoss bool
 	// PreparedLogs is how many write-ahead log files a new Pebble store writes ahead
-	// of use, so that its first logs' syncs need not grow them; 0 writes none.
-	// `herald serve` uses DefaultPreparedLogs.
+	// of use, so that its first logs' syncs need not grow them; 0 writes none (the
+	// default; FullPreparedLogs covers every log of a new store).
 	PreparedLogs int
 	// StatementTimeout and MaxRowsScanned limit each statement (E4012); 0 means the
 	// engine's defaults, a negative value no limit.
@@ -179,9 +180,12 @@ func New(cfg Config) *Server {
 // ErrStarted is returned by Start on a server that was already started or stopped.
 var ErrStarted = errors.New("server: already started")
 
-// Start opens the store and the engine and starts serving HTTP. When it returns nil the
-// listener is bound (see Addr); when it returns an error everything it opened is
-// closed again. ctx bounds the opening, not the life of the server.
+// Start binds the listener, then opens the store and the engine, and starts serving
+// HTTP. When it returns nil the listener is bound (see Addr); when it returns an error
+// everything it opened is closed again, and a server that could not bind its address
+// has created nothing, not even the data directory. A data directory another process
+// holds is refused with an error that says so (pebblestore.ErrLocked). ctx bounds the
+// opening, not the life of the server.
 func (s *Server) Start(ctx context.Context) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -211,12 +215,24 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		s.tls = f
 	}
 
+	// The port first: a server that cannot have it stops before it creates or opens
+	// anything. Connections that arrive meanwhile wait in the listen queue.
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return listenError(s.cfg.Listen, err)
+	}
+	cleanup = append(cleanup, func() { _ = ln.Close() })
+
 	backend := s.cfg.Backend
 	if backend == nil {
 		if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
 			return fmt.Errorf("server: data dir: %w", err)
 		}
 		ps, err := pebblestore.Open(s.cfg.DataDir, pebblestore.Options{Logger: s.log.With("component", "pebble"), AcceptLoss: s.cfg.AcceptDataLoss, PreparedLogs: s.cfg.PreparedLogs})
+		if errors.Is(err, pebblestore.ErrLocked) {
+			return fmt.Errorf("server: %w. Is a herald serve already running on it? Stop that process, or give this server another directory with --data", err)
+		}
 		if err != nil {
 			return fmt.Errorf("server: %w", err)
 		}
@@ -266,12 +282,6 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	cleanup = append(cleanup, func() { _ = wat.Stop(context.Background()) })
 	s.wat = wat
-
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("server: listen: %w", err)
-	}
 
 	// The queue REST API translates onto the graph and the consume engine.
 	queues := queue.New(eng, del)
@@ -371,12 +381,31 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	return nil
 }
 
+// listenError says why the listener could not be bound, plainly for the usual causes.
+func listenError(addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("server: cannot listen on %s: the address is already in use (another herald serve, or another program, holds the port); stop it or choose another address with --listen (port 0 picks a free one): %w", addr, err)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("server: cannot listen on %s: no interface of this machine has that address; choose another with --listen: %w", addr, err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("server: cannot listen on %s: permission denied (ports below 1024 need privileges); choose another with --listen: %w", addr, err)
+	}
+	return fmt.Errorf("server: listen on %s: %w", addr, err)
+}
+
 // DefaultMaxInflightPublishes is Config.MaxInflightPublishes's default.
 const DefaultMaxInflightPublishes = rpcapi.DefaultMaxInflightPublishes
 
 // DefaultPreparedLogs is the number of log files `herald serve` has a new store write
-// ahead (Config.PreparedLogs): 576 MB.
-const DefaultPreparedLogs = pebblestore.DefaultPreparedLogs
+// ahead (Config.PreparedLogs) unless told otherwise: none, so that a first start on a
+// laptop, in CI or in a container writes a few megabytes, not 576.
+const DefaultPreparedLogs = 0
+
+// FullPreparedLogs is the number of prepared log files that covers every log a new
+// store creates before Pebble reuses retired ones (576 MB): the value to give
+// Config.PreparedLogs (--prepared-logs) when a new store's first sync latencies matter.
+const FullPreparedLogs = pebblestore.FullPreparedLogs
 
 // DefaultWatchLinger is Config.WatchLinger's default.
 const DefaultWatchLinger = rpcapi.DefaultWatchLinger

@@ -72,7 +72,7 @@ func prepareLogs(po *pebble.Options, dir string, opts Options, logger *slog.Logg
 	}
 	fresh := true
 	for _, name := range names {
-		fresh = fresh && strings.HasSuffix(name, spareSuffix)
+		fresh = fresh && (strings.HasSuffix(name, spareSuffix) || name == lockFile)
 	}
 	if err := removeSpareLogs(po.FS, dir); err != nil {
 		return err

@@ -86,3 +86,50 @@ func TestPreparedLogsFailSoftly(t *testing.T) {
 		t.Errorf("log %q does not say why the logs were not prepared", logged.String())
 	}
 }
+
+// A second store on a directory in use is refused with ErrLocked before it touches
+// anything: the first one's prepared logs stay, and once it is closed the directory
+// opens again.
+func TestOpenLockedDirectory(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		name string
+		fs   vfs.FS
+		dir  string
+	}{
+		{"mem", vfs.NewMem(), "db"},
+		{"disk", vfs.Default, t.TempDir()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{FS: tc.fs, Logger: quiet, PreparedLogs: 3, PreparedLogSize: 64 << 10}
+			first, err := Open(tc.dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spares := listSuffix(t, tc.fs, tc.dir, spareSuffix)
+			second, err := Open(tc.dir, opts)
+			if !errors.Is(err, ErrLocked) {
+				if second != nil {
+					second.Close()
+				}
+				t.Fatalf("second Open: %v, want ErrLocked", err)
+			}
+			if !strings.Contains(err.Error(), tc.dir) {
+				t.Errorf("%q does not name the directory %s", err, tc.dir)
+			}
+			if left := listSuffix(t, tc.fs, tc.dir, spareSuffix); len(left) != len(spares) || len(spares) == 0 {
+				t.Errorf("the refused Open left prepared files %v of %v", left, spares)
+			}
+			if err := first.Close(); err != nil {
+				t.Fatal(err)
+			}
+			again, err := Open(tc.dir, opts)
+			if err != nil {
+				t.Fatalf("Open after the first store closed: %v", err)
+			}
+			if err := again.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -12,8 +12,10 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble"
@@ -76,10 +78,11 @@ type Options struct {
 	PreparedLogSize int64
 }
 
-// DefaultPreparedLogs is the number of log files a new store's server writes ahead:
-// enough for every log Pebble creates before it starts reusing retired ones (its
-// memtables double from 256 KB to 64 MB meanwhile), 576 MB in all.
-const DefaultPreparedLogs = 9
+// FullPreparedLogs is the number of prepared log files that covers every log Pebble
+// creates before it starts reusing retired ones (its memtables double from 256 KB to
+// 64 MB meanwhile): 576 MB in all. A store writes them only when asked
+// (Options.PreparedLogs); `herald serve` does not by default.
+const FullPreparedLogs = 9
 
 // Stats counts the work a Store has done since Open.
 type Stats struct {
@@ -110,6 +113,7 @@ type Store struct {
 
 	mark *marker // the position mark (mark.go)
 	dir  string
+	lock *pebble.Lock // the directory's, released after the database is closed
 }
 
 // memTableSize bounds one memtable; blockCacheSize is the block cache's.
@@ -149,24 +153,65 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := createDir(po.FS, dir); err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
+	// The directory is locked before anything in it is touched, so that a second
+	// process on it neither removes the first one's prepared logs nor gets further
+	// than this.
+	lock, err := lockDir(po.FS, dir)
+	if err != nil {
+		return nil, err
+	}
+	po.Lock = lock
 	if err := prepareLogs(po, dir, opts, logger); err != nil {
+		_ = lock.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
+		_ = lock.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, dir: dir}
+	s := &Store{db: db, dir: dir, lock: lock}
 	if err := s.init(); err != nil {
 		_ = db.Close()
+		_ = lock.Close()
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
 	if err := s.checkMark(po.FS, dir, opts, logger); err != nil {
 		_ = db.Close()
+		_ = lock.Close()
 		return nil, err
 	}
 	return s, nil
 }
+
+// ErrLocked is returned by Open when another process (or another Store in this one)
+// holds the directory's lock.
+var ErrLocked = errors.New("pebblestore: data directory in use")
+
+// lockDir takes the lock Pebble takes on dir (its LOCK file), and turns the error of a
+// lock held elsewhere into ErrLocked, naming the holder's process id when the system
+// tells it.
+func lockDir(fsys vfs.FS, dir string) (*pebble.Lock, error) {
+	lock, err := pebble.LockDirectory(dir, fsys)
+	if err == nil {
+		return lock, nil
+	}
+	if !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EACCES) && !strings.Contains(err.Error(), "lock held by current process") {
+		return nil, fmt.Errorf("pebblestore: open %s: locking it: %w", dir, err)
+	}
+	holder := "another process ("
+	if strings.Contains(err.Error(), "current process") {
+		holder = "this process ("
+	} else if fsys == vfs.Default {
+		if pid := lockHolder(fsys.PathJoin(dir, lockFile)); pid > 0 {
+			holder += fmt.Sprintf("pid %d, ", pid)
+		}
+	}
+	return nil, fmt.Errorf("%w: %s is held by %sits %s file is locked)", ErrLocked, dir, holder, lockFile)
+}
+
+// lockFile is the name of Pebble's lock file in a store's directory.
+const lockFile = "LOCK"
 
 // checkMark compares the recovered position with the position mark (mark.go) and
 // starts the marker.
@@ -911,7 +956,11 @@ func (s *Store) Close() error {
 	s.metaMu.Unlock()
 	s.mark.stop()
 	markErr := s.mark.write(durable)
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
 	}
 	if markErr != nil {

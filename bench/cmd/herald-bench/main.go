@@ -176,7 +176,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.IntVar(&f.fanout, "fanout", 0, "fan-out mode: this many watch-mode streams on the published pattern (Herald only)")
 	fl.IntVar(&f.fanoutRate, "fanout-rate", 1000, "fan-out mode: messages per second published")
 	fl.Float64Var(&f.fanoutCPU, "fanout-watch-cpu", 0, "fan-out mode: the server's --watch-cpu (0: its default)")
-	fl.IntVar(&f.preparedLogs, "prepared-logs", server.DefaultPreparedLogs, "the Herald server's --prepared-logs: log files its new store writes ahead (the in-process server and the children of --backlog and --fanout)")
+	fl.IntVar(&f.preparedLogs, "prepared-logs", server.FullPreparedLogs, "the Herald server's --prepared-logs: log files its new store writes ahead (herald serve's default is 0; the bench's new stores take 9, as a server that has run a while reuses full-size logs); 0 to measure without")
 	fl.DurationVar(&f.fanoutDuration, "fanout-duration", 10*time.Second, "fan-out mode: how long each of its two runs publishes")
 	fl.StringVar(&f.diskProbe, "disk-probe", os.TempDir(), "directory on the brokers' disk where S2's disk probe syncs a file of its own (in-process Herald keeps its store under the system's temporary directory); empty: no probe")
 	return cmd
