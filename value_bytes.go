@@ -51,7 +51,7 @@ func (v Value) appendJSONBytes(buf []byte) []byte {
 func bytesFromJSON(obj map[string]any) (Value, error) {
 	x, ok := obj[BytesJSONKey]
 	if !ok || len(obj) != 1 {
-		return Null, fmt.Errorf("an object is not a value (except {%q: \"<base64>\"} for bytes)", BytesJSONKey)
+		return Null, fmt.Errorf(`an object is not a value (except {"%s": "aGVsbG8="}, the form of Bytes)`, BytesJSONKey)
 	}
 	s, ok := x.(string)
 	if !ok {

@@ -331,3 +331,31 @@ func TestRequestLog(t *testing.T) {
 		t.Fatalf("log record %v", rec)
 	}
 }
+
+// A Bytes value in a row is {"$bytes": "<base64>"}; a parameter in that form is Bytes,
+// and one that is not base64, or another object, is refused.
+func TestQueryBytes(t *testing.T) {
+	hello := herald.Bytes([]byte("hello"))
+	f := &fakeEngine{resp: &engine.Response{Results: []engine.Result{{
+		Columns: []string{"b", "s"},
+		Rows:    [][]herald.Value{{hello, herald.String("aGVsbG8=")}},
+	}}, Seq: 1, Tick: 1}}
+	h := newTestHandler(t, f, Options{})
+	w := do(t, h, "POST", "/v1/query", `{"query":"RETURN $b","params":{"b":{"$bytes":"aGVsbG8="}}}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	want := `{"results":[{"columns":["b","s"],"rows":[[{"$bytes":"aGVsbG8="},"aGVsbG8="]],"stats":{"rows_scanned":0}}],"seq":1,"tick":1}` + "\n"
+	if got := w.Body.String(); got != want {
+		t.Errorf("body\n got %s\nwant %s", got, want)
+	}
+	if b := f.params["b"]; b.Kind() != herald.KindBytes || !b.Equal(hello) {
+		t.Errorf("parameter $b = %s (%s)", b, b.Kind())
+	}
+	for _, params := range []string{`{"b":{"$bytes":"!!"}}`, `{"b":{"$bytes":"aGVsbG8"}}`, `{"b":{"bytes":"aGVsbG8="}}`, `{"b":[{"$bytes":1}]}`} {
+		w := do(t, h, "POST", "/v1/query", `{"query":"RETURN $b","params":`+params+`}`)
+		if d := decodeError(t, w); w.Code != 400 || d.Code != herald.CodeMalformedRequest {
+			t.Errorf("params %s: status %d, %+v", params, w.Code, d)
+		}
+	}
+}
