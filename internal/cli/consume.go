@@ -177,7 +177,7 @@ func formatDelivery(m *client.Message, how string) string {
 		b.WriteString(" releases=" + strconv.Itoa(m.Releases))
 	}
 	b.WriteString(" seq=" + strconv.FormatUint(m.Seq, 10))
-	b.WriteString(" " + compactJSON(m.Match))
+	b.WriteString(" " + compactJSON(jsonMap(m.Match)))
 	b.WriteString(" " + how)
 	return b.String()
 }
@@ -192,7 +192,7 @@ func deliveryJSON(m *client.Message, how string) string {
 		Tick       uint64         `json:"tick"`
 		Match      map[string]any `json:"match"`
 		Settled    string         `json:"settled"`
-	}{m.DeliveryID, m.Attempt, m.Releases, m.Seq, m.Tick, m.Match, how})
+	}{m.DeliveryID, m.Attempt, m.Releases, m.Seq, m.Tick, jsonMap(m.Match), how})
 }
 
 // parseParams reads a --params flag: a JSON object, numbers kept exact.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/herald-mq/herald"
 )
 
 // queryResponse is the 200 answer of POST /v1/query, decoded loosely enough that the
@@ -179,7 +181,8 @@ func formatTable(columns []string, rows [][]json.RawMessage) string {
 }
 
 // cell renders one JSON value for a table: strings without quotes (control characters
-// escaped so rows stay on one line), everything else as compact JSON.
+// escaped so rows stay on one line), Bytes ({"$bytes": …}) as 0x and their bytes in
+// hexadecimal, as herald.Value.String writes them, and everything else as compact JSON.
 func cell(raw json.RawMessage) (text string, isNum, isNull bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -193,12 +196,59 @@ func cell(raw json.RawMessage) (text string, isNum, isNull bool) {
 		}
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		return string(raw), true, false
+	case '{':
+		if b, ok := bytesCell(raw); ok {
+			return b, false, false
+		}
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err == nil {
 		return buf.String(), false, false
 	}
 	return string(raw), false, false
+}
+
+// bytesCell renders raw when it is the JSON form of a Bytes value.
+func bytesCell(raw json.RawMessage) (string, bool) {
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return "", false
+	}
+	v, err := herald.FromJSON(obj)
+	if err != nil || v.Kind() != herald.KindBytes {
+		return "", false
+	}
+	return v.String(), true
+}
+
+// jsonMap returns m, a match as the client hands it out, with every []byte in it (a
+// Bytes value) in the JSON API's form {"$bytes": "<base64>"}, not as the bare base64
+// string encoding/json would make of it, which no one could tell from a String.
+func jsonMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = jsonValue(v)
+	}
+	return out
+}
+
+func jsonValue(x any) any {
+	switch t := x.(type) {
+	case []byte:
+		return herald.Bytes(t)
+	case map[string]any:
+		return jsonMap(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = jsonValue(e)
+		}
+		return out
+	}
+	return x
 }
 
 func escapeControls(s string) string {

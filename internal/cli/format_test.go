@@ -2,7 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"github.com/herald-mq/herald/client"
 )
 
 func decodeResponse(t *testing.T, s string) *queryResponse {
@@ -56,6 +59,17 @@ func TestFormatResponse(t *testing.T) {
 				"---\n" +
 				"(0 rows)\n" +
 				"seq 0, tick 0\n",
+		},
+		{
+			name: "bytes",
+			body: `{"results":[{"columns":["m.body","m","x"],"rows":[[{"$bytes":"aGVsbG8="},{"id":"m1","body":{"$bytes":"AP8="}},{"$bytes":"!"}],[{"$bytes":""},null,{"a":1}]]}],"seq":1,"tick":1}`,
+			want: "" +
+				" m.body       | m                                    | x\n" +
+				"--------------+--------------------------------------+----------------\n" +
+				" 0x68656c6c6f | {\"id\":\"m1\",\"body\":{\"$bytes\":\"AP8=\"}} | {\"$bytes\":\"!\"}\n" +
+				" 0x           | null                                 | {\"a\":1}\n" +
+				"(2 rows)\n" +
+				"seq 1, tick 1\n",
 		},
 		{
 			name: "wide runes",
@@ -164,5 +178,28 @@ func TestComplete(t *testing.T) {
 		if got := complete(c.text); got != c.want {
 			t.Errorf("complete(%q) = %v, want %v", c.text, got, c.want)
 		}
+	}
+}
+
+// The watch and consume commands write a Bytes value ([]byte in a match the client hands
+// out) in the JSON API's form, not as a bare base64 string.
+func TestBytesInEventLines(t *testing.T) {
+	match := map[string]any{"body": []byte("hello"), "l": []any{[]byte{0xff}}, "n": int64(1)}
+	ev := client.Event{Type: "added", Seq: 3, Tick: 3, Match: match}
+	if got, want := formatEvent(ev), `added seq=3 tick=3 {"body":{"$bytes":"aGVsbG8="},"l":[{"$bytes":"/w=="}],"n":1}`; got != want {
+		t.Errorf("formatEvent = %s\nwant %s", got, want)
+	}
+	if got := eventJSON(ev); !strings.Contains(got, `"match":{"body":{"$bytes":"aGVsbG8="},"l":[{"$bytes":"/w=="}],"n":1}`) {
+		t.Errorf("eventJSON = %s", got)
+	}
+	m := &client.Message{Match: match, DeliveryID: "d1", Attempt: 1, Seq: 3, Tick: 3}
+	if got, want := formatDelivery(m, "ack"), `attempt=1 seq=3 {"body":{"$bytes":"aGVsbG8="},"l":[{"$bytes":"/w=="}],"n":1} ack`; got != want {
+		t.Errorf("formatDelivery = %s\nwant %s", got, want)
+	}
+	if got := deliveryJSON(m, "ack"); !strings.Contains(got, `"match":{"body":{"$bytes":"aGVsbG8="},`) {
+		t.Errorf("deliveryJSON = %s", got)
+	}
+	if _, ok := match["body"].([]byte); !ok {
+		t.Error("the match itself was changed")
 	}
 }

@@ -135,6 +135,7 @@ func eventJSON(ev client.Event) string {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
+	ev.Match, ev.Prev = jsonMap(ev.Match), jsonMap(ev.Prev)
 	if err := enc.Encode(ev); err != nil {
 		return fmt.Sprintf(`{"type":%q,"seq":%d}`, ev.Type, ev.Seq)
 	}
@@ -153,10 +154,10 @@ func formatEvent(ev client.Event) string {
 		b.WriteString(" count=" + strconv.Itoa(ev.Count))
 	}
 	if ev.Match != nil {
-		b.WriteString(" " + compactJSON(ev.Match))
+		b.WriteString(" " + compactJSON(jsonMap(ev.Match)))
 	}
 	if ev.Prev != nil {
-		b.WriteString(" prev=" + compactJSON(ev.Prev))
+		b.WriteString(" prev=" + compactJSON(jsonMap(ev.Prev)))
 	}
 	if ev.Code != "" {
 		b.WriteString(" " + string(ev.Code))
