@@ -1,6 +1,6 @@
 // Package client is the Go SDK of Herald: it runs queries, publishes messages, and
 // consumes consume-mode watches with a handler and an ack policy.
-// It speaks the server's HTTP/JSON API and reads watch streams as server-sent events.
+// It speaks the herald.v1.Herald service over Connect, on HTTP/2 (see Transport).
 //
 // # Consuming
 //
@@ -81,9 +81,8 @@
 // redelivered message has a new id.
 //
 // Settlements are coalesced: those made while an earlier one is on its way to the
-// server go together in one POST /v1/settle (one commit, one sync on the server), and
-// each call still returns the server's answer for its own message. Against a server
-// without that endpoint the client settles with ACK, NACK and EXTEND statements.
+// server go together in one frame of the subscription's stream (one commit, one sync on
+// the server), and each call still returns the server's answer for its own message.
 //
 // When the server reports a lease expired (a timeout event, E8003), the subscription
 // cancels that message's handler context and refuses its settlements locally with an
@@ -94,20 +93,29 @@
 // # Flow control
 //
 // WithConcurrency(n) runs n handlers at once. WithPrefetch(n) caps how many unsettled
-// messages the server leases to the subscription, by adding [max_in_flight: n] to the
-// statement (an error if the statement already sets max_in_flight). The subscription
+// messages the server leases to the subscription: the stream's credit (the statement's
+// text is left as it is; SetPrefetch changes it later). The subscription
 // reads its stream continuously, so timeout events reach it even while every handler
 // is busy; delivered messages wait in order for a free handler.
 //
 // # Shutdown
 //
-// Subscription.Close stops handing out messages, waits for the running handlers until
-// its context is done, and then closes the stream. The server releases the leases of a
-// closed stream at once, so whatever was not settled — queued messages, handlers cut
-// off by the deadline, manual messages never settled — is redelivered promptly instead
-// of waiting for its ack timeout. If the deadline passes, the handlers' contexts are
-// cancelled with ErrSubscriptionClosed and Close returns the context's error.
-// Cancelling the context given to Subscribe ends the subscription at once.
+// Cancelling the context given to Subscribe — a signal.NotifyContext on SIGINT, as a
+// worker's main usually has it — drains the subscription: it takes no new message, the
+// running handlers finish with their contexts intact and their messages are settled on
+// a context of the client's own (the stream stays open meanwhile, so their leases
+// hold), the messages received but not started are released, and the subscription ends
+// (Done, with a nil Err). WithDrainTimeout bounds the wait; past it the handlers'
+// contexts are cancelled and their messages left for redelivery.
+//
+// Subscription.Close does the same with the caller's deadline: it stops handing out
+// messages, waits for the running handlers until its context is done, and then closes
+// the stream. The server releases the leases of a closed stream at once, so whatever
+// was not settled — queued messages, handlers cut off by the deadline, manual messages
+// never settled — is redelivered promptly instead of waiting for its ack timeout. If
+// the deadline passes, the handlers' contexts are cancelled with ErrSubscriptionClosed
+// and Close returns the context's error. Client.Drain drains every subscription, waits
+// for the publishes under way, and closes the client.
 //
 // A subscription does not reconnect. When its stream ends on its own (the server
 // stopped, the connection broke), Done is closed, Err says why, the running handlers'
@@ -116,10 +124,13 @@
 //
 // # Transport
 //
-// Queries and settlements go to POST /v1/query (ACK "id", NACK "id" [no_retry],
-// NACK "id" [delay: 5s], EXTEND "id" [by: 30s]); a subscription reads GET /v1/watch as
-// server-sent events. Delivery ids are accepted only when URL-safe, so writing them as
-// string literals cannot change a statement; Publish sends attribute values as query
-// parameters. The transport sits behind a small internal interface so that a
-// Connect/gRPC transport can be added without changing this API.
+// The client's one transport is the Connect protocol over HTTP/2 (cleartext h2c for
+// http:// addresses, TLS with ALPN for https://): unary calls for queries, sessions and
+// prepared statements; a publish stream carrying many messages per frame, each answered
+// once durable; a subscribe stream carrying deliveries out and settlements in, with
+// credit-based flow control; and watch streams. Dial checks the server's health and
+// that the HTTP client speaks HTTP/2 (a client given with WithHTTPClient that speaks
+// only HTTP/1.1 is refused with E4017, since the streams need HTTP/2). The server's
+// HTTP/JSON API and server-sent events are for curl and browsers; the Go client does
+// not use them. Delivery ids are accepted only when URL-safe.
 package client
