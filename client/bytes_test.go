@@ -3,8 +3,11 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -41,7 +44,7 @@ func TestBytesRoundTripThroughTheServer(t *testing.T) {
 	}
 
 	got := make(chan map[string]any, len(bodies))
-	mustSubscribe(t, c, `WATCH m: Msg [mode: consume] RETURN m`, func(ctx context.Context, m *client.Message) error {
+	sub := mustSubscribe(t, c, `WATCH m: Msg [mode: consume] RETURN m`, func(ctx context.Context, m *client.Message) error {
 		got <- m.Match
 		return nil
 	})
@@ -53,8 +56,11 @@ func TestBytesRoundTripThroughTheServer(t *testing.T) {
 		}
 	}
 
-	// Consumed and acknowledged: publish again, then read by query with a []byte
-	// parameter.
+	// Consumed and acknowledged; with the subscription gone, publish again and read by
+	// query with a []byte parameter.
+	if err := sub.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Publish(ctx, "Msg", map[string]any{"body": bodies[1], "n": 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,4 +143,36 @@ func TestBytesInTheLanguageAsDocumented(t *testing.T) {
 	if !errors.As(err, &he) || "-- "+string(he.Code)+" "+he.Code.Name()+": "+he.Message != lines[5] {
 		t.Errorf("got %v, want %s", err, lines[5])
 	}
+}
+
+// A []byte is published as Bytes and read back as a []byte: a JSON or protobuf payload
+// needs no conversion to text.
+func ExampleClient_Publish_bytes() {
+	ctx := context.Background()
+	srv, err := heraldtest.Start(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := client.Dial(ctx, srv.URL())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	if _, err := c.Exec(ctx, `node Event { payload: Bytes [required] }`, nil); err != nil {
+		log.Fatal(err)
+	}
+	payload, _ := json.Marshal(map[string]int{"n": 1})
+	if _, err := c.Publish(ctx, "Event", map[string]any{"payload": payload}); err != nil {
+		log.Fatal(err)
+	}
+	resp, err := c.Exec(ctx, `MATCH e: Event RETURN e.payload, length(e.payload)`, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	row := resp.Last().Rows[0]
+	fmt.Printf("%T %s %d\n", row[0], row[0], row[1])
+	// Output:
+	// []uint8 {"n":1} 7
 }

@@ -28,7 +28,8 @@ var (
 type Message struct {
 	// Match is the watch's match: for `RETURN v` of the message's own variable, the node
 	// itself (its "id", "_type" and attributes); otherwise the RETURN row, column name (or
-	// alias) to value. Numbers are int64 or float64, nodes are maps.
+	// alias) to value. Numbers are int64 or float64, Bytes are []byte (the message's own
+	// copy), nodes are maps.
 	//
 	// The strings of Match and DeliveryID share the memory of the frame the message
 	// came in (a few dozen messages' worth), rather than a copy each: a program that
