@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"reflect"
 	"testing"
@@ -256,4 +257,18 @@ func TestBytesStringViews(t *testing.T) {
 	if herald.String("x").BytesAsString() != "" || herald.BytesFromString("").BytesAsString() != "" || !herald.BytesFromString("").Equal(herald.Bytes(nil)) {
 		t.Fatal("BytesAsString of another kind, or of empty Bytes")
 	}
+}
+
+func ExampleBytes() {
+	v := herald.Bytes([]byte("hello"))
+	j, _ := json.Marshal(v)
+	fmt.Println(v.Kind(), v, string(j))
+
+	var x any
+	_ = json.Unmarshal(j, &x)
+	back, _ := herald.FromJSON(x)
+	fmt.Println(back.Kind(), back.Equal(v), string(back.AsBytes()))
+	// Output:
+	// Bytes 0x68656c6c6f {"$bytes":"aGVsbG8="}
+	// Bytes true hello
 }
