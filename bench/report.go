@@ -22,7 +22,10 @@ type Report struct {
 	Started   time.Time `json:"started"`
 	Config    Config    `json:"config"`
 	Scenarios []string  `json:"scenarios"`
-	Systems   []System  `json:"systems"`
+	// Herald says how the Herald server ran: a separate process, in-process (for
+	// profiling only) or a server given by URL.
+	Herald  string   `json:"herald,omitempty"`
+	Systems []System `json:"systems"`
 }
 
 // MarshalJSON encodes the workload without the Progress callback.
@@ -82,6 +85,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "; S2: %d msg/s offered for %v", cfg.Rate, cfg.Duration)
 	}
 	b.WriteString(".\n\n")
+	if r.Herald != "" {
+		fmt.Fprintf(&b, "Herald: %s.\n\n", r.Herald)
+	}
 
 	head := []string{"system"}
 	if r.has(S1) {

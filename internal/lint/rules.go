@@ -75,9 +75,11 @@ var Herald = Config{
 		// End-to-end tests drive the real binary over HTTP, some of them through the Go client.
 		{Pkg: "tests/...", Allow: []string{".", "internal/testutil", "client"}},
 		// The benchmark is a module of its own (bench/go.mod), so the peers' clients stay
-		// out of the herald binary; its command runs an in-process or child server.
+		// out of the herald binary; its command runs `herald serve` as a child process (its
+		// own copy of the command line, internal/cli, unless given a binary), or a
+		// server in-process for profiling.
 		{Pkg: "bench/...", Allow: []string{".", "client", "heraldtest", "internal/testutil", "bench", "bench/benchtest"}},
-		{Pkg: "bench/cmd/...", Allow: []string{".", "client", "server", "bench", "bench/herald", "bench/nats", "bench/rabbit", "bench/redis"}, External: []string{modCobra}},
+		{Pkg: "bench/cmd/...", Allow: []string{".", "client", "server", "internal/cli", "bench", "bench/herald", "bench/nats", "bench/rabbit", "bench/redis"}, External: []string{modCobra}},
 		// Each peer's client module lives in its own benchmark adapter.
 		{Pkg: "bench/nats", Allow: []string{"bench"}, External: []string{modNATS}, TestAllow: []string{"bench/benchtest"}},
 		{Pkg: "bench/rabbit", Allow: []string{"bench"}, External: []string{modAMQP}, TestAllow: []string{"bench/benchtest"}},

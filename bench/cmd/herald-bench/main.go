@@ -37,6 +37,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == watchChildCmd {
 		os.Exit(watchChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == heraldChildCmd {
+		os.Exit(heraldChild(os.Args[2:]))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -98,6 +101,8 @@ type benchFlags struct {
 	fanout, fanoutRate                int
 	fanoutCPU                         float64
 	preparedLogs                      int
+	inProcess                         bool
+	heraldBin                         string
 	fanoutDuration                    time.Duration
 	diskProbe                         string
 }
@@ -122,10 +127,16 @@ side, Herald's over each peer's as ratios, and each system's durability setting.
   S3  NACK every message once and ACK its redelivery: the time it takes, and a
       check that every message was acked exactly once after one redelivery.
 
-For Herald the report adds fsyncs and bytes written to the store per message.
-Without --herald-url an in-process Herald server runs on 127.0.0.1 with a
-temporary data directory; it fsyncs each commit before answering. A peer that
-cannot be reached is reported as unavailable.
+Herald runs as users run it, as the peers run: a separate "herald serve" process
+on 127.0.0.1 with a temporary data directory and the server's defaults (but
+--prepared-logs), fsyncing each commit before it answers. The process runs
+--herald-bin, or without it this command's own copy of the herald command line.
+--herald-url measures a server already running instead. --in-process runs the
+server inside this process, for profiling only: it shares the process, its CPUs
+and its garbage collector with the clients, and its figures are not comparable
+with the peers'; the report then adds fsyncs and bytes written to the store,
+and CPU time and allocations, per message. The report says which mode ran. A
+peer that cannot be reached is reported as unavailable.
 
 Two more modes measure Herald alone:
   --backlog N   fill N messages into a server of its own (a child process), then
@@ -143,6 +154,8 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 --json, as JSON.`,
 		Example: `  herald-bench
   herald-bench --peers herald,nats --messages 50000
+  herald-bench --herald-bin ./herald --messages 100000   # a herald binary you built
+  herald-bench --peers herald --in-process --cpuprofile cpu.out   # profiling only
   herald-bench --scenarios s2 --rate 5000 --duration 10s --json
   herald-bench --backlog 1000000
   herald-bench --fanout 1000 --fanout-rate 1000`,
@@ -163,14 +176,16 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.DurationVar(&f.duration, "duration", def.Duration, "how long S2 offers load")
 	fl.DurationVar(&f.timeout, "timeout", def.Timeout, "bound on each scenario of each system")
 	fl.IntVar(&f.size, "size", def.PayloadSize, "payload bytes per message")
-	fl.StringVar(&f.heraldURL, "herald-url", "", "Herald server to measure; empty starts one in-process on 127.0.0.1")
+	fl.StringVar(&f.heraldURL, "herald-url", "", "a running Herald server to measure; empty starts a herald serve process of its own")
+	fl.StringVar(&f.heraldBin, "herald-bin", "", "the herald binary whose \"serve\" the bench runs as a separate process; empty: this command's own copy of the herald command line")
+	fl.BoolVar(&f.inProcess, "in-process", false, "run the Herald server inside this process, for profiling only (its figures are not comparable with the peers'): the report adds store and CPU figures per message")
 	fl.StringVar(&f.natsURL, "nats-url", natsbench.DefaultURL, "NATS server with JetStream")
 	fl.StringVar(&f.amqpURL, "amqp-url", rabbitbench.DefaultURL, "RabbitMQ server")
 	fl.StringVar(&f.redisAddr, "redis-addr", redisbench.DefaultAddr, "Redis server")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
-	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the in-process server included; in --fanout mode the server child, and in --backlog mode the server restarted after kill -9, writes FILE.server) to this file")
-	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run (the in-process server included) to this file at its end (in --fanout mode the server child writes FILE.server at each collection it is asked for)")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the server included with --in-process; in --fanout mode the server child, and in --backlog mode the server restarted after kill -9, writes FILE.server) to this file")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run (the server included with --in-process) to this file at its end (in --fanout mode the server child writes FILE.server at each collection it is asked for)")
 	fl.StringVar(&f.traceFile, "trace", "", "write an execution trace of the whole run (for go tool trace) to this file (the server child of --fanout, and the server --backlog restarts, write FILE.server)")
 	fl.IntVar(&f.backlog, "backlog", 0, "backlog mode: fill this many messages into a child server and measure it (Herald only)")
 	fl.IntVar(&f.fanout, "fanout", 0, "fan-out mode: this many watch-mode streams on the published pattern (Herald only)")
@@ -178,7 +193,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.Float64Var(&f.fanoutCPU, "fanout-watch-cpu", 0, "fan-out mode: the server's --watch-cpu (0: its default)")
 	fl.IntVar(&f.preparedLogs, "prepared-logs", server.FullPreparedLogs, "the Herald server's --prepared-logs: log files its new store writes ahead (herald serve's default is 0; the bench's new stores take 9, as a server that has run a while reuses full-size logs); 0 to measure without")
 	fl.DurationVar(&f.fanoutDuration, "fanout-duration", 10*time.Second, "fan-out mode: how long each of its two runs publishes")
-	fl.StringVar(&f.diskProbe, "disk-probe", os.TempDir(), "directory on the brokers' disk where S2's disk probe syncs a file of its own (in-process Herald keeps its store under the system's temporary directory); empty: no probe")
+	fl.StringVar(&f.diskProbe, "disk-probe", os.TempDir(), "directory on the brokers' disk where S2's disk probe syncs a file of its own (the Herald the bench starts keeps its store under the system's temporary directory); empty: no probe")
 	return cmd
 }
 
@@ -231,6 +246,8 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 		return usageError(fmt.Errorf("--duration and --timeout must be positive"))
 	case f.size < bench.MinPayloadSize:
 		return usageError(fmt.Errorf("--size must be at least %d", bench.MinPayloadSize))
+	case f.inProcess && f.heraldURL != "" || f.heraldBin != "" && (f.inProcess || f.heraldURL != ""):
+		return usageError(fmt.Errorf("--herald-url, --herald-bin and --in-process each choose how Herald runs; give one"))
 	}
 	if f.diskProbe != "" {
 		if fi, err := os.Stat(f.diskProbe); err != nil || !fi.IsDir() {
@@ -282,6 +299,9 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 	}
 
 	report := &bench.Report{Started: time.Now().UTC(), Config: cfg, Scenarios: scenarios}
+	if slices.Contains(systems, "herald") {
+		report.Herald = heraldMode(f)
+	}
 	for _, name := range systems {
 		if ctx.Err() != nil {
 			break
@@ -317,8 +337,8 @@ func measure(ctx context.Context, name string, f benchFlags, scenarios []string,
 	return bench.RunSystem(ctx, b, scenarios, cfg)
 }
 
-// openSystem connects to one system, starting the in-process Herald server when no
-// URL was given; stop, when not nil, stops that server.
+// openSystem connects to one system, starting a Herald server when no URL was given;
+// stop, when not nil, stops that server.
 func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker, stop func(), err error) {
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -330,20 +350,39 @@ func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker,
 	case "redis":
 		b, err = redisbench.Open(octx, f.redisAddr)
 	case "herald":
-		return openHerald(ctx, f.heraldURL, f.preparedLogs)
+		return openHerald(ctx, f)
 	default:
 		err = fmt.Errorf("unknown system %q", name)
 	}
 	return b, nil, err
 }
 
-// openHerald connects to url, or starts a server in-process with a temporary data
-// directory and connects to it.
-func openHerald(ctx context.Context, url string, preparedLogs int) (bench.Broker, func(), error) {
-	durability := ""
+// heraldMode says, for the report, how Herald ran.
+func heraldMode(f benchFlags) string {
+	switch {
+	case f.heraldURL != "":
+		return fmt.Sprintf("the server at %s (--herald-url), as it was started", f.heraldURL)
+	case f.inProcess:
+		return fmt.Sprintf("**in-process** (--in-process): the server runs inside the bench's process and shares its CPUs and garbage collector with the clients; for profiling only, not comparable with the peers (--prepared-logs %d)", f.preparedLogs)
+	}
+	bin := "herald-bench's own copy of the herald command"
+	if f.heraldBin != "" {
+		bin = f.heraldBin
+	}
+	return fmt.Sprintf("a separate `herald serve` process (%s), a new data directory, the server's defaults but --prepared-logs %d", bin, f.preparedLogs)
+}
+
+// openHerald connects to f.heraldURL, or starts a server with a temporary data
+// directory, as a separate `herald serve` process or, with f.inProcess, in this
+// process, and connects to it.
+func openHerald(ctx context.Context, f benchFlags) (bench.Broker, func(), error) {
+	const synced = "Pebble store on local disk: every commit (publish, lease, ACK, NACK) is fsynced before the answer"
+	url, durability := f.heraldURL, ""
 	var stop func()
 	var meter func(bool) (uint64, uint64, uint64)
-	if url == "" {
+	switch {
+	case url != "":
+	case f.inProcess:
 		dir, err := os.MkdirTemp("", "herald-bench-")
 		if err != nil {
 			return nil, nil, err
@@ -352,7 +391,7 @@ func openHerald(ctx context.Context, url string, preparedLogs int) (bench.Broker
 			DataDir:      dir,
 			Listen:       "127.0.0.1:0",
 			Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-			PreparedLogs: preparedLogs,
+			PreparedLogs: f.preparedLogs,
 		})
 		if err := srv.Start(ctx); err != nil {
 			os.RemoveAll(dir)
@@ -365,8 +404,15 @@ func openHerald(ctx context.Context, url string, preparedLogs int) (bench.Broker
 			os.RemoveAll(dir)
 		}
 		url = "http://" + srv.Addr()
-		durability = "in-process server, Pebble store on local disk: every commit (publish, lease, ACK, NACK) is fsynced before the answer"
+		durability = "in-process server (profiling only), " + synced
 		meter = srv.StoreCounters
+	default:
+		p, err := startHeraldProcess(ctx, f.heraldBin, f.preparedLogs)
+		if err != nil {
+			return nil, nil, err
+		}
+		stop, url = p.stop, p.url
+		durability = "herald serve process, " + synced
 	}
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -383,7 +429,7 @@ func openHerald(ctx context.Context, url string, preparedLogs int) (bench.Broker
 		}
 		return nil, nil, err
 	}
-	return b, stop, nil
+	return b.ForRunner(), stop, nil
 }
 
 func oneLine(s string) string {

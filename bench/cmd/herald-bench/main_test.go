@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == watchChildCmd {
 		os.Exit(watchChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == heraldChildCmd {
+		os.Exit(heraldChild(os.Args[2:]))
+	}
 	os.Exit(m.Run())
 }
 
@@ -42,6 +45,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--duration", "0s"},
 		{"--size", "8"},
 		{"--disk-probe", "/no/such/dir"},
+		{"--in-process", "--herald-url", "http://127.0.0.1:1"},
+		{"--in-process", "--herald-bin", "/bin/herald"},
+		{"--herald-bin", "/bin/herald", "--herald-url", "http://127.0.0.1:1"},
 	} {
 		_, stderr, err := runBenchArgs(t, args...)
 		if code := exitCode(err); code != 2 {
@@ -72,7 +78,8 @@ func TestBenchUnavailable(t *testing.T) {
 	}
 }
 
-// TestBenchHerald runs a tiny workload against the in-process server.
+// TestBenchHerald runs a tiny workload against Herald as the bench runs it by default:
+// a separate herald serve process. The report says so.
 func TestBenchHerald(t *testing.T) {
 	stdout, stderr, err := runBenchArgs(t, "--peers", "herald", "--messages", "100",
 		"--rate", "100", "--duration", "300ms", "--timeout", "20s")
@@ -80,21 +87,67 @@ func TestBenchHerald(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr)
 	}
 	if strings.Contains(stdout, "herald (unavailable)") {
-		t.Fatalf("the in-process server was reported unavailable:\n%s\n%s", stdout, stderr)
+		t.Fatalf("the herald serve process was reported unavailable:\n%s\n%s", stdout, stderr)
 	}
 	for _, want := range []string{
+		"Herald: a separate `herald serve` process (herald-bench's own copy of the herald command), a new data directory, the server's defaults but --prepared-logs 9.",
 		"| system | S1 publish msg/s |",
-		"| herald | in-process server, Pebble store on local disk: every commit (publish, lease, ACK, NACK) is fsynced before the answer |",
+		"| herald | herald serve process, Pebble store on local disk: every commit (publish, lease, ACK, NACK) is fsynced before the answer |",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout)
 		}
+	}
+	// The CPU and store figures are the in-process mode's: the bench cannot read them
+	// from another process.
+	if strings.Contains(stdout, "in-process") || strings.Contains(stdout, "S1 publish CPU") {
+		t.Errorf("a separate process reported as in-process:\n%s", stdout)
 	}
 	if strings.Contains(stdout, "error") || strings.Contains(stdout, "**no**") {
 		t.Errorf("a scenario failed:\n%s", stdout)
 	}
 	if !strings.Contains(stderr, "herald   S1 publish [##############################] 100% 100/100\n") {
 		t.Errorf("no progress bar on stderr:\n%q", stderr)
+	}
+}
+
+// TestBenchHeraldInProcess runs the profiling mode: the report says the server ran
+// in-process and adds the CPU and store figures per message.
+func TestBenchHeraldInProcess(t *testing.T) {
+	stdout, stderr, err := runBenchArgs(t, "--peers", "herald", "--in-process", "--scenarios", "s1", "--messages", "100",
+		"--timeout", "20s", "--no-progress")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"Herald: **in-process** (--in-process)",
+		"for profiling only",
+		"| herald | in-process server (profiling only), Pebble store on local disk: every commit (publish, lease, ACK, NACK) is fsynced before the answer |",
+		"S1 publish CPU µs",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestBenchHeraldBinMissing: a --herald-bin that cannot run leaves Herald unavailable,
+// with the reason, and the command goes on.
+func TestBenchHeraldBinMissing(t *testing.T) {
+	stdout, stderr, err := runBenchArgs(t, "--peers", "herald", "--herald-bin", "/no/such/herald", "--no-progress", "--json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	var rep struct {
+		Herald  string
+		Systems []bench.System
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("%v in %s", err, stdout)
+	}
+	if len(rep.Systems) != 1 || !strings.Contains(rep.Systems[0].Unavailable, "/no/such/herald") ||
+		!strings.Contains(rep.Herald, "/no/such/herald") {
+		t.Errorf("report %+v", rep)
 	}
 }
 
