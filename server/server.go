@@ -399,7 +399,7 @@ const DefaultMaxInflightPublishes = rpcapi.DefaultMaxInflightPublishes
 
 // DefaultPreparedLogs is the number of log files `herald serve` has a new store write
 // ahead (Config.PreparedLogs) unless told otherwise: none, so that a first start on a
-// laptop, in CI or in a container writes a few megabytes, not 576.
+// laptop, in CI or in a container writes a few kilobytes, not 576 MB.
 const DefaultPreparedLogs = 0
 
 // FullPreparedLogs is the number of prepared log files that covers every log a new
