@@ -413,9 +413,9 @@ func (v Value) String() string {
 
 // Interface converts v to a plain Go value: nil, bool, int64, float64, string, an RFC
 // 3339 string for timestamps, a Go duration string for durations, a []byte (a copy) for
-// Bytes, []any for lists and map[string]any for maps. All but Bytes come out as
-// encoding/json would have them, which would write a []byte as a bare base64 string:
-// MarshalJSON writes the tagged form instead.
+// Bytes, []any for lists and map[string]any for maps. Given to encoding/json, every kind
+// but Bytes comes out as MarshalJSON writes it; a []byte would come out as a bare base64
+// string, where MarshalJSON writes the tagged form {"$bytes": "<base64>"}.
 func (v Value) Interface() any {
 	switch v.k {
 	case KindBool:
