@@ -280,10 +280,10 @@ func waitBackends(t *testing.T, app string) {
 	}
 }
 
-// TestServerRestart restarts the PostgreSQL server while a store commits: commits fail
-// with errors (none hangs, none is acknowledged unless stored) and succeed again once
-// the server is back. It is skipped unless HERALD_PG_RESTART_TEST=1, since it
-// disturbs every other user of the server.
+// TestServerRestart restarts the PostgreSQL server while a store commits with two groups
+// in flight: commits fail with errors (none hangs, none is acknowledged unless stored)
+// and succeed again once the server is back. It is skipped unless
+// HERALD_PG_RESTART_TEST=1, since it disturbs every other user of the server.
 func TestServerRestart(t *testing.T) {
 	if os.Getenv("HERALD_PG_RESTART_TEST") != "1" {
 		t.Skip("restarts the PostgreSQL server (pg_ctlcluster --skip-systemctl-redirect 15 main restart), which disturbs its other users; set HERALD_PG_RESTART_TEST=1 to run it")
@@ -295,64 +295,112 @@ func TestServerRestart(t *testing.T) {
 	schema := newSchema(t)
 	s := mustOpen(t, schema, pgstore.Options{Timeout: 20 * time.Second})
 	defer s.Close()
-	ctx := context.Background()
-	restarted := make(chan error, 1)
-	w, rewind := &workload{}, false
-	var acked uint64
-	var ok, failed, okAfter int
-	for okAfter < 30 {
-		if rewind {
-			// A failed commit may or may not have been stored: go on from the position.
-			m, err := s.Meta(ctx)
-			if err != nil {
-				<-time.After(100 * time.Millisecond)
-				continue
-			}
-			w, rewind = &workload{seq: m.Seq}, false
-		}
-		group := w.next(1 + ok%5)
-		start := time.Now()
-		errs, err := s.Commit(ctx, group)
-		if d := time.Since(start); d > 30*time.Second {
-			t.Fatalf("a commit took %v", d)
-		}
-		if err != nil {
-			if failed++; failed == 1 {
-				t.Logf("first failure, after %d commits: %v", ok, err)
-			}
-			rewind = true
-			continue
-		}
-		for _, e := range errs {
-			if e != nil {
-				t.Fatal(e)
-			}
-		}
-		acked, ok = w.seq, ok+1
-		if ok == 30 {
+	r := &restarter{t: t, s: s, w: &workload{}, restarted: make(chan error, 1)}
+	for r.okAfter < 30 {
+		r.step()
+		if r.ok >= 30 && !r.started {
+			r.started = true
 			go func() {
 				out, err := exec.Command(ctl, "--skip-systemctl-redirect", "15", "main", "restart").CombinedOutput()
 				if err != nil {
 					err = fmt.Errorf("%v: %s", err, out)
 				}
-				restarted <- err
+				r.restarted <- err
 			}()
 		}
-		select {
-		case err := <-restarted:
-			if err != nil {
-				t.Fatalf("restarting the server: %v", err)
-			}
-			restarted = nil
-		default:
+	}
+	r.drain()
+	t.Logf("%d commits acknowledged, %d failed during the restart", r.ok, r.failed)
+	m := checkState(t, schema, r.acked)
+	if m.Seq != r.acked {
+		t.Fatalf("stored seq %d, last acknowledged %d", m.Seq, r.acked)
+	}
+}
+
+// restarter commits for TestServerRestart, two groups in flight.
+type restarter struct {
+	t                   *testing.T
+	s                   *pgstore.Store
+	w                   *workload
+	inflight            []restartCall
+	acked               uint64
+	ok, failed, okAfter int
+	rewind, started     bool
+	restarted           chan error // nil once the restart is done
+}
+
+type restartCall struct {
+	last  uint64
+	start time.Time
+	wait  func() error
+}
+
+// step starts a group (after going back to the stored position if a commit failed)
+// and, with two in flight, waits for the older one.
+func (r *restarter) step() {
+	ctx := context.Background()
+	if r.rewind {
+		r.drain()
+		// A failed commit may or may not have been stored: go on from the position.
+		m, err := r.s.Meta(ctx)
+		if err != nil {
+			<-time.After(100 * time.Millisecond)
+			return
 		}
-		if restarted == nil {
-			okAfter++
+		r.w, r.rewind = &workload{seq: m.Seq}, false
+	}
+	start := time.Now()
+	group := r.w.next(1 + r.ok%5)
+	errs, wait, err := r.s.CommitAsync(ctx, group)
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	for _, e := range errs {
+		if e != nil {
+			r.t.Fatal(e)
 		}
 	}
-	t.Logf("%d commits acknowledged, %d failed during the restart", ok, failed)
-	m := checkState(t, schema, acked)
-	if m.Seq != acked {
-		t.Fatalf("stored seq %d, last acknowledged %d", m.Seq, acked)
+	if r.inflight = append(r.inflight, restartCall{r.w.seq, start, wait}); len(r.inflight) == 2 {
+		r.finish()
 	}
+}
+
+// finish waits for the oldest commit in flight.
+func (r *restarter) finish() {
+	c := r.inflight[0]
+	r.inflight = r.inflight[1:]
+	err := c.wait()
+	if d := time.Since(c.start); d > 30*time.Second {
+		r.t.Fatalf("a commit took %v", d)
+	}
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.acked, r.ok = c.last, r.ok+1
+	select {
+	case err := <-r.restarted:
+		if err != nil {
+			r.t.Fatalf("restarting the server: %v", err)
+		}
+		r.restarted = nil
+	default:
+	}
+	if r.restarted == nil {
+		r.okAfter++
+	}
+}
+
+func (r *restarter) drain() {
+	for len(r.inflight) > 0 {
+		r.finish()
+	}
+}
+
+func (r *restarter) fail(err error) {
+	if r.failed++; r.failed == 1 {
+		r.t.Logf("first failure, after %d commits: %v", r.ok, err)
+	}
+	r.rewind = true
 }
