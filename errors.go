@@ -37,6 +37,7 @@ const (
 	CodeUnknownAttribute  Code = "E2009"
 	CodeConstraint        Code = "E2010"
 	CodeNoConstraint      Code = "E2011"
+	CodeUnknownType       Code = "E2012"
 
 	CodeTxState    Code = "E3001"
 	CodeTxConflict Code = "E3002"
@@ -107,6 +108,7 @@ var codeTable = []CodeInfo{
 	{CodeUnknownAttribute, "UNKNOWN_ATTRIBUTE", 400, "invalid_argument", "an attribute is not declared on its type"},
 	{CodeConstraint, "CONSTRAINT_VIOLATION", 409, "failed_precondition", "the commit (or a new constraint) would leave a binding that breaks a constraint"},
 	{CodeNoConstraint, "CONSTRAINT_NOT_FOUND", 404, "not_found", "DROP CONSTRAINT names no declared constraint"},
+	{CodeUnknownType, "UNKNOWN_TYPE", 400, "invalid_argument", "a pattern names a type that is not declared and that no node or edge has (a WATCH gets a warning event instead, and waits for it)"},
 
 	{CodeTxState, "TRANSACTION_STATE", 409, "failed_precondition", "BEGIN inside a transaction, COMMIT or ROLLBACK outside one, and similar"},
 	{CodeTxConflict, "TRANSACTION_CONFLICT", 409, "aborted", "a concurrent transaction changed what this one wrote; retry"},

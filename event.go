@@ -23,7 +23,11 @@ const (
 	// EventTriggerFailed reports that a watch's ON MATCH DO actions failed for a match
 	// (Code and Message say why); the stream goes on.
 	EventTriggerFailed = "trigger_failed"
-	EventError         = "error" // the stream ends because of the error in Code and Message
+	// EventWarning comes first on a stream whose statement names a type no one has
+	// declared or used yet (Code E2012, Message says which): the watch waits for it,
+	// which is what it should do, unless the name is a typo. The stream goes on.
+	EventWarning = "warning"
+	EventError   = "error" // the stream ends because of the error in Code and Message
 )
 
 // Event is one message on a watch or consume stream. It marshals to the wire form, e.g.

@@ -40,6 +40,7 @@ const (
 	eventConsumed = "consumed"
 	eventTimeout  = "timeout"
 	eventError    = "error"
+	eventWarning  = "warning"
 )
 
 // consumeConn is one open Subscribe call.

@@ -72,6 +72,7 @@ type subOptions struct {
 	prefetch    int
 	params      map[string]any
 	drain       time.Duration  // WithDrainTimeout: 0 waits for the handlers
+	warn        func(*herald.Error)
 	processed   func(*Message) // test hook: called once a message is done with
 	readHook    func(event)    // test hook: called after each event is handled
 }
@@ -94,6 +95,14 @@ func WithPrefetch(n int) SubscribeOption { return func(o *subOptions) { o.prefet
 // each bounded by its lease (its context ends when the lease expires).
 func WithDrainTimeout(d time.Duration) SubscribeOption {
 	return func(o *subOptions) { o.drain = d }
+}
+
+// OnWarning calls fn with each warning the server sends about the subscription's
+// statement — a type that no one has declared or used yet (E2012), which may be a
+// typo: the subscription waits for it either way. Without it warnings go to the
+// client's logger at WARN.
+func OnWarning(fn func(*herald.Error)) SubscribeOption {
+	return func(o *subOptions) { o.warn = fn }
 }
 
 // WithParams binds the WATCH statement's $parameters.
@@ -340,6 +349,13 @@ func (s *Subscription) read() {
 		case eventError:
 			s.streamEnded(&herald.Error{Code: ev.Code, Message: ev.Message})
 			return
+		case eventWarning:
+			w := &herald.Error{Code: ev.Code, Message: ev.Message}
+			if s.opts.warn != nil {
+				s.opts.warn(w)
+			} else {
+				s.log.Warn("the server warns about the subscription's statement", "code", w.Code, "message", w.Message)
+			}
 		default:
 			// Unknown event types are for newer clients.
 		}

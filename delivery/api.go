@@ -17,6 +17,7 @@ const (
 	EventConsumed = herald.EventConsumed
 	EventTimeout  = herald.EventTimeout
 	EventError    = herald.EventError
+	EventWarning  = herald.EventWarning
 )
 
 // Event is one message on a consumer's stream.

@@ -354,6 +354,10 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 	}
 	g.members = append(g.members, c)
 	g.idleSince = time.Time{}
+	if sp.warning != nil {
+		// Before anything the dispatcher may lease to it: it runs under s.mu too.
+		c.send(Event{Type: EventWarning, Code: sp.warning.Code, Message: sp.warning.Message})
+	}
 	s.consumers[c.id] = c
 	if sp.handle != "" {
 		s.handles[hkey] = c
@@ -411,6 +415,11 @@ func (s *Service) compile(ctx context.Context, sessionID, query string, params m
 	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, acc.Types()); err != nil {
 		return nil, err
 	}
+	warning, err := s.eng.CheckWatchNames(w, file)
+	if err != nil {
+		return nil, err
+	}
+	sp.warning = warning
 	sp.canRead = engine.WatchReads(herald.PrincipalFrom(ctx), herald.ActConsume, s.cfg.Policy)
 	return sp, nil
 }

@@ -81,6 +81,9 @@ type spec struct {
 	rowOnly    bool     // the projection reads the row alone (readsRowOnly)
 	seedRow    eval.Row // seedOnly: the row project binds the subject in (under the service's lock)
 	ctx        func() *eval.Context
+	// warning, when set, is the first event of a stream that opens this statement (a
+	// type nobody has declared or used yet, see herald.EventWarning).
+	warning *herald.Error
 	// canRead is the eval.Context.CanRead of the group's evaluations
 	// (engine.WatchReads of its owner), set when the group is made; nil: no check.
 	canRead func(string) error

@@ -469,6 +469,9 @@ func stmtName(st ast.Stmt) string {
 
 // run executes a data statement against x.tx.
 func (x *execution) run(st ast.Stmt) (Result, error) {
+	if _, bad := checkNames(st, x.tx, x.sess.vars, x.file, false); bad != nil {
+		return Result{}, bad
+	}
 	switch s := st.(type) {
 	case *ast.NodeDeclStmt:
 		return x.declareNode(s)

@@ -259,14 +259,15 @@ func ownIndex[K any](g *Graph, m pmap[K, *posIndex], k K) *posIndex {
 	return ix
 }
 
-// dropFromIndex removes p from m's index under k, and the index when it empties.
-func dropFromIndex[K any](g *Graph, m pmap[K, *posIndex], k K, p Pos) {
+// dropFromIndex removes p from m's index under k, and the index when it empties
+// (unless keep).
+func dropFromIndex[K any](g *Graph, m pmap[K, *posIndex], k K, p Pos, keep bool) {
 	if _, ok := m.get(k); !ok {
 		return
 	}
 	ix := ownIndex(g, m, k)
 	ix.t.Delete(p)
-	if ix.t.Len() == 0 {
+	if ix.t.Len() == 0 && !keep {
 		m.del(k)
 	}
 }
@@ -286,13 +287,16 @@ func (g *Graph) indexNode(n *herald.Node) {
 
 func (g *Graph) unindexNode(n *herald.Node) {
 	p := PosOf(n)
-	dropFromIndex(g, g.byType, n.Type, p)
+	// A type's index stays when its last node goes: the type stays known (HasType),
+	// so a drained queue's type still answers a MATCH with nothing rather than as a
+	// name nobody ever used.
+	dropFromIndex(g, g.byType, n.Type, p, true)
 	if !g.attrsIndexed(n.Type) {
 		return
 	}
 	for _, a := range n.Attrs {
 		if vk := ValueKey(a.Value); vk != "" {
-			dropFromIndex(g, g.byAttr, idxKey{n.Type, a.Name, vk}, p)
+			dropFromIndex(g, g.byAttr, idxKey{n.Type, a.Name, vk}, p, false)
 		}
 	}
 }

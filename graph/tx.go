@@ -406,3 +406,49 @@ func (tx *Tx) Changes() []herald.Change {
 func (g *Graph) ViewAs(nodes map[herald.NodeID]*herald.Node, edges map[herald.EdgeKey]*herald.Edge) *Tx {
 	return &Tx{g: g, nodes: nodes, edges: edges}
 }
+
+// HasType reports whether type t is declared, or some node or edge in the transaction's
+// view has it, or nodes had it since the graph was loaded: whether a pattern naming t
+// names a type anyone has used. It reads no more than one entry of each index.
+func (tx *Tx) HasType(t string) bool {
+	if tx.Type(t) != nil || tx.CountOfType(t) > 0 {
+		return true
+	}
+	if _, ok := tx.g.byType.get(t); ok {
+		return true // it had nodes since the graph was loaded
+	}
+	found := false
+	tx.g.edgesByType.ascendFrom(pair{a: t}, func(p pair, _ struct{}) bool {
+		found = p.a == t
+		return false
+	})
+	if found {
+		return true
+	}
+	for _, e := range tx.edges {
+		if e != nil && e.Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+// TypeNames lists the declared types and the types of the nodes present, for
+// suggestions in error messages.
+func (tx *Tx) TypeNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range tx.g.Types() {
+		if !seen[d.Name] {
+			seen[d.Name] = true
+			out = append(out, d.Name)
+		}
+	}
+	for _, t := range tx.g.NodeTypes() {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -54,6 +54,12 @@ func (w *watcher) beginSince(ctx context.Context) error {
 // loop runs a stream from its open: the reset and the snapshot first, then its
 // service loop (run).
 func (w *watcher) loop() {
+	if w.warning != nil {
+		if !w.send(&herald.Event{Type: herald.EventWarning, Seq: w.cursor, Tick: w.tick, Code: w.warning.Code, Message: w.warning.Message}) {
+			w.finish()
+			return
+		}
+	}
 	if w.reset != nil {
 		if !w.send(&herald.Event{Type: herald.EventReset, Seq: w.cursor, Tick: w.tick, Code: w.reset.Code, Message: w.reset.Message}) {
 			w.finish()

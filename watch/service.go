@@ -305,6 +305,10 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	if err := s.cfg.Policy.Check("watch", sp.typ, acc.Types()); err != nil {
 		return nil, err
 	}
+	warning, err := s.eng.CheckWatchNames(stmt, sp.file)
+	if err != nil {
+		return nil, err
+	}
 	w := &watcher{
 		id:          randToken(12),
 		svc:         s,
@@ -317,6 +321,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 		actor:       actor,
 		principal:   p,
 		limits:      s.eng.LimitsFor(p),
+		warning:     warning,
 		events:      make(chan herald.Event, chanCapFor(sp.buffer)),
 		ctxDone:     ctx.Done(),
 		wake:        make(chan struct{}, 1),
@@ -377,7 +382,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	// The stream ends with ctx; the registration is released when it ends first.
 	w.unctx = s.closeWithCtx(ctx, w)
 	w.startTimers()
-	if w.reset == nil && len(w.initial) == 0 && w.heartTimer == nil && w.win == nil && !sp.immediate && !w.behindLog() {
+	if w.warning == nil && w.reset == nil && len(w.initial) == 0 && w.heartTimer == nil && w.win == nil && !sp.immediate && !w.behindLog() {
 		w.startParked() // nothing to do yet: no goroutine until something concerns it
 	} else {
 		go w.loop()
@@ -610,6 +615,9 @@ type watcher struct {
 	txq       []engine.TxEvent       // queued by the session listener (under mu)
 	untx      func()
 	dropped   int
+	// warning, when set, goes first of all as a warning event (see
+	// herald.EventWarning).
+	warning *herald.Error
 	// reset, when set, goes first as a reset event: the requested position was
 	// compacted away, or is ahead of this server's.
 	reset      *herald.Error

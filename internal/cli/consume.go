@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/engine"
 )
@@ -137,7 +138,8 @@ func runConsume(ctx context.Context, f consumeFlags, statement string, stdout, s
 		}
 		return nil
 	}
-	opts := []client.SubscribeOption{client.WithPolicy(client.Manual), client.WithPrefetch(f.prefetch)}
+	opts := []client.SubscribeOption{client.WithPolicy(client.Manual), client.WithPrefetch(f.prefetch),
+		client.OnWarning(func(w *herald.Error) { fmt.Fprintf(stderr, "warning: %s %s\n", w.Code, w.Message) })}
 	if params != nil {
 		opts = append(opts, client.WithParams(params))
 	}

@@ -120,6 +120,10 @@ func runWatch(ctx context.Context, f watchFlags, statement string, stdout, stder
 			}
 			return &ExitError{Code: 1, Err: err}
 		}
+		if ev.Type == herald.EventWarning && !f.json {
+			fmt.Fprintf(stderr, "warning: %s %s\n", ev.Code, ev.Message)
+			continue
+		}
 		line := formatEvent(ev)
 		if f.json {
 			line = eventJSON(ev)
