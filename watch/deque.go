@@ -134,6 +134,8 @@ func valueSize(v herald.Value) int {
 	switch v.Kind() {
 	case herald.KindString:
 		return 24 + len(v.AsString())
+	case herald.KindBytes:
+		return 24 + len(v.BytesAsString())
 	case herald.KindList:
 		n := 24
 		for _, x := range v.AsList() {

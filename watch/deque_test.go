@@ -62,3 +62,12 @@ func TestDequeRingsComeBackEmpty(t *testing.T) {
 		freeRing(r)
 	}
 }
+
+// TestValueSizeCountsBytes: a Bytes value weighs its bytes against a stream's byte
+// bound, as a String does.
+func TestValueSizeCountsBytes(t *testing.T) {
+	big := make([]byte, 1<<20)
+	if n := valueSize(herald.Bytes(big)); n < 1<<20 {
+		t.Fatalf("a 1 MiB Bytes value counts %d bytes", n)
+	}
+}
