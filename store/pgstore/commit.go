@@ -282,10 +282,13 @@ func (s *Store) lockAndRead(ctx context.Context, tx pgx.Tx, batches []*store.Bat
 func fenceErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		switch pe.Code {
-		case codeFenced:
+		switch {
+		case pe.Code == codeFenced:
 			return fmt.Errorf("%w (%s)", ErrFenced, pe.Message)
-		case codeMoved:
+		case pe.Code == codeMoved:
+			return fmt.Errorf("%w (%s)", errMoved, pe.Message)
+		case pe.Code == codeUniqueViolation && (pe.TableName == "changes" || pe.TableName == "bodies"):
+			// A seq above the position this store expected is taken (see putChanges).
 			return fmt.Errorf("%w (%s)", errMoved, pe.Message)
 		}
 	}

@@ -88,10 +88,12 @@ BEGIN
 END $$;
 `
 
-// SQLSTATEs raised by the functions above.
+// SQLSTATEs raised by the functions above, and by a duplicate key.
 const (
 	codeFenced = "HR001"
 	codeMoved  = "HR002"
+
+	codeUniqueViolation = "23505"
 )
 
 // DefaultSchema is the schema a store lives in unless Options.Schema names another.
@@ -151,13 +153,11 @@ func newQueries(schema string) queries {
 		delTypes:  del("types", "name"),
 		putAux:    put("aux", "key", "value"),
 		delAux:    del("aux", "key"),
-		// A change set at a seq already taken means that another writer moved the
-		// position: advance then fails the transaction, which therefore never commits a
-		// conflict skipped here.
-		putChanges: f(`INSERT INTO {s}.changes (seq, cs) SELECT * FROM unnest($1::bigint[], $2::bytea[])
-			ON CONFLICT DO NOTHING`),
-		putBodies: f(`INSERT INTO {s}.bodies (node, seq, data) SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[])
-			ON CONFLICT (node, seq) DO UPDATE SET data = excluded.data`),
+		// Change sets and bodies are keyed by a seq above the position, so their keys
+		// are new unless another writer moved the position: a plain INSERT (cheaper
+		// than an upsert) then fails, and the failure is reported as errMoved.
+		putChanges: f(`INSERT INTO {s}.changes (seq, cs) SELECT * FROM unnest($1::bigint[], $2::bytea[])`),
+		putBodies:  f(`INSERT INTO {s}.bodies (node, seq, data) SELECT * FROM unnest($1::bytea[], $2::bigint[], $3::bytea[])`),
 		putDead: f(`INSERT INTO {s}.dead_bodies (seq, body_seq, node) SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])
 			ON CONFLICT DO NOTHING`),
 
