@@ -34,7 +34,8 @@ import (
 //     on, so later blocks run while the stream stays open; the stream is stopped when
 //     the document reaches its next heading. When it copies itself to a file with
 //     `| tee FILE`, the test also waits for FILE to hold what it read, since a later
-//     block may read it.
+//     block may read it. A ```text {continued} block further on shows the next lines of
+//     the last stream still open (what it printed after the blocks in between ran).
 //   - A ```console block is a session: its `$ ` lines run in order in one shell, and the
 //     other lines are what they print.
 //   - A ```text block whose first line is `$ … herald query` and which shows `herald> `
@@ -60,7 +61,12 @@ func (b docBlock) illustrative() bool { return strings.Contains(b.Info, "{illust
 func (b docBlock) isCommand() bool { return b.Lang == "sh" || b.Lang == "bash" }
 
 func (b docBlock) isOutput() bool {
-	return (b.Lang == "json" || b.Lang == "text") && !b.illustrative() && !b.isTranscript()
+	return (b.Lang == "json" || b.Lang == "text") && !b.illustrative() && !b.isTranscript() && !b.isContinued()
+}
+
+// isContinued: more lines of the last stream still open, after other blocks ran.
+func (b docBlock) isContinued() bool {
+	return b.Lang == "text" && strings.Contains(b.Info, "{continued}")
 }
 
 // isTranscript: a query-shell session, `$ herald query` then prompts.
@@ -199,6 +205,8 @@ func (r *docRunner) run(blocks []docBlock) {
 			r.console(b)
 		case b.isTranscript():
 			r.transcript(b)
+		case b.isContinued():
+			r.continued(b)
 		case r.strict:
 			r.t.Errorf("%s:%d: a ```%s block that is neither run nor marked {illustrative}", r.doc, b.Line, b.Lang)
 		}
@@ -267,8 +275,10 @@ func (r *docRunner) runShell(cmd *exec.Cmd, stdin string) (string, error) {
 // docStream is a command running in the background and the lines it printed.
 type docStream struct {
 	cmd   *exec.Cmd
+	text  string // the command as the document shows it
 	lines chan string
 	done  chan struct{}
+	tee   string // the file it copies its output to ("" when none)
 }
 
 var teeFile = regexp.MustCompile(`\|\s*tee\s+([^\s|;&]+)`)
@@ -276,9 +286,8 @@ var teeFile = regexp.MustCompile(`\|\s*tee\s+([^\s|;&]+)`)
 // stream starts a streaming command, reads as many lines as out shows and compares them.
 func (r *docRunner) stream(b docBlock, out *docBlock) {
 	r.t.Helper()
-	where := fmt.Sprintf("%s:%d", r.doc, b.Line)
 	if out == nil {
-		r.t.Fatalf("%s: a streaming command needs its output shown right after it", where)
+		r.t.Fatalf("%s:%d: a streaming command needs its output shown right after it", r.doc, b.Line)
 	}
 	cmd := r.shell(b.Text)
 	pr, pw, err := os.Pipe()
@@ -292,7 +301,10 @@ func (r *docRunner) stream(b docBlock, out *docBlock) {
 		pr.Close()
 		r.t.Fatal(err)
 	}
-	s := &docStream{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
+	s := &docStream{cmd: cmd, text: b.Text, lines: make(chan string, 64), done: make(chan struct{})}
+	if m := teeFile.FindStringSubmatch(b.Text); m != nil {
+		s.tee = filepath.Join(r.dir, m[1])
+	}
 	r.streams = append(r.streams, s)
 	go func() {
 		defer close(s.done)
@@ -305,9 +317,26 @@ func (r *docRunner) stream(b docBlock, out *docBlock) {
 		pr.Close()
 		_ = cmd.Wait()
 	}()
+	r.expectStream(s, *out)
+}
+
+// continued compares the next lines of the last stream still open with a
+// ```text {continued} block.
+func (r *docRunner) continued(b docBlock) {
+	r.t.Helper()
+	if len(r.streams) == 0 {
+		r.t.Fatalf("%s:%d: a {continued} block with no stream open under its heading", r.doc, b.Line)
+	}
+	r.expectStream(r.streams[len(r.streams)-1], b)
+}
+
+// expectStream reads as many lines of s as out shows, and compares them with it. When s
+// copies itself to a file, it waits for the file to hold them too.
+func (r *docRunner) expectStream(s *docStream, out docBlock) {
+	r.t.Helper()
+	where := fmt.Sprintf("%s:%d", r.doc, out.Line)
 	want := strings.Split(strings.TrimRight(out.Text, "\n"), "\n")
 	var got []string
-	read := 0 // bytes of output read, comments included
 	timeout := time.After(eventWait)
 	for len(got) < len(want) {
 		select {
@@ -315,7 +344,6 @@ func (r *docRunner) stream(b docBlock, out *docBlock) {
 			if !ok {
 				r.t.Fatalf("%s: the stream ended after %d of %d lines:\n%s", where, len(got), len(want), strings.Join(got, "\n"))
 			}
-			read += len(line) + 1
 			if strings.HasPrefix(line, ":") { // a server-sent-event comment (": ping")
 				continue
 			}
@@ -325,13 +353,13 @@ func (r *docRunner) stream(b docBlock, out *docBlock) {
 		}
 	}
 	if !docMatch(out.Lang, out.Text, strings.Join(got, "\n")) {
-		r.t.Errorf("%s: the stream of\n%s\ndoes not match %s:%d.\ngot:\n%s\nwant:\n%s", where, b.Text, r.doc, out.Line, strings.Join(got, "\n"), out.Text)
+		r.t.Errorf("%s: the stream of\n%s\nprints something else.\ngot:\n%s\nwant:\n%s", where, s.text, strings.Join(got, "\n"), out.Text)
 	}
-	if m := teeFile.FindStringSubmatch(b.Text); m != nil {
-		name := filepath.Join(r.dir, m[1])
-		eventually(r.t, where+": "+m[1]+" holds what the stream printed", func() bool {
-			fi, err := os.Stat(name)
-			return err == nil && fi.Size() >= int64(read)
+	if last := got[len(got)-1]; s.tee != "" && strings.TrimSpace(last) != "" {
+		// tee copies the lines in order: once the last is in the file, all are.
+		eventually(r.t, where+": "+filepath.Base(s.tee)+" holds what the stream printed", func() bool {
+			data, err := os.ReadFile(s.tee)
+			return err == nil && bytes.Contains(data, []byte(last+"\n"))
 		})
 	}
 }
