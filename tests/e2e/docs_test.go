@@ -7,6 +7,8 @@ import "testing"
 
 func TestDocsAPI(t *testing.T) { runDoc(t, "docs/api.md") }
 
+func TestDocsQueues(t *testing.T) { runDoc(t, "docs/queues.md") }
+
 func runDoc(t *testing.T, name string, flags ...string) {
 	t.Helper()
 	requireShellTools(t)
