@@ -36,6 +36,9 @@ import (
 //     `| tee FILE`, the test also waits for FILE to hold what it read, since a later
 //     block may read it. A ```text {continued} block further on shows the next lines of
 //     the last stream still open (what it printed after the blocks in between ran).
+//   - A block whose one command is `herald serve FLAGS` starts the server the later blocks
+//     talk to, with those flags (and a free port and a new data directory), in place of
+//     the one the test started.
 //   - A ```console block is a session: its `$ ` lines run in order in one shell, and the
 //     other lines are what they print.
 //   - A ```text block whose first line is `$ … herald query` and which shows `herald> `
@@ -168,13 +171,48 @@ type docRunner struct {
 // newDocRunner starts a server with flags for the document doc.
 func newDocRunner(t *testing.T, doc string, flags ...string) *docRunner {
 	t.Helper()
-	s := startServer(t, t.TempDir(), flags...)
-	env := append(os.Environ(),
-		"PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"HERALD_ADDR="+s.URL())
-	r := &docRunner{t: t, doc: doc, server: s, dir: t.TempDir(), env: env}
+	r := &docRunner{t: t, doc: doc, dir: t.TempDir()}
+	r.startServer(flags)
 	t.Cleanup(r.stopStreams)
 	return r
+}
+
+// startServer starts the server the commands talk to, with flags, in place of the one
+// running (if any).
+func (r *docRunner) startServer(flags []string) {
+	r.t.Helper()
+	if r.server != nil {
+		r.stopStreams()
+		r.server.Kill()
+	}
+	r.server = startServer(r.t, r.t.TempDir(), flags...)
+	r.env = append(os.Environ(),
+		"PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HERALD_ADDR="+r.server.URL())
+}
+
+// serveFlags returns the flags of a block whose one command is `herald serve` (or
+// `go run ./cmd/herald serve`), comments and line continuations aside.
+func serveFlags(text string) ([]string, bool) {
+	var words []string
+	for _, line := range strings.Split(strings.ReplaceAll(text, "\\\n", " "), "\n") {
+		if i := strings.Index(line, "#"); i >= 0 {
+			line = line[:i]
+		}
+		if f := strings.Fields(line); len(f) > 0 {
+			if len(words) > 0 {
+				return nil, false // a second command
+			}
+			words = f
+		}
+	}
+	cmd := strings.Join(words, " ")
+	for _, prefix := range []string{"herald serve", "go run ./cmd/herald serve"} {
+		if cmd == prefix || strings.HasPrefix(cmd, prefix+" ") {
+			return words[len(strings.Fields(prefix)):], true
+		}
+	}
+	return nil, false
 }
 
 // run runs blocks in order. With strict set, a block that is neither run nor marked
@@ -235,6 +273,13 @@ func (r *docRunner) shell(script string) *exec.Cmd {
 // command runs a ```sh block and checks its output against out (nil: exit status 0).
 func (r *docRunner) command(b docBlock, out *docBlock) {
 	r.t.Helper()
+	if flags, ok := serveFlags(b.Text); ok {
+		if out != nil {
+			r.t.Fatalf("%s:%d: a herald serve block cannot show an output", r.doc, b.Line)
+		}
+		r.startServer(flags) // on a free port and a new data directory
+		return
+	}
 	if streamCommand.MatchString(b.Text) {
 		r.stream(b, out)
 		return

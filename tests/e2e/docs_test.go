@@ -1,6 +1,18 @@
 package e2e
 
-import "testing"
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald/internal/testutil"
+)
 
 // Each of these runs the shell commands of one document, in order, against a new
 // server, and compares their output with what the document shows (see docrun_test.go).
@@ -9,9 +21,93 @@ func TestDocsAPI(t *testing.T) { runDoc(t, "docs/api.md") }
 
 func TestDocsQueues(t *testing.T) { runDoc(t, "docs/queues.md") }
 
+func TestDocsSecurity(t *testing.T) { runDoc(t, "docs/security.md") }
+
 func runDoc(t *testing.T, name string, flags ...string) {
 	t.Helper()
 	requireShellTools(t)
 	r := newDocRunner(t, name, flags...)
 	r.run(readDocBlocks(t, name))
+}
+
+// TestDocsServeExample: the exposed server of docs/operations.md, which is also an
+// example of `herald serve --help`, starts as written once its files exist (the test
+// makes them and puts them in place of the paths it names), and refuses to start
+// without client authentication. The page marks the block {illustrative} because it
+// names files under /etc.
+func TestDocsServeExample(t *testing.T) {
+	var example string
+	for _, b := range readDocBlocks(t, "docs/operations.md") {
+		if b.isCommand() && strings.Contains(b.Text, "0.0.0.0:7420") {
+			example = b.Text
+		}
+	}
+	if example == "" {
+		t.Fatal("docs/operations.md shows no herald serve command listening on 0.0.0.0:7420")
+	}
+	oneLine := func(s string) string { return strings.Join(strings.Fields(strings.ReplaceAll(s, "\\\n", " ")), " ") }
+	help, err := exec.Command(binary, "serve", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("herald serve --help: %v\n%s", err, help)
+	}
+	if !strings.Contains(oneLine(string(help)), oneLine(example)) {
+		t.Errorf("herald serve --help does not show the example of docs/operations.md:\n%s", example)
+	}
+
+	certs, err := testutil.NewCerts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Fields(oneLine(example))
+	if len(args) < 2 || args[0] != "herald" || args[1] != "serve" {
+		t.Fatalf("not a herald serve command: %s", example)
+	}
+	args = args[2:]
+	for i, a := range args {
+		switch a {
+		case "/var/lib/herald":
+			args[i] = t.TempDir()
+		case "/etc/herald/server.pem":
+			args[i] = certs.ServerCert
+		case "/etc/herald/server-key.pem":
+			args[i] = certs.ServerKey
+		case "0.0.0.0:7420":
+			args[i] = "0.0.0.0:0"
+		}
+	}
+
+	// Without client authentication such a server refuses to start.
+	var noAuth []string
+	for _, a := range args {
+		if a != "--auth" {
+			noAuth = append(noAuth, a)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, binary, append([]string{"serve"}, noAuth...)...).CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "client authentication") {
+		t.Errorf("without --auth: err %v, output:\n%s", err, out)
+	}
+
+	s := startServer(t, t.TempDir(), args...)
+	_, port, _ := strings.Cut(s.Addr(), "]:") // [::]:port
+	if port == "" {
+		_, port, _ = strings.Cut(s.Addr(), ":")
+	}
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(certs.CA)
+	if err != nil || !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("CA: %v", err)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	// A loopback client without credentials acts as "local" (--auth).
+	resp, err := hc.Post("https://127.0.0.1:"+port+"/v1/query", "application/json", strings.NewReader(`{"query": "SPAWN j: Job {}"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a query over TLS: status %d", resp.StatusCode)
+	}
 }
