@@ -111,3 +111,34 @@ func TestDocsServeExample(t *testing.T) {
 		t.Fatalf("a query over TLS: status %d", resp.StatusCode)
 	}
 }
+
+// TestDocsStatementsParse: every unlabelled fenced block of the pages that show
+// statements holds statements the server's parser accepts. Each block is sent to a
+// throwaway server as it stands; the parser reads a whole request before anything of it
+// runs, so only a syntax error (E1001, E1002) fails the test, and whatever executing the
+// statements answers does not. (Blocks that are not statements say what they are:
+// ```text, ```ebnf, ```go, ```http.)
+func TestDocsStatementsParse(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	n := 0
+	for _, doc := range []string{"docs/language.md", "docs/consume.md", "docs/watch.md", "docs/queues.md",
+		"docs/api.md", "docs/operations.md", "docs/security.md", "docs/storage.md"} {
+		for _, b := range readDocBlocks(t, doc) {
+			if b.Lang != "" || b.illustrative() {
+				continue
+			}
+			n++
+			r, err := query(s.URL(), b.Text, nil)
+			if err != nil {
+				t.Fatalf("%s:%d: %v", doc, b.Line, err)
+			}
+			if r.Error != nil && (r.Error.Code == "E1001" || r.Error.Code == "E1002") {
+				t.Errorf("%s:%d: %s at %d:%d: %s\n%s", doc, b.Line, r.Error.Code, r.Error.Line, r.Error.Column, r.Error.Message, b.Text)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no statement blocks found")
+	}
+	t.Logf("%d blocks of statements parse", n)
+}
