@@ -63,6 +63,11 @@ func (b docBlock) illustrative() bool { return strings.Contains(b.Info, "{illust
 
 func (b docBlock) isCommand() bool { return b.Lang == "sh" || b.Lang == "bash" }
 
+// runs: the block is run (rather than compared with what something else printed).
+func (b docBlock) runs() bool {
+	return !b.illustrative() && (b.isCommand() || b.Lang == "console" || b.isTranscript())
+}
+
 func (b docBlock) isOutput() bool {
 	return (b.Lang == "json" || b.Lang == "text") && !b.illustrative() && !b.isTranscript() && !b.isContinued()
 }
