@@ -3,11 +3,13 @@ package rpcapi
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 )
 
 // grants refuses a call whose principal lacks its procedure's grant in
@@ -47,6 +49,11 @@ var errorWriter = connect.NewErrorWriter()
 // of the services (authentication, limits) answers RPC callers with it, so that their
 // clients see the coded error and not an HTTP status they cannot read.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
+	// A JSON POST to /v1/query looks like a Connect call to the error writer: only the
+	// services' own paths are RPCs.
+	if !strings.HasPrefix(r.URL.Path, "/"+heraldv1connect.HeraldName+"/") && !strings.HasPrefix(r.URL.Path, "/"+heraldv1connect.QueuesName+"/") {
+		return false
+	}
 	if !errorWriter.IsSupported(r) {
 		return false
 	}

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"io"
+	"net/http"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/herald-mq/herald"
@@ -49,5 +52,31 @@ func TestEveryOperationHasAGrant(t *testing.T) {
 	}
 	if len(stale) > 0 {
 		t.Errorf("herald.Operations names operations nothing serves: %v", stale)
+	}
+}
+
+// TestRefusalsInTheCallersProtocol: an unauthenticated request gets its refusal in the
+// protocol it speaks — the JSON API's {"error": …} for POST /v1/query (a JSON POST,
+// which Connect's error writer alone would take for a Connect call), Connect's error
+// for an RPC.
+func TestRefusalsInTheCallersProtocol(t *testing.T) {
+	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger(), Auth: true})
+	start(t, s)
+	for path, want := range map[string]string{
+		"/v1/query":               `"error":{"code":"E4014"`,
+		"/herald.v1.Herald/Query": `"code":"unauthenticated"`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.Addr()+path, strings.NewReader(`{"query": "MATCH n: N RETURN n"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer hrd_nope")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %d %s, want 401 with %s", path, resp.StatusCode, b, want)
+		}
 	}
 }
