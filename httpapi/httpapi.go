@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -62,7 +63,20 @@ type Options struct {
 	// Metrics are the services whose own figures /metrics serves besides the HTTP
 	// ones (the engine, the consume and watch engines, the queues).
 	Metrics []herald.MetricSource
+	// WatchLinger is how long a busy watch stream gathers events before its next
+	// write: after a write the next one waits until this much time has passed since
+	// it, so a stream of a thousand events a second makes tens of writes, not a
+	// thousand. The first event after a quiet spell goes out at once. 0 means
+	// DefaultWatchLinger; negative, no wait.
+	WatchLinger time.Duration
+	// SendSlots bounds how many watch streams encode at once (shared with the RPC
+	// streams, so a fan-out leaves CPU to the writers); nil means slots of the
+	// handler's own, half the CPUs.
+	SendSlots chan struct{}
 }
+
+// DefaultWatchLinger is Options.WatchLinger's default.
+const DefaultWatchLinger = 50 * time.Millisecond
 
 // Handler is the HTTP API. Create it with New.
 type Handler struct {
@@ -78,6 +92,8 @@ type Handler struct {
 	wat         Watcher
 	clock       herald.Clock
 	ping        time.Duration
+	linger      time.Duration   // Options.WatchLinger
+	slots       chan struct{}   // Options.SendSlots
 	streams     context.Context // done once CloseStreams is called
 	stopStreams context.CancelFunc
 }
@@ -94,6 +110,14 @@ func New(eng Engine, opts Options) *Handler {
 		wat:     opts.Watch,
 		clock:   opts.Clock,
 		ping:    opts.PingInterval,
+		linger:  opts.WatchLinger,
+		slots:   opts.SendSlots,
+	}
+	if h.linger == 0 {
+		h.linger = DefaultWatchLinger
+	}
+	if h.slots == nil {
+		h.slots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	}
 	h.streams, h.stopStreams = context.WithCancel(context.Background())
 	if h.clock == nil {

@@ -15,12 +15,9 @@ import (
 	"github.com/herald-mq/herald/engine"
 )
 
-// Bounds of one write of a stream: events already waiting are written together, up to
-// these, and flushed once.
-const (
-	maxEventsPerFlush = 256
-	maxBytesPerFlush  = 256 << 10
-)
+// maxEventsPerFlush bounds one write of a stream: the events waiting are written
+// together, up to this many, and flushed once.
+const maxEventsPerFlush = 256
 
 // DefaultPingInterval is how often a watch stream sends a ": ping" comment line when
 // Options.PingInterval is zero; it keeps proxies from closing a quiet connection.
@@ -247,17 +244,15 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	ping := h.clock.NewTimer(h.ping)
 	defer ping.Stop()
 
-	rc := http.NewResponseController(w)
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	out, err := openEventStream(w, r, cancel)
+	if err != nil {
 		return
 	}
+	defer out.close()
 
 	var buf bytes.Buffer
+	var batch []delivery.Event
+	var last time.Time // when the last write went out, for the linger
 	events := st.Events()
 	// write encodes one event into buf; it reports false when the stream must end.
 	write := func(ev delivery.Event) bool {
@@ -273,27 +268,38 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	// send writes ev and whatever else is already waiting (up to a bound), then flushes
-	// once: a busy stream costs one write per batch of events, an idle one no delay.
+	// send writes ev and whatever else is waiting by then (up to a bound), then flushes
+	// once. A busy watch-mode stream gathers during the linger after its last write, so
+	// it costs one write per batch of events; the first event after a quiet spell goes
+	// out at once. Encoding takes a send slot (and, in watch mode, the fan-out's CPU budget),
+	// so that a large fan-out leaves CPU to the writers; the write holds neither.
 	send := func(ev delivery.Event) bool {
-		buf.Reset()
-		more := write(ev)
-		for n := 1; more && n < maxEventsPerFlush && buf.Len() < maxBytesPerFlush; n++ {
-			select {
-			case next, ok := <-events:
-				if !ok {
-					more = false
-					break
-				}
-				more = write(next)
-			default:
-				n = maxEventsPerFlush
-			}
+		if !consume && !h.lingered(ctx, last) {
+			return false // a consume stream's deliveries never wait: leases are at stake
 		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
+		release, ok := h.frameSlot(ctx, !consume)
+		if !ok {
 			return false
 		}
-		return rc.Flush() == nil && more
+		buf.Reset()
+		var closed bool
+		batch, closed = take(st, append(batch[:0], ev), maxEventsPerFlush)
+		more := !closed
+		for _, next := range batch {
+			if !write(next) {
+				more = false
+				break
+			}
+		}
+		release()
+		clear(batch)
+		if err := out.write(buf.Bytes()); err != nil {
+			return false
+		}
+		if h.linger > 0 {
+			last = h.clock.Now()
+		}
+		return more
 	}
 
 	for {
@@ -318,7 +324,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-ping.C():
 			ping.Reset(h.ping)
-			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
+			if out.write([]byte(": ping\n\n")) != nil {
 				return
 			}
 		}

@@ -91,6 +91,9 @@ type Options struct {
 	WatchLinger time.Duration
 	// Clock times the linger; without one streams do not linger.
 	Clock herald.Clock
+	// SendSlots bounds how many watch streams encode a frame at once (shared with the
+	// HTTP API's event streams); nil means slots of the service's own, half the CPUs.
+	SendSlots chan struct{}
 	// MaxInflightPublishes caps, per authenticated principal, the published messages
 	// not yet durable across its publish streams; past it a frame's messages answer
 	// E4015. 0 means DefaultMaxInflightPublishes.
@@ -131,7 +134,10 @@ func New(eng Engine, opts Options) *Service {
 		s.pubs.max = DefaultMaxInflightPublishes
 	}
 	s.streams, s.stopStreams = context.WithCancel(context.Background())
-	s.sendSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	s.sendSlots = opts.SendSlots
+	if s.sendSlots == nil {
+		s.sendSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	}
 	s.linger, s.clock = opts.WatchLinger, opts.Clock
 	if s.linger == 0 {
 		s.linger = DefaultWatchLinger

@@ -163,21 +163,23 @@ type frameBudgeter interface {
 // gives the slot back and counts the frame's time against the budget; ok is false when
 // ctx ended first.
 func (s *Service) frameSlot(ctx context.Context) (release func(), ok bool) {
-	finish := func() {}
-	if b, is := s.wat.(frameBudgeter); is {
-		if finish, ok = b.FrameBudget(ctx.Done()); !ok {
-			return nil, false
-		}
-	}
+	// The slot first: the wait for one is not work, and counted against the budget it
+	// spent the budget of the very streams that waited.
 	select {
 	case s.sendSlots <- struct{}{}:
 	case <-ctx.Done():
-		finish()
 		return nil, false
 	}
+	finish := func() {}
+	if b, is := s.wat.(frameBudgeter); is {
+		if finish, ok = b.FrameBudget(ctx.Done()); !ok {
+			<-s.sendSlots
+			return nil, false
+		}
+	}
 	return func() {
-		<-s.sendSlots
 		finish()
+		<-s.sendSlots
 	}, true
 }
 

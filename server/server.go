@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -112,6 +113,15 @@ type Config struct {
 	// frame (rpcapi.Options.WatchLinger); 0 means rpcapi.DefaultWatchLinger, negative
 	// none.
 	WatchLinger time.Duration
+	// SSELinger is the same for a busy watch-mode event stream (GET /v1/watch,
+	// server-sent events: httpapi.Options.WatchLinger): each write there is one
+	// connection's, so it gathers longer. 0 or less: no wait (herald serve sets
+	// DefaultSSELinger).
+	SSELinger time.Duration
+	// FeedLinger is the least time between two wakes of the streams sharing a type's
+	// feed (watch.Config.FeedLinger). 0 or less: every commit wakes them (herald serve
+	// sets DefaultFeedLinger).
+	FeedLinger time.Duration
 	// WatchCPUShare bounds the CPU that watch-mode fan-out may take, as a share of one
 	// CPU (watch.Config.CPUShare); 0 means watch.DefaultCPUShare(), 1 or more no bound.
 	WatchCPUShare float64
@@ -276,7 +286,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	cleanup = append(cleanup, func() { _ = del.Stop(context.Background()) })
 
-	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare})
+	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare, FeedLinger: max(s.cfg.FeedLinger, 0)})
 	if err := wat.Start(ctx); err != nil {
 		return fmt.Errorf("server: start watch: %w", err)
 	}
@@ -286,6 +296,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	// The queue REST API translates onto the graph and the consume engine.
 	queues := queue.New(eng, del)
 
+	// Watch streams of both surfaces encode their events in the same few slots, so
+	// that a fan-out, over server-sent events and RPC alike, leaves CPU to the writers.
+	sendSlots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	api := httpapi.New(eng, httpapi.Options{
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log.With("component", "http"),
@@ -296,6 +309,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		PingInterval: s.cfg.PingInterval,
 		Queue:        queues,
 		Metrics:      []herald.MetricSource{eng, del, wat, queues},
+		WatchLinger:  positiveOrNone(s.cfg.SSELinger),
+		SendSlots:    sendSlots,
 	})
 	rpc := rpcapi.New(eng, rpcapi.Options{
 		Delivery:     del,
@@ -305,6 +320,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		WatchLinger:  s.cfg.WatchLinger,
 		Clock:        eng.Clock(),
+		SendSlots:    sendSlots,
 
 		MaxInflightPublishes: s.cfg.MaxInflightPublishes,
 	})
@@ -409,6 +425,21 @@ const FullPreparedLogs = pebblestore.FullPreparedLogs
 
 // DefaultWatchLinger is Config.WatchLinger's default.
 const DefaultWatchLinger = rpcapi.DefaultWatchLinger
+
+// DefaultSSELinger is what herald serve sets Config.SSELinger to.
+const DefaultSSELinger = httpapi.DefaultWatchLinger
+
+// DefaultFeedLinger is what herald serve sets Config.FeedLinger to.
+const DefaultFeedLinger = watch.DefaultFeedLinger
+
+// positiveOrNone maps a linger of this package's Config, where 0 means none, to the
+// httpapi's, where 0 means its default and a negative value none.
+func positiveOrNone(d time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return -1
+}
 
 // DefaultWatchCPUShare returns Config.WatchCPUShare's default on this machine (see
 // watch.DefaultCPUShare).

@@ -36,11 +36,15 @@ func (s *Service) dispatcher() {
 	}()
 	idleCheck := s.clock.NewTimer(parkAfter)
 	defer idleCheck.Stop()
+	feedWake := s.clock.NewTimer(time.Hour) // armed when a feed waits out its linger
+	feedWake.Stop()
+	defer feedWake.Stop()
 	var woken []*watcher // reached by commits, not yet woken
 	for {
 		select {
 		case <-s.inWake:
 		case <-s.roundDone:
+		case <-feedWake.C():
 		case <-idleCheck.C():
 			s.hintIdle()
 			idleCheck.Reset(parkAfter)
@@ -64,18 +68,22 @@ func (s *Service) dispatcher() {
 		// has taken its share: a thousand streams woken at once would queue a thousand
 		// goroutines ahead of the writers on the CPUs.
 		if s.inRound.Load() == 0 {
-			woken = s.wakeRound(woken)
+			var due time.Time
+			if woken, due = s.wakeRound(woken); !due.IsZero() {
+				feedWake.Reset(max(due.Sub(s.clock.Now()), time.Microsecond))
+			}
 		}
 	}
 }
 
 // wakeRound wakes the first few of woken as a round and returns the rest. Once woken
 // is empty, the streams of the feeds appended to meanwhile join it: each pass over
-// them covers every commit their feed got since the pass before.
-func (s *Service) wakeRound(woken []*watcher) []*watcher {
+// them covers every commit their feed got since the pass before. due is when a feed
+// that waits out its linger is to be woken (zero: none waits).
+func (s *Service) wakeRound(woken []*watcher) (_ []*watcher, due time.Time) {
 	s.mu.Lock()
 	if len(woken) == 0 {
-		woken = s.wakeFeedsLocked(woken)
+		woken, due = s.wakeFeedsLocked(woken)
 	}
 	k := min(len(woken), s.wakeBatch)
 	for _, w := range woken[:k] {
@@ -86,7 +94,7 @@ func (s *Service) wakeRound(woken []*watcher) []*watcher {
 		w.wakeInRound()
 	}
 	clear(woken[:k])
-	return woken[k:]
+	return woken[k:], due
 }
 
 // waitDispatched waits until every commit durable now has reached the streams it

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"sync"
+	"time"
 
 	"github.com/herald-mq/herald"
 )
@@ -21,9 +22,10 @@ type feed struct {
 	n    uint64              // sets appended so far
 
 	// Under Service.mu.
-	members map[*watcher]bool
-	dirty   bool   // appended to since the members were last woken
-	lastSeq uint64 // the last commit appended: one commit changes a type many times
+	members  map[*watcher]bool
+	dirty    bool      // appended to since the members were last woken
+	lastSeq  uint64    // the last commit appended: one commit changes a type many times
+	lastWake time.Time // when its members were last woken (Config.FeedLinger)
 }
 
 // feedCap is how many change sets a feed keeps: 32 KiB of pointers a type.
@@ -116,17 +118,34 @@ func (s *Service) touchFeedLocked(typ string, cs *herald.ChangeSet) {
 }
 
 // wakeFeedsLocked adds to woken every stream of a feed appended to since the last
-// call; s.mu must be held.
-func (s *Service) wakeFeedsLocked(woken []*watcher) []*watcher {
+// call, unless the feed's members were woken less than Config.FeedLinger ago: such a
+// feed stays dirty, and due is when the earliest of those may be woken (zero: none
+// waits). s.mu must be held.
+func (s *Service) wakeFeedsLocked(woken []*watcher) (_ []*watcher, due time.Time) {
+	var now time.Time
+	if s.cfg.FeedLinger > 0 {
+		now = s.clock.Now()
+	}
+	keep := s.dirtyFeeds[:0]
 	for _, f := range s.dirtyFeeds {
+		if s.cfg.FeedLinger > 0 {
+			if next := f.lastWake.Add(s.cfg.FeedLinger); now.Before(next) {
+				keep = append(keep, f)
+				if due.IsZero() || next.Before(due) {
+					due = next
+				}
+				continue
+			}
+			f.lastWake = now
+		}
 		f.dirty = false
 		for w := range f.members {
 			woken = s.queueWakeLocked(w, woken)
 		}
 	}
-	clear(s.dirtyFeeds)
-	s.dirtyFeeds = s.dirtyFeeds[:0]
-	return woken
+	clear(s.dirtyFeeds[len(keep):])
+	s.dirtyFeeds = keep
+	return woken, due
 }
 
 // readFeed takes the next sets from the stream's feed, before number end, into its

@@ -88,6 +88,19 @@ func (w *watcher) ackBatch() {
 
 // full reports whether the events waiting for the transport have reached the watch's
 // buffer, or the bytes the service allows a stream (Config.MaxBufferBytes).
+// flushFull moves what the channel has room for into it, then reports full, under one
+// hold of the queue's lock.
+func (w *watcher) flushFull() bool {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	w.flushLocked(false)
+	return w.fullLocked()
+}
+
+func (w *watcher) fullLocked() bool {
+	return w.outq.len()+len(w.events)+min(w.gap, 1) >= w.sp.buffer || w.overBytesLocked()
+}
+
 func (w *watcher) full() bool {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
@@ -154,7 +167,10 @@ func (w *watcher) flush() {
 	w.flushLocked(false)
 }
 
-// flushLocked is flush; with last it may fill the last slot too.
+// flushLocked is flush; with last it may fill the last slot too. Once the transport
+// takes in batches (Take), one event in the channel is enough to wake it, and Take
+// reads the rest from the queue, where the events of a commit shared by identical
+// watches are one pointer each: the channel holds a copy of every event it carries.
 func (w *watcher) flushLocked(last bool) {
 	moved := false
 	defer func() {
@@ -162,7 +178,11 @@ func (w *watcher) flushLocked(last bool) {
 			w.notify()
 		}
 	}()
+	batched := !last && w.batchAck.Load()
 	for w.queuedLocked() && (last || !w.channelFull()) {
+		if batched && len(w.events) > 0 {
+			return
+		}
 		select {
 		case w.events <- w.headLocked():
 			w.popHeadLocked()
@@ -171,6 +191,16 @@ func (w *watcher) flushLocked(last bool) {
 			return
 		}
 	}
+}
+
+// enqueueAndFlush puts ev at the back of the queue and moves what the channel has room
+// for into it, under one hold of the queue's lock.
+func (w *watcher) enqueueAndFlush(ev *herald.Event) {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	w.outq.pushBack(ev)
+	w.queued.Store(int64(w.outq.len()))
+	w.flushLocked(false)
 }
 
 // enqueue puts ev at the back of the queue, which keeps the pointer: ev is not written
@@ -249,8 +279,7 @@ func (w *watcher) send(ev *herald.Event) bool {
 		return false
 	default:
 	}
-	w.flush()
-	if w.full() {
+	if w.flushFull() {
 		switch {
 		case w.sp.reliable || w.sp.onFull == "block":
 			// Wait for the transport: this watch pauses, nothing else does.
@@ -279,9 +308,8 @@ func (w *watcher) send(ev *herald.Event) bool {
 			w.dropOldest()
 		}
 	}
-	w.enqueue(ev)
+	w.enqueueAndFlush(ev)
 	w.sent(ev)
-	w.flush()
 	return true
 }
 

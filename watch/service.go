@@ -40,6 +40,12 @@ type Config struct {
 	// of one CPU, over windows of 2 ms; past it they wait, and lag, so that fan-out
 	// leaves the CPUs to writers. 0 means DefaultCPUShare(); 1 or more, no bound.
 	CPUShare float64
+	// FeedLinger is the least time between two wakes of the streams that share a type's
+	// feed: commits that come meanwhile reach them together at the next wake, so a
+	// thousand streams on a busy type are woken tens of times a second, each taking many
+	// commits at once, not once a commit each. The first commit after a quiet spell wakes
+	// them at once. 0: every commit wakes them (see DefaultFeedLinger).
+	FeedLinger time.Duration
 	// Consume, when set, lets PAUSE, RESUME, CANCEL and ALTER WATCH reach consume-mode
 	// watches too. The limit on a session's watches is the engine's
 	// (engine.Config.MaxWatchesPerSession), shared by both modes.
@@ -63,6 +69,10 @@ const cpuSharePerCPU = 0.025
 // 3–4 ms when the window went from 20 ms to 2 ms. Overspending is carried into the
 // windows after it (see budget), so the share holds however short the window.
 const budgetWindow = 2 * time.Millisecond
+
+// DefaultFeedLinger is what a server sets Config.FeedLinger to: 10 ms, within the
+// transports' own linger for busy streams.
+const DefaultFeedLinger = 10 * time.Millisecond
 
 // DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 16 MiB a stream.
 const DefaultMaxBufferBytes = 16 << 20

@@ -19,6 +19,7 @@ type serveFlags struct {
 	data, listen, tick  string
 	retention           uint64
 	maxBody             int64
+	sseLinger           time.Duration
 	bodyTimeout         time.Duration
 	logLevel, logFormat string
 	shutdownTimeout     time.Duration
@@ -89,6 +90,7 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
 	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.DurationVar(&f.watchLinger, "watch-linger", server.DefaultWatchLinger, "how long a busy watch-mode RPC stream gathers events into one frame (the first event after a quiet spell, and the answer to an open, go out at once); 0 for no wait")
+	fl.DurationVar(&f.sseLinger, "sse-linger", server.DefaultSSELinger, "the same for a busy watch-mode server-sent-event stream (GET /v1/watch), each write of which is one connection's; 0 for no wait")
 	fl.Float64Var(&f.watchCPU, "watch-cpu", server.DefaultWatchCPUShare(), "share of one CPU that watch-mode fan-out may spend turning commits into events and framing them for the RPC transport (default: 2.5 % of the CPUs, GOMAXPROCS); past it watches lag (best_effort ones show gaps) and writers keep the CPUs; 1 for no bound")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
 	fl.IntVar(&f.principalPubs, "max-principal-inflight", server.DefaultMaxInflightPublishes, "with --auth, published messages one principal may have not yet durable, across its publish streams (E4015 past it)")
@@ -124,6 +126,9 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	if f.stmtTimeout < 0 || f.maxScanned < 0 {
 		return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned must not be negative (got %s and %d)", f.stmtTimeout, f.maxScanned))
+	}
+	if f.sseLinger < 0 {
+		return usageError(fmt.Errorf("--sse-linger must not be negative, got %s", f.sseLinger))
 	}
 	if f.watchLinger < 0 {
 		return usageError(fmt.Errorf("--watch-linger must not be negative, got %s", f.watchLinger))
@@ -168,6 +173,8 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		WatchBufferBytes:       f.watchBytes,
 		WatchCPUShare:          f.watchCPU,
 		WatchLinger:            linger(f.watchLinger),
+		SSELinger:              f.sseLinger,
+		FeedLinger:             server.DefaultFeedLinger,
 		TLSCertFile:            f.tlsCert,
 		TLSKeyFile:             f.tlsKey,
 		TLSClientCAFile:        f.tlsCA,

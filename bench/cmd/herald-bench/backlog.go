@@ -78,7 +78,8 @@ func serveChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	srv := server.New(server.Config{DataDir: *data, Listen: *listen, WatchCPUShare: *watchCPU, PreparedLogs: *preparedLogs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := server.New(server.Config{DataDir: *data, Listen: *listen, WatchCPUShare: *watchCPU, PreparedLogs: *preparedLogs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SSELinger: server.DefaultSSELinger, FeedLinger: server.DefaultFeedLinger}) // as herald serve runs
 	if err := srv.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -25,17 +25,28 @@ const watchersPerClient = 100
 
 // fanoutReport is what the fan-out mode measured.
 type fanoutReport struct {
-	Watchers       int            `json:"watchers"`
-	Rate           int            `json:"rate"`
-	Duration       time.Duration  `json:"duration_ns"`
-	WatchCPU       float64        `json:"watch_cpu,omitempty"` // the server's --watch-cpu; 0: its default
-	Alone          publishFigures `json:"without_watchers"`
-	Watched        publishFigures `json:"with_watchers"`
-	RSSIdleWatch   float64        `json:"rss_per_idle_watch_bytes"`      // read once every stream has parked
-	HeldIdleWatch  float64        `json:"rss_held_per_idle_watch_bytes"` // after a collection (see child.collect)
+	Watchers      int            `json:"watchers"`
+	Rate          int            `json:"rate"`
+	Duration      time.Duration  `json:"duration_ns"`
+	WatchCPU      float64        `json:"watch_cpu,omitempty"` // the server's --watch-cpu; 0: its default
+	Alone         publishFigures `json:"without_watchers"`
+	RSSIdleWatch  float64        `json:"rss_per_idle_watch_bytes"`      // read once every stream has parked
+	HeldIdleWatch float64        `json:"rss_held_per_idle_watch_bytes"` // after a collection (see child.collect)
+	// Phases are the runs with watchers: WatchMany streams through the Go client
+	// (HTTP/2, a hundred watches a connection), then server-sent-event streams (what
+	// browsers and curl read: HTTP/1.1, one connection each).
+	Phases []fanoutPhase `json:"with_watchers"`
+}
+
+// fanoutPhase is one run with watchers: the publisher's latency meanwhile, and what
+// the watchers received.
+type fanoutPhase struct {
+	Transport      string         `json:"transport"`
+	Watched        publishFigures `json:"publish"`
 	Delivered      int64          `json:"events_delivered"`
 	Expected       int64          `json:"events_expected"`
 	Gaps           int64          `json:"events_in_gaps"`
+	PerSecond      float64        `json:"events_per_second"` // delivered (or dropped as gaps) while publishing, a second
 	LagP50, LagP99 time.Duration  `json:"-"`
 	CatchUp        time.Duration  `json:"catch_up_ns"`
 	Lagging        bool           `json:"lagging"` // not caught up within catchUpBound
@@ -55,8 +66,9 @@ type publishFigures struct {
 }
 
 // runFanout measures what watch-mode streams cost writers: the publish latency at a
-// fixed rate with no watcher and with f.fanout watchers on the published pattern, on a
-// server of its own (a child process, so its memory per idle watch can be read too).
+// fixed rate with no watcher, then with f.fanout WatchMany watchers on the published
+// pattern, then with as many server-sent-event watchers, on a server of its own (a
+// child process, so its memory per idle watch can be read too).
 func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stderr io.Writer) error {
 	dir, err := os.MkdirTemp("", "herald-fanout-")
 	if err != nil {
@@ -95,58 +107,18 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	if rep.Alone, err = probedPublish(ctx, pub, f, cfg, 0); err != nil {
 		return err
 	}
-
-	logf("fan-out: opening %d watches", f.fanout)
-	if err := srv.collect(ctx); err != nil {
-		return err
-	}
-	rssBefore, _ := srv.rss()
-	fan, err := startWatchers(ctx, srv.url, f.fanout)
-	if err != nil {
-		return err
-	}
-	defer fan.kill()
-	// An idle stream parks (gives up its goroutine) after a second or two without work:
-	// read the memory once every stream has.
-	if err := waitParked(ctx, srv.url, f.fanout, 30*time.Second); err != nil {
-		logf("fan-out: %v; reading the memory anyway", err)
-	}
-	if rssAfter, err := srv.rss(); err == nil {
-		rep.RSSIdleWatch = (float64(rssAfter) - float64(rssBefore)) / float64(f.fanout)
-	}
-	if err := srv.collect(ctx); err != nil {
-		return err
-	}
-	if rssHeld, err := srv.rss(); err == nil {
-		rep.HeldIdleWatch = (float64(rssHeld) - float64(rssBefore)) / float64(f.fanout)
-	}
-
-	logf("fan-out: publishing %d msg/s for %v with %d watchers", f.fanoutRate, f.fanoutDuration, f.fanout)
-	if rep.Watched, err = probedPublish(ctx, pub, f, cfg, rep.Alone.Published); err != nil {
-		return err
-	}
-	end := time.Now()
-	rep.Expected = int64(rep.Watched.Published) * int64(f.fanout)
-	// Watchers may lag (best_effort ones report what they dropped as gaps); give them a
-	// while to catch up, then report what they got.
-	deadline := time.After(catchUpBound)
-	for fan.seen() < rep.Expected && !rep.Lagging {
-		select {
-		case <-deadline:
-			rep.Lagging = true
-		case err := <-fan.failed:
-			return fmt.Errorf("a watch ended: %w", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+	published := rep.Alone.Published
+	for _, sse := range []bool{false, true} {
+		if (sse && f.fanoutTransport == "watchmany") || (!sse && f.fanoutTransport == "sse") {
+			continue
 		}
+		ph, err := fanoutRun(ctx, f, cfg, srv, pub, sse, published, &rep, logf)
+		if err != nil {
+			return err
+		}
+		published += ph.Watched.Published
+		rep.Phases = append(rep.Phases, ph)
 	}
-	rep.CatchUp = time.Since(end)
-	last, err := fan.stop()
-	if err != nil {
-		return err
-	}
-	rep.Delivered, rep.Gaps, rep.LagP50, rep.LagP99 = last.Delivered, last.Gaps, last.LagP50, last.LagP99
 	srv.stop()
 
 	if f.json {
@@ -157,37 +129,106 @@ func runFanout(ctx context.Context, f benchFlags, cfg bench.Config, stdout, stde
 	return writeFanout(stdout, rep)
 }
 
+// fanoutRun opens the watchers of one phase (sse: server-sent events, else WatchMany),
+// publishes at the rate meanwhile, waits for the watchers to catch up and ends them.
+// The first phase also reads the server's memory per idle watch into rep. Ids start
+// at first.
+func fanoutRun(ctx context.Context, f benchFlags, cfg bench.Config, srv *child, pub *client.Client, sse bool, first int, rep *fanoutReport, logf func(string, ...any)) (fanoutPhase, error) {
+	ph := fanoutPhase{Transport: "WatchMany"}
+	if sse {
+		ph.Transport = "server-sent events"
+	}
+	logf("fan-out: opening %d %s watches", f.fanout, ph.Transport)
+	if err := srv.collect(ctx); err != nil {
+		return ph, err
+	}
+	rssBefore, _ := srv.rss()
+	fan, err := startWatchers(ctx, srv.url, f.fanout, sse)
+	if err != nil {
+		return ph, err
+	}
+	defer fan.kill()
+	if !sse {
+		// An idle stream parks (gives up its goroutine) after a second or two without
+		// work: read the memory once every stream has.
+		if err := waitParked(ctx, srv.url, f.fanout, 30*time.Second); err != nil {
+			logf("fan-out: %v; reading the memory anyway", err)
+		}
+		if rssAfter, err := srv.rss(); err == nil {
+			rep.RSSIdleWatch = (float64(rssAfter) - float64(rssBefore)) / float64(f.fanout)
+		}
+		if err := srv.collect(ctx); err != nil {
+			return ph, err
+		}
+		if rssHeld, err := srv.rss(); err == nil {
+			rep.HeldIdleWatch = (float64(rssHeld) - float64(rssBefore)) / float64(f.fanout)
+		}
+	}
+	logf("fan-out: publishing %d msg/s for %v with %d %s watchers", f.fanoutRate, f.fanoutDuration, f.fanout, ph.Transport)
+	start := time.Now()
+	if ph.Watched, err = probedPublish(ctx, pub, f, cfg, first); err != nil {
+		return ph, err
+	}
+	end := time.Now()
+	ph.PerSecond = float64(fan.seen()) / end.Sub(start).Seconds()
+	ph.Expected = int64(ph.Watched.Published) * int64(f.fanout)
+	// Watchers may lag (best_effort ones report what they dropped as gaps); give them a
+	// while to catch up, then report what they got.
+	deadline := time.After(catchUpBound)
+	for fan.seen() < ph.Expected && !ph.Lagging {
+		select {
+		case <-deadline:
+			ph.Lagging = true
+		case err := <-fan.failed:
+			return ph, fmt.Errorf("a watch ended: %w", err)
+		case <-ctx.Done():
+			return ph, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	ph.CatchUp = time.Since(end)
+	last, err := fan.stop()
+	if err != nil {
+		return ph, err
+	}
+	ph.Delivered, ph.Gaps, ph.LagP50, ph.LagP99 = last.Delivered, last.Gaps, last.LagP50, last.LagP99
+	return ph, nil
+}
+
 func writeFanout(w io.Writer, rep fanoutReport) error {
 	var b strings.Builder
 	share := "its default"
 	if rep.WatchCPU > 0 {
 		share = strconv.FormatFloat(rep.WatchCPU, 'g', -1, 64)
 	}
-	fmt.Fprintf(&b, "Fan-out: one publisher at %d msg/s for %v, confirmed publishes; then again with %d watch-mode streams on the same pattern (best_effort, initial: none); the server's --watch-cpu is %s.\n\n",
+	fmt.Fprintf(&b, "Fan-out: one publisher at %d msg/s for %v, confirmed publishes; then again with %d watch-mode streams on the same pattern (best_effort, initial: none), first WatchMany streams, then server-sent-event streams; the server's --watch-cpu is %s.\n\n",
 		rep.Rate, rep.Duration, rep.Watchers, share)
-	b.WriteString("| publish latency | p50 | p99 | max | disk probe meanwhile: syncs, p99, max |\n|---|---:|---:|---:|---:|\n")
-	for _, r := range []struct {
-		name string
-		p    publishFigures
-	}{{"no watcher", rep.Alone}, {fmt.Sprintf("%d watchers", rep.Watchers), rep.Watched}} {
+	b.WriteString("| publish latency | p50 | p99 | max | p99 ÷ p99 without | disk probe meanwhile: syncs, p99, max |\n|---|---:|---:|---:|---:|---:|\n")
+	row := func(name string, p publishFigures) {
 		disk := "—"
-		if d := r.p.Disk; d != nil {
+		if d := p.Disk; d != nil {
 			disk = fmt.Sprintf("%d, %v, %v", d.Syncs, d.P99.Round(time.Microsecond), d.Max.Round(time.Microsecond))
 		}
-		fmt.Fprintf(&b, "| %s | %v | %v | %v | %s |\n", r.name, r.p.P50.Round(time.Microsecond), r.p.P99.Round(time.Microsecond), r.p.Max.Round(time.Microsecond), disk)
+		ratio := 0.0
+		if rep.Alone.P99 > 0 {
+			ratio = float64(p.P99) / float64(rep.Alone.P99)
+		}
+		fmt.Fprintf(&b, "| %s | %v | %v | %v | %.2f× | %s |\n", name, p.P50.Round(time.Microsecond), p.P99.Round(time.Microsecond), p.Max.Round(time.Microsecond), ratio, disk)
 	}
-	ratio := 0.0
-	if rep.Alone.P99 > 0 {
-		ratio = float64(rep.Watched.P99) / float64(rep.Alone.P99)
+	row("no watcher", rep.Alone)
+	for _, ph := range rep.Phases {
+		row(fmt.Sprintf("%d %s watchers", rep.Watchers, ph.Transport), ph.Watched)
 	}
-	fmt.Fprintf(&b, "\np99 with watchers ÷ p99 without: %.2f×\n\n", ratio)
-	caught := fmt.Sprintf("caught up %v after publishing ended", rep.CatchUp.Round(time.Millisecond))
-	if rep.Lagging {
-		caught = fmt.Sprintf("still behind %v after publishing ended", catchUpBound)
+	b.WriteString("\n| watchers | events delivered | of | in gaps | events/s while publishing | lag p50 | lag p99 | caught up |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, ph := range rep.Phases {
+		caught := fmt.Sprintf("%v after publishing ended", ph.CatchUp.Round(time.Millisecond))
+		if ph.Lagging {
+			caught = fmt.Sprintf("still behind %v after publishing ended", catchUpBound)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %v | %v | %s |\n", ph.Transport, ph.Delivered, ph.Expected, ph.Gaps, ph.PerSecond,
+			ph.LagP50.Round(time.Microsecond), ph.LagP99.Round(time.Microsecond), caught)
 	}
-	fmt.Fprintf(&b, "Watchers: %d of %d events delivered, %d reported in gaps; delivery lag p50 %v, p99 %v; %s.\n",
-		rep.Delivered, rep.Expected, rep.Gaps, rep.LagP50.Round(time.Microsecond), rep.LagP99.Round(time.Microsecond), caught)
-	fmt.Fprintf(&b, "Server RSS per idle watch: %.1f KB once every stream has parked, %.1f KB held (after a collection).\n", rep.RSSIdleWatch/1024, rep.HeldIdleWatch/1024)
+	fmt.Fprintf(&b, "\nServer RSS per idle watch (WatchMany): %.1f KB once every stream has parked, %.1f KB held (after a collection).\n", rep.RSSIdleWatch/1024, rep.HeldIdleWatch/1024)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -104,6 +104,7 @@ type benchFlags struct {
 	inProcess                         bool
 	heraldBin                         string
 	fanoutDuration                    time.Duration
+	fanoutTransport                   string
 	diskProbe                         string
 }
 
@@ -192,7 +193,8 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.IntVar(&f.fanoutRate, "fanout-rate", 1000, "fan-out mode: messages per second published")
 	fl.Float64Var(&f.fanoutCPU, "fanout-watch-cpu", 0, "fan-out mode: the server's --watch-cpu (0: its default)")
 	fl.IntVar(&f.preparedLogs, "prepared-logs", server.FullPreparedLogs, "the Herald server's --prepared-logs: log files its new store writes ahead (herald serve's default is 0; the bench's new stores take 9, as a server that has run a while reuses full-size logs); 0 to measure without")
-	fl.DurationVar(&f.fanoutDuration, "fanout-duration", 10*time.Second, "fan-out mode: how long each of its two runs publishes")
+	fl.DurationVar(&f.fanoutDuration, "fanout-duration", 10*time.Second, "fan-out mode: how long each of its runs publishes")
+	fl.StringVar(&f.fanoutTransport, "fanout-transport", "both", "fan-out mode: the watchers' transport: watchmany (the Go client's WatchMany streams), sse (server-sent events, one HTTP/1.1 connection each), or both, one run each")
 	fl.StringVar(&f.diskProbe, "disk-probe", os.TempDir(), "directory on the brokers' disk where S2's disk probe syncs a file of its own (the Herald the bench starts keeps its store under the system's temporary directory); empty: no probe")
 	return cmd
 }
@@ -240,6 +242,8 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 		return usageError(fmt.Errorf("--messages, --rate, --inflight, --consumers and --prefetch must be positive"))
 	case f.backlog < 0 || f.fanout < 0 || f.fanoutRate <= 0 || f.fanoutDuration <= 0:
 		return usageError(fmt.Errorf("--backlog and --fanout must not be negative; --fanout-rate and --fanout-duration must be positive"))
+	case f.fanoutTransport != "both" && f.fanoutTransport != "watchmany" && f.fanoutTransport != "sse":
+		return usageError(fmt.Errorf("--fanout-transport %q: want watchmany, sse or both", f.fanoutTransport))
 	case f.backlog > 0 && f.fanout > 0:
 		return usageError(fmt.Errorf("--backlog and --fanout are separate modes; give one"))
 	case f.duration <= 0 || f.timeout <= 0:

@@ -189,8 +189,9 @@ func TestBacklogMode(t *testing.T) {
 	}
 }
 
-// TestFanoutMode runs the fan-out mode with a few watchers: every watcher must see
-// every event published while it watched (none can be dropped at this rate).
+// TestFanoutMode runs the fan-out mode with a few watchers: every watcher, WatchMany
+// and server-sent events alike, must see every event published while it watched (none
+// can be dropped at this rate).
 func TestFanoutMode(t *testing.T) {
 	stdout, stderr, err := runBenchArgs(t, "--fanout", "3", "--fanout-rate", "200", "--fanout-duration", "300ms", "--json", "--no-progress",
 		"--disk-probe", t.TempDir())
@@ -201,11 +202,18 @@ func TestFanoutMode(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v in %s", err, stdout)
 	}
-	if rep.Alone.Published != 60 || rep.Watched.Published != 60 || rep.Expected != 180 ||
-		rep.Delivered != 180 || rep.Gaps != 0 || rep.Watched.P99 <= 0 {
-		t.Errorf("report %+v", rep)
+	if rep.Alone.Published != 60 || len(rep.Phases) != 2 {
+		t.Fatalf("report %+v", rep)
 	}
-	for _, p := range []publishFigures{rep.Alone, rep.Watched} {
+	for _, ph := range rep.Phases {
+		if ph.Watched.Published != 60 || ph.Expected != 180 || ph.Delivered != 180 || ph.Gaps != 0 || ph.Watched.P99 <= 0 || ph.PerSecond <= 0 {
+			t.Errorf("%s phase %+v", ph.Transport, ph)
+		}
+	}
+	if rep.Phases[0].Transport != "WatchMany" || rep.Phases[1].Transport != "server-sent events" {
+		t.Errorf("phases %q and %q", rep.Phases[0].Transport, rep.Phases[1].Transport)
+	}
+	for _, p := range []publishFigures{rep.Alone, rep.Phases[0].Watched, rep.Phases[1].Watched} {
 		if p.Disk == nil || p.Disk.Syncs == 0 || p.Disk.Max < p.Disk.P99 {
 			t.Errorf("disk probe beside a publishing run: %+v", p.Disk)
 		}

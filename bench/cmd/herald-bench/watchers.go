@@ -48,13 +48,18 @@ func watchChild(args []string) int {
 	fs := flag.NewFlagSet(watchChildCmd, flag.ContinueOnError)
 	url := fs.String("url", "", "server")
 	n := fs.Int("n", 1, "watch streams")
+	sse := fs.Bool("sse", false, "read server-sent events (GET /v1/watch) instead of WatchMany")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	out := json.NewEncoder(os.Stdout)
-	fan, err := openWatchers(ctx, *url, *n)
+	open := openWatchers
+	if *sse {
+		open = openSSEWatchers
+	}
+	fan, err := open(ctx, *url, *n)
 	if err != nil {
 		_ = out.Encode(watchProgress{Err: err.Error()})
 		return 1
@@ -87,13 +92,14 @@ type watchProc struct {
 	ended  chan watchProgress
 }
 
-// startWatchers starts the watcher process and waits until its n streams are open.
-func startWatchers(ctx context.Context, url string, n int) (*watchProc, error) {
+// startWatchers starts the watcher process and waits until its n streams are open:
+// WatchMany streams through the Go client, or with sse server-sent-event streams.
+func startWatchers(ctx context.Context, url string, n int, sse bool) (*watchProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, watchChildCmd, "--url", url, "--n", fmt.Sprint(n))
+	cmd := exec.Command(self, watchChildCmd, "--url", url, "--n", fmt.Sprint(n), fmt.Sprintf("--sse=%v", sse))
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -182,6 +188,8 @@ type fanout struct {
 
 	mu      sync.Mutex
 	lagList []time.Duration
+
+	stopSSE func() // ends the server-sent-event streams (nil for WatchMany ones)
 }
 
 // openWatchers opens n watch-mode streams on the benchmark type, watchersPerClient to
@@ -246,6 +254,9 @@ func (f *fanout) lags() []time.Duration {
 }
 
 func (f *fanout) close() {
+	if f.stopSSE != nil {
+		f.stopSSE()
+	}
 	for _, w := range f.watches {
 		_ = w.Close()
 	}
