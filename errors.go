@@ -20,6 +20,8 @@ const (
 	CodeWatchBufferOverflow Code = "E8005"
 	CodeWatchLimitExceeded  Code = "E8006"
 	CodeDeadLetterFailed    Code = "E8007"
+	CodeQueueLocked         Code = "E8008"
+	CodeLockExpired         Code = "E8009"
 
 	CodeSyntax          Code = "E1001"
 	CodeNestingTooDeep  Code = "E1002"
@@ -91,6 +93,8 @@ var codeTable = []CodeInfo{
 	{CodeWatchBufferOverflow, "WATCH_BUFFER_OVERFLOW", 429, "resource_exhausted", "the watch buffer is full and on_full is error"},
 	{CodeWatchLimitExceeded, "WATCH_LIMIT_EXCEEDED", 429, "resource_exhausted", "too many watches for the session or the server"},
 	{CodeDeadLetterFailed, "DEAD_LETTER_FAILED", 409, "failed_precondition", "the dead-letter destination is missing or rejected the letter"},
+	{CodeQueueLocked, "QUEUE_LOCKED", 423, "failed_precondition", "an acknowledgement lock holds the queue (queue REST API): pops wait until it is acknowledged, released or expired"},
+	{CodeLockExpired, "LOCK_EXPIRED", 410, "failed_precondition", "the acknowledgement lock expired before the acknowledge (queue REST API); its items are back in the queue"},
 
 	{CodeSyntax, "SYNTAX_ERROR", 400, "invalid_argument", "the query does not parse"},
 	{CodeNestingTooDeep, "NESTING_TOO_DEEP", 400, "invalid_argument", "expressions are nested deeper than the parser allows"},
@@ -121,7 +125,7 @@ var codeTable = []CodeInfo{
 	{CodeMissingParameter, "MISSING_PARAMETER", 400, "invalid_argument", "the query uses a parameter that was not supplied"},
 	{CodeBodyTooLarge, "BODY_TOO_LARGE", 413, "resource_exhausted", "the request body exceeds the configured limit"},
 	{CodeNotImplemented, "NOT_IMPLEMENTED", 501, "unimplemented", "the statement parses but this server does not execute it yet"},
-	{CodeNotFound, "NOT_FOUND", 404, "not_found", "no such endpoint"},
+	{CodeNotFound, "NOT_FOUND", 404, "not_found", "no such endpoint, or (queue REST API) no acknowledgement lock on the queue"},
 	{CodeMethodNotAllowed, "METHOD_NOT_ALLOWED", 405, "unimplemented", "the endpoint does not accept this HTTP method"},
 	{CodeStreamRequired, "STREAM_REQUIRED", 400, "invalid_argument", "WATCH needs a streaming endpoint (GET /v1/watch or the Consume RPC), not POST /v1/query"},
 	{CodeUnknownStatement, "UNKNOWN_STATEMENT", 404, "not_found", "no prepared statement has that name (never prepared, dropped, or the server restarted): prepare it again"},

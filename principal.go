@@ -96,3 +96,24 @@ func PrincipalNodeID(name string) NodeID {
 	sum := sha256.Sum256([]byte("principal\x00" + name))
 	return NodeID("pr" + hex.EncodeToString(sum[:10]))
 }
+
+// OnBehalf returns ctx for a statement that a built-in surface (the queue contracts)
+// runs on its caller's behalf, once the caller's grants for the operation have been
+// checked: the caller's name and limits, with every grant. A queue's consume group and
+// its dead-letter destination are the surface's, not the caller's, so the statements
+// that reach them need rights the caller need not hold.
+func OnBehalf(ctx context.Context) context.Context {
+	p := PrincipalFrom(ctx)
+	if p == nil {
+		return ctx
+	}
+	return WithPrincipal(ctx, &Principal{Name: p.Name, Grants: []string{ActAdmin},
+		StatementTimeout: p.StatementTimeout, MaxRowsScanned: p.MaxRowsScanned})
+}
+
+// Holds reports whether the principal ctx carries may settle a lease made for holder:
+// its own, any lease without authentication, and any lease with admin.
+func Holds(ctx context.Context, holder string) bool {
+	p := PrincipalFrom(ctx)
+	return p == nil || holder == "" || holder == p.Name || p.Can(ActAdmin, "")
+}

@@ -71,7 +71,7 @@ type subOptions struct {
 	concurrency int
 	prefetch    int
 	params      map[string]any
-	drain       time.Duration  // WithDrainTimeout: 0 waits for the handlers
+	drain       time.Duration // WithDrainTimeout: 0 waits for the handlers
 	warn        func(*herald.Error)
 	processed   func(*Message) // test hook: called once a message is done with
 	readHook    func(event)    // test hook: called after each event is handled

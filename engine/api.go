@@ -8,40 +8,12 @@ import (
 	"github.com/herald-mq/herald/store"
 )
 
-// Result is the outcome of one statement.
-type Result struct {
-	Columns []string         `json:"columns"`
-	Rows    [][]herald.Value `json:"rows"`
-	Stats   Stats            `json:"stats"`
-}
-
-// Stats counts what a statement did.
-type Stats struct {
-	NodesCreated  int `json:"nodes_created,omitempty"`
-	NodesDeleted  int `json:"nodes_deleted,omitempty"`
-	EdgesCreated  int `json:"edges_created,omitempty"`
-	EdgesDeleted  int `json:"edges_deleted,omitempty"`
-	AttrsSet      int `json:"attributes_set,omitempty"`
-	TypesDeclared int `json:"types_declared,omitempty"`
-	// ConstraintsDeclared and ConstraintsDropped count constraint declarations and
-	// DROP CONSTRAINT.
-	ConstraintsDeclared int `json:"constraints_declared,omitempty"`
-	ConstraintsDropped  int `json:"constraints_dropped,omitempty"`
-	// RowsScanned counts candidate bindings the executor examined; an indexed lookup
-	// keeps it close to the number of rows returned.
-	RowsScanned int `json:"rows_scanned"`
-	// Plan names how the first pattern element was read, e.g. "index Job.priority" or
-	// "scan Job".
-	Plan string `json:"plan,omitempty"`
-}
-
-// Response is the outcome of one Exec call: one Result per statement, and the position
-// (seq, tick) of the graph after the last statement.
-type Response struct {
-	Results []Result `json:"results"`
-	Seq     uint64   `json:"seq"`
-	Tick    uint64   `json:"tick"`
-}
+// Result, Stats and Response are the outcome of statements (see the root package).
+type (
+	Result   = herald.Result
+	Stats    = herald.Stats
+	Response = herald.Response
+)
 
 // TickMode selects how the logical clock advances.
 type TickMode int

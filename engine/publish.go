@@ -121,24 +121,11 @@ func (e *Engine) ExecPrepared(ctx context.Context, sessionID string, p *Prepared
 	return e.run(ctx, sessionID, p.script, p.file, params)
 }
 
-// Publication is one node to create by Publish: a SPAWN of Type with Attrs, under ID
-// when it is set.
-type Publication struct {
-	ID   herald.NodeID
-	Type string
-	// Attrs passes to the engine, which may change it (dropping nulls, converting
-	// values to their declared types, adding defaults): the caller must not use it
-	// afterwards.
-	Attrs map[string]herald.Value
-}
-
-// Published is the outcome of one Publication: the node's id and the position of the
-// commit that created it, or why it was refused.
-type Published struct {
-	ID        herald.NodeID
-	Seq, Tick uint64
-	Err       error
-}
+// Publication and Published are what Publish takes and answers (see the root package).
+type (
+	Publication = herald.Publication
+	Published   = herald.Published
+)
 
 // Publish creates the nodes of msgs as SPAWN would, in one commit, and waits until it
 // is durable. A publication that SPAWN would refuse (a sealed or edge type, a taken id,

@@ -19,23 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/internal/clock"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is zero.
 const DefaultMaxBodyBytes = 1 << 20
-
-// Engine is what the HTTP API needs from the engine. *engine.Engine implements it; tests
-// use a fake.
-type Engine interface {
-	Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error)
-	OpenSession(ctx context.Context) (string, error)
-	CloseSession(ctx context.Context, id string) error
-	Position() (seq, tick uint64)
-}
-
-var _ Engine = (*engine.Engine)(nil)
 
 // Options configures a Handler.
 type Options struct {
@@ -49,17 +38,11 @@ type Options struct {
 	// Registry receives the HTTP metrics and is served on /metrics. nil means a new
 	// registry private to the handler.
 	Registry *prometheus.Registry
-	// Delivery serves GET /v1/watch for consume-mode statements. nil answers them with E4006.
-	Delivery Delivery
-	// Watch serves GET /v1/watch for watch-mode statements. nil answers them with E4006.
-	Watch Watcher
 	// Clock times the watch streams' pings. nil means the real clock.
 	Clock herald.Clock
 	// PingInterval is the period of the ": ping" comment on watch streams; 0 means
 	// DefaultPingInterval.
 	PingInterval time.Duration
-	// Queue serves the queue REST API under /queue/. nil answers it with E4006.
-	Queue Queue
 	// Metrics are the services whose own figures /metrics serves besides the HTTP
 	// ones (the engine, the consume and watch engines, the queues).
 	Metrics []herald.MetricSource
@@ -80,7 +63,7 @@ const DefaultWatchLinger = 50 * time.Millisecond
 
 // Handler is the HTTP API. Create it with New.
 type Handler struct {
-	eng     Engine
+	b       broker.Broker
 	maxBody int64
 	log     *slog.Logger
 	ready   func() error
@@ -88,8 +71,6 @@ type Handler struct {
 	routes  []string // every operation handle registered, as herald.Operations names it
 	metrics *metrics
 
-	del         Delivery
-	wat         Watcher
 	clock       herald.Clock
 	ping        time.Duration
 	linger      time.Duration   // Options.WatchLinger
@@ -98,16 +79,14 @@ type Handler struct {
 	stopStreams context.CancelFunc
 }
 
-// New returns the HTTP API over eng.
-func New(eng Engine, opts Options) *Handler {
+// New returns the HTTP API over a node.
+func New(b broker.Broker, opts Options) *Handler {
 	h := &Handler{
-		eng:     eng,
+		b:       b,
 		maxBody: opts.MaxBodyBytes,
 		log:     opts.Logger,
 		ready:   opts.Ready,
 		mux:     http.NewServeMux(),
-		del:     opts.Delivery,
-		wat:     opts.Watch,
 		clock:   opts.Clock,
 		ping:    opts.PingInterval,
 		linger:  opts.WatchLinger,
@@ -139,14 +118,14 @@ func New(eng Engine, opts Options) *Handler {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	h.metrics = newMetrics(reg, eng, opts.Metrics)
+	h.metrics = newMetrics(reg, b, opts.Metrics)
 
 	h.handle("/v1/query", "query", h.query, http.MethodPost)
 	h.handle("/v1/watch", "watch", h.watch, http.MethodGet)
 	h.handle("/v1/settle", "settle", h.settle, http.MethodPost)
 	h.handle("/v1/sessions", "sessions", h.openSession, http.MethodPost)
 	h.handle("/v1/sessions/{id}", "session", h.closeSession, http.MethodDelete)
-	h.queueRoutes(opts.Queue)
+	h.queueRoutes()
 	h.handle("/healthz", "healthz", h.healthz, http.MethodGet, http.MethodHead)
 	h.handle("/readyz", "readyz", h.readyz, http.MethodGet, http.MethodHead)
 	h.handle("/metrics", "metrics", h.metrics.serve, http.MethodGet)
@@ -191,7 +170,7 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 			params[name] = v
 		}
 	}
-	resp, err := h.eng.Exec(r.Context(), req.Session, req.Query, params)
+	resp, err := h.b.Exec(r.Context(), req.Session, req.Query, params)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -200,8 +179,8 @@ func (h *Handler) query(w http.ResponseWriter, r *http.Request) {
 }
 
 // normalize returns resp with empty lists instead of nulls, so clients always see arrays.
-func normalize(resp *engine.Response) *engine.Response {
-	out := &engine.Response{Seq: resp.Seq, Tick: resp.Tick, Results: make([]engine.Result, len(resp.Results))}
+func normalize(resp *herald.Response) *herald.Response {
+	out := &herald.Response{Seq: resp.Seq, Tick: resp.Tick, Results: make([]herald.Result, len(resp.Results))}
 	for i, res := range resp.Results {
 		if res.Columns == nil {
 			res.Columns = []string{}
@@ -255,7 +234,7 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) {
-	id, err := h.eng.OpenSession(r.Context())
+	id, err := h.b.OpenSession(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
@@ -264,7 +243,7 @@ func (h *Handler) openSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) closeSession(w http.ResponseWriter, r *http.Request) {
-	if err := h.eng.CloseSession(r.Context(), r.PathValue("id")); err != nil {
+	if err := h.b.CloseSession(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -14,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/engine"
 )
 
 // fakeEngine records calls and answers with canned results or errors.
@@ -23,13 +22,13 @@ type fakeEngine struct {
 	query    string
 	session  string
 	params   map[string]herald.Value
-	resp     *engine.Response
+	resp     *herald.Response
 	err      error
 	panicMsg string
 	sessions map[string]bool
 }
 
-func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error) {
+func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*herald.Response, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.panicMsg != "" {
@@ -42,7 +41,7 @@ func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params m
 	if f.resp != nil {
 		return f.resp, nil
 	}
-	return &engine.Response{Results: []engine.Result{{}}, Seq: 7, Tick: 7}, nil
+	return &herald.Response{Results: []herald.Result{{}}, Seq: 7, Tick: 7}, nil
 }
 
 func (f *fakeEngine) OpenSession(context.Context) (string, error) {
@@ -67,12 +66,14 @@ func (f *fakeEngine) CloseSession(_ context.Context, id string) error {
 
 func (f *fakeEngine) Position() (uint64, uint64) { return 7, 7 }
 
-func newTestHandler(t *testing.T, eng Engine, opts Options) *Handler {
+// newTestHandler returns a handler over a fake node made of eng and the other fakes
+// given (a *fakeDelivery, *fakeWatcher or *fakeQueue).
+func newTestHandler(t *testing.T, eng *fakeEngine, opts Options, others ...any) *Handler {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return New(eng, opts)
+	return New(fakeNode(eng, others...), opts)
 }
 
 func do(t *testing.T, h http.Handler, method, path, body string) *httptest.ResponseRecorder {
@@ -98,10 +99,10 @@ func decodeError(t *testing.T, w *httptest.ResponseRecorder) ErrorDetail {
 }
 
 func TestQueryOK(t *testing.T) {
-	f := &fakeEngine{resp: &engine.Response{
-		Results: []engine.Result{
-			{Stats: engine.Stats{TypesDeclared: 1}},
-			{Columns: []string{"j.status", "j.priority"}, Rows: [][]herald.Value{{herald.String("pending"), herald.Int(5)}}, Stats: engine.Stats{RowsScanned: 1}},
+	f := &fakeEngine{resp: &herald.Response{
+		Results: []herald.Result{
+			{Stats: herald.Stats{TypesDeclared: 1}},
+			{Columns: []string{"j.status", "j.priority"}, Rows: [][]herald.Value{{herald.String("pending"), herald.Int(5)}}, Stats: herald.Stats{RowsScanned: 1}},
 		},
 		Seq: 3, Tick: 2,
 	}}
@@ -218,7 +219,7 @@ func TestMethodNotAllowedSetsAllow(t *testing.T) {
 func TestPanicRecovered(t *testing.T) {
 	f := &fakeEngine{panicMsg: "boom"}
 	var logs bytes.Buffer
-	h := New(f, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	h := New(fakeNode(f), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	w := do(t, h, "POST", "/v1/query", `{"query":"RETURN 1"}`)
 	if w.Code != 500 {
 		t.Fatalf("status %d", w.Code)
@@ -321,7 +322,7 @@ func TestMetrics(t *testing.T) {
 
 func TestRequestLog(t *testing.T) {
 	var logs bytes.Buffer
-	h := New(&fakeEngine{}, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	h := New(fakeNode(&fakeEngine{}), Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	do(t, h, "POST", "/v1/query", `{"query":""}`)
 	var rec map[string]any
 	if err := json.Unmarshal(logs.Bytes(), &rec); err != nil {
@@ -336,7 +337,7 @@ func TestRequestLog(t *testing.T) {
 // and one that is not base64, or another object, is refused.
 func TestQueryBytes(t *testing.T) {
 	hello := herald.Bytes([]byte("hello"))
-	f := &fakeEngine{resp: &engine.Response{Results: []engine.Result{{
+	f := &fakeEngine{resp: &herald.Response{Results: []herald.Result{{
 		Columns: []string{"b", "s"},
 		Rows:    [][]herald.Value{{hello, herald.String("aGVsbG8=")}},
 	}}, Seq: 1, Tick: 1}}

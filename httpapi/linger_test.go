@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/internal/clock"
 )
 
@@ -37,7 +36,7 @@ func waitPending(t *testing.T, clk *clock.Manual, n int) {
 func TestWatchModeStreamLingers(t *testing.T) {
 	st := newFakeStream()
 	clk := clock.NewManual(epoch)
-	h := newTestHandler(t, &fakeEngine{}, Options{Watch: &fakeWatcher{stream: st}, Clock: clk, WatchLinger: 10 * time.Millisecond, PingInterval: time.Hour})
+	h := newTestHandler(t, &fakeEngine{}, Options{Clock: clk, WatchLinger: 10 * time.Millisecond, PingInterval: time.Hour}, &fakeWatcher{stream: st})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,8 +45,8 @@ func TestWatchModeStreamLingers(t *testing.T) {
 	if len(resp.TransferEncoding) != 0 || !resp.Close {
 		t.Fatalf("transfer encoding %v, close %v: want a raw stream that ends with its connection", resp.TransferEncoding, resp.Close)
 	}
-	ev := func(seq uint64) delivery.Event {
-		return delivery.Event{Type: herald.EventAdded, Match: herald.Int(int64(seq)), Seq: seq, Tick: seq}
+	ev := func(seq uint64) herald.Event {
+		return herald.Event{Type: herald.EventAdded, Match: herald.Int(int64(seq)), Seq: seq, Tick: seq}
 	}
 	st.events <- ev(1)
 	if got := readEvent(t, r); len(got) != 2 || got[1] != `data: {"type":"added","match":1,"seq":1,"tick":1}` {

@@ -48,7 +48,7 @@ func (ss sources) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func newMetrics(reg *prometheus.Registry, eng Engine, srcs []herald.MetricSource) *metrics {
+func newMetrics(reg *prometheus.Registry, eng interface{ Position() (seq, tick uint64) }, srcs []herald.MetricSource) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "herald_http_requests_total",

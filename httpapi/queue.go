@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,23 +12,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/queue"
+	"github.com/herald-mq/herald/broker"
 )
 
-// Queue is what the queue REST API needs; *queue.Service implements it.
-type Queue interface {
-	Push(ctx context.Context, queueID string, item json.RawMessage, priority int64) (queue.PushResult, error)
-	Pop(ctx context.Context, queueID string, o queue.PopOptions) (queue.PopResult, error)
-	Acknowledge(ctx context.Context, queueID, lockID string) (queue.AckResult, error)
-	Release(ctx context.Context, queueID, lockID string) (int, error)
-}
-
-var _ Queue = (*queue.Service)(nil)
-
-// queueRoutes registers the queue REST API. Without a queue service the routes answer
-// E4006.
-func (h *Handler) queueRoutes(q Queue) {
-	qh := &queueHandler{h: h, q: q}
+// queueRoutes registers the queue REST API (broker.LockQueues).
+func (h *Handler) queueRoutes() {
+	qh := &queueHandler{h: h, q: h.b}
 	h.handle("/queue/{queue_id}/push", "queue_push", qh.push, http.MethodPost)
 	h.handle("/queue/{queue_id}/pop", "queue_pop", qh.pop, http.MethodPost)
 	h.handle("/queue/{queue_id}/acknowledge", "queue_acknowledge", qh.acknowledge, http.MethodPost)
@@ -38,7 +26,7 @@ func (h *Handler) queueRoutes(q Queue) {
 
 type queueHandler struct {
 	h *Handler
-	q Queue
+	q broker.LockQueues
 }
 
 // The answers of the queue contract. Refusals of the contract carry success=false and a
@@ -70,32 +58,29 @@ type (
 // unixSeconds is t as seconds since the Unix epoch, with a fraction.
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-func (qh *queueHandler) ready(w http.ResponseWriter) bool {
-	if qh.q == nil {
-		writeError(w, herald.Errorf(herald.CodeNotImplemented, "the queue API is not available on this server"))
-		return false
-	}
-	return true
-}
-
-// fail answers a queue error: the contract's refusals with their statuses, anything
-// else through the error table.
+// fail answers a queue error: the contract's refusals (by their codes) with its status
+// and body, anything else through the error table. The seed contract names an expired
+// lock LOCK_EXPIRED in error_code; the other refusals carry their code.
 func (qh *queueHandler) fail(w http.ResponseWriter, err error) {
-	var qe *queue.Error
-	if !errors.As(err, &qe) {
-		writeError(w, err)
+	he := herald.AsError(err)
+	switch he.Code {
+	case herald.CodeQueueLocked:
+		var held *broker.LockHeld
+		if errors.As(err, &held) {
+			writeJSON(w, http.StatusLocked, lockedAnswer{Message: he.Message, LockExpiresAt: unixSeconds(held.ExpiresAt)})
+			return
+		}
+	case herald.CodeNotFound:
+		writeJSON(w, http.StatusNotFound, queueStatus{Message: he.Message, ErrorCode: string(he.Code)})
+		return
+	case herald.CodeLockExpired:
+		writeJSON(w, http.StatusGone, queueStatus{Message: he.Message, ErrorCode: he.Code.Name()})
+		return
+	case herald.CodeMalformedRequest:
+		writeJSON(w, http.StatusBadRequest, queueStatus{Message: he.Message, ErrorCode: string(he.Code)})
 		return
 	}
-	switch qe.Kind {
-	case queue.Locked:
-		writeJSON(w, http.StatusLocked, lockedAnswer{Message: qe.Message, LockExpiresAt: unixSeconds(qe.LockExpiresAt)})
-	case queue.NotFound:
-		writeJSON(w, http.StatusNotFound, queueStatus{Message: qe.Message, ErrorCode: string(herald.CodeNotFound)})
-	case queue.Expired:
-		writeJSON(w, http.StatusGone, queueStatus{Message: qe.Message, ErrorCode: "LOCK_EXPIRED"})
-	default:
-		writeJSON(w, http.StatusBadRequest, queueStatus{Message: qe.Message, ErrorCode: string(herald.CodeMalformedRequest)})
-	}
+	writeError(w, err)
 }
 
 func badRequest(w http.ResponseWriter, format string, args ...any) {
@@ -133,9 +118,6 @@ func (qh *queueHandler) readObject(w http.ResponseWriter, r *http.Request) (map[
 
 // push: POST /queue/{queue_id}/push with {"item": <json>, "priority": n}.
 func (qh *queueHandler) push(w http.ResponseWriter, r *http.Request) {
-	if !qh.ready(w) {
-		return
-	}
 	obj, ok := qh.readObject(w, r)
 	if !ok {
 		return
@@ -165,11 +147,8 @@ func (qh *queueHandler) push(w http.ResponseWriter, r *http.Request) {
 
 // pop: POST /queue/{queue_id}/pop[?require_ack=true&ttl_seconds=N&count=N].
 func (qh *queueHandler) pop(w http.ResponseWriter, r *http.Request) {
-	if !qh.ready(w) {
-		return
-	}
 	q := r.URL.Query()
-	var o queue.PopOptions
+	var o broker.PopOptions
 	if v := q.Get("require_ack"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -185,7 +164,7 @@ func (qh *queueHandler) pop(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Clamped to 1–300 s by the queue service; avoid overflowing the duration.
-		n = min(max(n, 1), int64(queue.MaxTTL/time.Second))
+		n = min(max(n, 1), int64(broker.MaxLockTTL/time.Second))
 		o.TTL = time.Duration(n) * time.Second
 	}
 	if v := q.Get("count"); v != "" {
@@ -194,7 +173,7 @@ func (qh *queueHandler) pop(w http.ResponseWriter, r *http.Request) {
 			badRequest(w, "count must be a whole number, not %q", v)
 			return
 		}
-		o.Count = queue.ClampCount(max(n, 1))
+		o.Count = broker.ClampCount(max(n, 1))
 	}
 	res, err := qh.q.Pop(r.Context(), r.PathValue("queue_id"), o)
 	if err != nil {
@@ -218,9 +197,6 @@ func (qh *queueHandler) pop(w http.ResponseWriter, r *http.Request) {
 
 // lockID reads the {"lock_id": "..."} body of acknowledge and release.
 func (qh *queueHandler) lockID(w http.ResponseWriter, r *http.Request) (string, bool) {
-	if !qh.ready(w) {
-		return "", false
-	}
 	obj, ok := qh.readObject(w, r)
 	if !ok {
 		return "", false

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/queue"
+	"github.com/herald-mq/herald/broker"
 )
 
 // fakeQueue records the last call and answers with canned results.
@@ -17,27 +17,27 @@ type fakeQueue struct {
 	queueID  string
 	item     json.RawMessage
 	priority int64
-	opts     queue.PopOptions
+	opts     broker.PopOptions
 	lockID   string
 
-	push     queue.PushResult
-	pop      queue.PopResult
-	ack      queue.AckResult
+	push     broker.PushResult
+	pop      broker.PopResult
+	ack      broker.AckResult
 	released int
 	err      error
 }
 
-func (f *fakeQueue) Push(ctx context.Context, queueID string, item json.RawMessage, priority int64) (queue.PushResult, error) {
+func (f *fakeQueue) Push(ctx context.Context, queueID string, item json.RawMessage, priority int64) (broker.PushResult, error) {
 	f.queueID, f.item, f.priority = queueID, item, priority
 	return f.push, f.err
 }
 
-func (f *fakeQueue) Pop(ctx context.Context, queueID string, o queue.PopOptions) (queue.PopResult, error) {
+func (f *fakeQueue) Pop(ctx context.Context, queueID string, o broker.PopOptions) (broker.PopResult, error) {
 	f.queueID, f.opts = queueID, o
 	return f.pop, f.err
 }
 
-func (f *fakeQueue) Acknowledge(ctx context.Context, queueID, lockID string) (queue.AckResult, error) {
+func (f *fakeQueue) Acknowledge(ctx context.Context, queueID, lockID string) (broker.AckResult, error) {
 	f.queueID, f.lockID = queueID, lockID
 	return f.ack, f.err
 }
@@ -47,8 +47,8 @@ func (f *fakeQueue) Release(ctx context.Context, queueID, lockID string) (int, e
 	return f.released, f.err
 }
 
-func queueHandlerFor(t *testing.T, q Queue) http.Handler {
-	return newTestHandler(t, &fakeEngine{}, Options{Queue: q, MaxBodyBytes: 256})
+func queueHandlerFor(t *testing.T, q *fakeQueue) http.Handler {
+	return newTestHandler(t, &fakeEngine{}, Options{MaxBodyBytes: 256}, q)
 }
 
 func answer(t *testing.T, body string) map[string]any {
@@ -61,7 +61,7 @@ func answer(t *testing.T, body string) map[string]any {
 }
 
 func TestQueuePushRoute(t *testing.T) {
-	f := &fakeQueue{push: queue.PushResult{ID: "n1", Priority: 3}}
+	f := &fakeQueue{push: broker.PushResult{ID: "n1", Priority: 3}}
 	h := queueHandlerFor(t, f)
 	w := do(t, h, http.MethodPost, "/queue/jobs/push", `{"item": {"a": [1, 2]}, "priority": 3, "extra": true}`)
 	if w.Code != 200 {
@@ -86,21 +86,21 @@ func TestQueuePushRoute(t *testing.T) {
 
 func TestQueuePopRoute(t *testing.T) {
 	at := time.Unix(1709139275, 500_000_000)
-	f := &fakeQueue{pop: queue.PopResult{Items: []json.RawMessage{json.RawMessage(`{"id":1}`)}, Locked: true, LockID: "abc", LockExpiresAt: at}}
+	f := &fakeQueue{pop: broker.PopResult{Items: []json.RawMessage{json.RawMessage(`{"id":1}`)}, Locked: true, LockID: "abc", LockExpiresAt: at}}
 	h := queueHandlerFor(t, f)
 
 	w := do(t, h, http.MethodPost, "/queue/q/pop?require_ack=true&ttl_seconds=60&count=4", "")
 	if w.Code != 200 {
 		t.Fatalf("pop: %d %s", w.Code, w.Body)
 	}
-	if f.opts != (queue.PopOptions{Count: 4, RequireAck: true, TTL: time.Minute}) {
+	if f.opts != (broker.PopOptions{Count: 4, RequireAck: true, TTL: time.Minute}) {
 		t.Fatalf("pop options %+v", f.opts)
 	}
 	if got := strings.TrimSpace(w.Body.String()); got != `{"items":[{"id":1}],"count":1,"locked":true,"lock_id":"abc","lock_expires_at":1709139275.5}` {
 		t.Fatalf("pop answer %s", got)
 	}
 
-	f.pop = queue.PopResult{}
+	f.pop = broker.PopResult{}
 	w = do(t, h, http.MethodPost, "/queue/q/pop?require_ack=1", "")
 	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != `{"items":[],"count":0,"locked":false}` {
 		t.Fatalf("empty pop with ack: %d %s", w.Code, got)
@@ -109,16 +109,16 @@ func TestQueuePopRoute(t *testing.T) {
 	if got := strings.TrimSpace(w.Body.String()); w.Code != 200 || got != `{"items":[],"count":0}` {
 		t.Fatalf("plain pop: %d %s", w.Code, got)
 	}
-	if f.opts != (queue.PopOptions{}) {
+	if f.opts != (broker.PopOptions{}) {
 		t.Fatalf("plain pop options %+v", f.opts)
 	}
 	// Out-of-range numbers are clamped before they reach the service.
 	do(t, h, http.MethodPost, "/queue/q/pop?require_ack=true&ttl_seconds=99999999999999&count=-4", "")
-	if f.opts.TTL != queue.MaxTTL || f.opts.Count != 1 {
+	if f.opts.TTL != broker.MaxLockTTL || f.opts.Count != 1 {
 		t.Fatalf("clamped options %+v", f.opts)
 	}
 
-	f.err = &queue.Error{Kind: queue.Locked, Message: "held", LockExpiresAt: at}
+	f.err = &herald.Error{Code: herald.CodeQueueLocked, Message: "held", Err: &broker.LockHeld{ExpiresAt: at}}
 	w = do(t, h, http.MethodPost, "/queue/q/pop", "")
 	if got := strings.TrimSpace(w.Body.String()); w.Code != http.StatusLocked || got != `{"message":"held","lock_expires_at":1709139275.5}` {
 		t.Fatalf("locked: %d %s", w.Code, got)
@@ -126,7 +126,7 @@ func TestQueuePopRoute(t *testing.T) {
 }
 
 func TestQueueAcknowledgeRoute(t *testing.T) {
-	f := &fakeQueue{ack: queue.AckResult{Acknowledged: 2}}
+	f := &fakeQueue{ack: broker.AckResult{Acknowledged: 2}}
 	h := queueHandlerFor(t, f)
 	w := do(t, h, http.MethodPost, "/queue/q/acknowledge", `{"lock_id": "abc"}`)
 	m := answer(t, w.Body.String())
@@ -136,20 +136,20 @@ func TestQueueAcknowledgeRoute(t *testing.T) {
 	if _, ok := m["items_returned"]; ok {
 		t.Fatalf("items_returned without returns: %v", m)
 	}
-	f.ack = queue.AckResult{Acknowledged: 1, Returned: 1}
+	f.ack = broker.AckResult{Acknowledged: 1, Returned: 1}
 	w = do(t, h, http.MethodPost, "/queue/q/acknowledge", `{"lock_id": "abc"}`)
 	if m := answer(t, w.Body.String()); m["items_acknowledged"] != 1.0 || m["items_returned"] != 1.0 {
 		t.Fatalf("partial acknowledge: %v", m)
 	}
-	for kind, want := range map[queue.Kind]int{queue.Invalid: 400, queue.NotFound: 404, queue.Expired: 410} {
-		f.err = &queue.Error{Kind: kind, Message: "no"}
+	for kind, want := range map[herald.Code]int{herald.CodeMalformedRequest: 400, herald.CodeNotFound: 404, herald.CodeLockExpired: 410} {
+		f.err = herald.Errorf(kind, "no")
 		w = do(t, h, http.MethodPost, "/queue/q/acknowledge", `{"lock_id": "abc"}`)
 		m := answer(t, w.Body.String())
 		if w.Code != want || m["success"] != false || m["message"] != "no" {
-			t.Fatalf("kind %d: %d %v", kind, w.Code, m)
+			t.Fatalf("code %s: %d %v", kind, w.Code, m)
 		}
-		if code := m["error_code"]; code != map[queue.Kind]string{queue.Invalid: "E4001", queue.NotFound: "E4007", queue.Expired: "LOCK_EXPIRED"}[kind] {
-			t.Fatalf("kind %d: error_code %v", kind, m)
+		if code := m["error_code"]; code != map[herald.Code]string{herald.CodeMalformedRequest: "E4001", herald.CodeNotFound: "E4007", herald.CodeLockExpired: "LOCK_EXPIRED"}[kind] {
+			t.Fatalf("code %s: error_code %v", kind, m)
 		}
 	}
 	// A server fault goes through the error table.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/broker"
 )
 
 // settleRequest is the body of POST /v1/settle: consume-mode settlements to commit
@@ -37,8 +37,8 @@ type settleResult struct {
 	Error      *ErrorDetail `json:"error,omitempty"`
 }
 
-var settleActions = map[string]delivery.Action{
-	"ack": delivery.ActAck, "nack": delivery.ActNack, "reject": delivery.ActReject, "extend": delivery.ActExtend,
+var settleActions = map[string]broker.Action{
+	"ack": broker.ActAck, "nack": broker.ActNack, "reject": broker.ActReject, "extend": broker.ActExtend,
 }
 
 // settle commits a batch of ACK, NACK, NACK [no_retry] and EXTEND settlements in one
@@ -46,20 +46,16 @@ var settleActions = map[string]delivery.Action{
 // settlement reports its own outcome — E8004 for an unknown, settled or expired id —
 // and a failed one changes nothing.
 func (h *Handler) settle(w http.ResponseWriter, r *http.Request) {
-	if h.del == nil {
-		writeError(w, herald.Errorf(herald.CodeNotImplemented, "this server does not run consume mode"))
-		return
-	}
 	var req settleRequest
 	if err := h.decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	if err := delivery.CheckBatch(len(req.Settlements)); err != nil {
+	if err := broker.CheckBatch(len(req.Settlements)); err != nil {
 		writeError(w, err)
 		return
 	}
-	items := make([]delivery.Settle, len(req.Settlements))
+	items := make([]broker.Settle, len(req.Settlements))
 	for i, it := range req.Settlements {
 		act, ok := settleActions[strings.ToLower(it.Action)]
 		if !ok {
@@ -76,15 +72,15 @@ func (h *Handler) settle(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		items[i] = delivery.Settle{DeliveryID: it.DeliveryID, Action: act, Delay: d, By: by}
-		if err := delivery.CheckSettle(i, items[i], it.Delay != "", it.By != ""); err != nil {
+		items[i] = broker.Settle{DeliveryID: it.DeliveryID, Action: act, Delay: d, By: by}
+		if err := broker.CheckSettle(i, items[i], it.Delay != "", it.By != ""); err != nil {
 			writeError(w, err)
 			return
 		}
 	}
-	results, seq, tick := h.del.SettleMany(r.Context(), items)
+	results, seq, tick := h.b.Settle(r.Context(), items)
 	if seq == 0 {
-		seq, tick = h.eng.Position()
+		seq, tick = h.b.Position()
 	}
 	out := settleResponse{Results: make([]settleResult, len(results)), Seq: seq, Tick: tick}
 	for i, res := range results {
@@ -93,7 +89,7 @@ func (h *Handler) settle(w http.ResponseWriter, r *http.Request) {
 			d := Detail(res.Err)
 			sr.Error = &d
 		}
-		if items[i].Action == delivery.ActExtend && res.Err == nil {
+		if items[i].Action == broker.ActExtend && res.Err == nil {
 			sr.Deadline = res.Deadline.UTC().Format(time.RFC3339Nano)
 		}
 		out.Results[i] = sr

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/broker"
 )
 
 // TestSettle: POST /v1/settle hands the batch to the consume engine in order and
 // answers one result per settlement with the commit's position.
 func TestSettle(t *testing.T) {
 	del := &fakeDelivery{}
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: del})
+	h := newTestHandler(t, &fakeEngine{}, Options{}, del)
 	w := do(t, h, "POST", "/v1/settle", `{"settlements": [
 		{"delivery_id": "d1", "action": "ack"},
 		{"delivery_id": "d2", "action": "NACK", "delay": "5s"},
@@ -29,12 +29,12 @@ func TestSettle(t *testing.T) {
 	if got := strings.TrimSpace(w.Body.String()); got != want {
 		t.Fatalf("answer\n got  %s\n want %s", got, want)
 	}
-	wantItems := []delivery.Settle{
-		{DeliveryID: "d1", Action: delivery.ActAck},
-		{DeliveryID: "d2", Action: delivery.ActNack, Delay: 5 * time.Second},
-		{DeliveryID: "bad3", Action: delivery.ActAck},
-		{DeliveryID: "d4", Action: delivery.ActReject},
-		{DeliveryID: "d5", Action: delivery.ActExtend, By: time.Minute},
+	wantItems := []broker.Settle{
+		{DeliveryID: "d1", Action: broker.ActAck},
+		{DeliveryID: "d2", Action: broker.ActNack, Delay: 5 * time.Second},
+		{DeliveryID: "bad3", Action: broker.ActAck},
+		{DeliveryID: "d4", Action: broker.ActReject},
+		{DeliveryID: "d5", Action: broker.ActExtend, By: time.Minute},
 	}
 	if fmt.Sprint(del.settled) != fmt.Sprint(wantItems) {
 		t.Fatalf("settled %v, want %v", del.settled, wantItems)
@@ -44,8 +44,8 @@ func TestSettle(t *testing.T) {
 // TestSettleRefusals: a malformed batch answers E4001 as a whole and settles nothing.
 func TestSettleRefusals(t *testing.T) {
 	del := &fakeDelivery{}
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: del})
-	many := strings.Repeat(`{"delivery_id":"d","action":"ack"},`, delivery.MaxSettlements)
+	h := newTestHandler(t, &fakeEngine{}, Options{}, del)
+	many := strings.Repeat(`{"delivery_id":"d","action":"ack"},`, broker.MaxSettlements)
 	for _, c := range []struct{ name, body string }{
 		{"empty", `{"settlements": []}`},
 		{"no list", `{}`},
@@ -64,8 +64,5 @@ func TestSettleRefusals(t *testing.T) {
 	}
 	if len(del.settled) != 0 {
 		t.Fatalf("settled %v", del.settled)
-	}
-	if w := do(t, newTestHandler(t, &fakeEngine{}, Options{}), "POST", "/v1/settle", `{"settlements": [{"delivery_id": "d1", "action": "ack"}]}`); w.Code != 501 {
-		t.Fatalf("without consume mode: status %d", w.Code)
 	}
 }

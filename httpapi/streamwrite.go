@@ -3,8 +3,6 @@ package httpapi
 import (
 	"context"
 	"time"
-
-	"github.com/herald-mq/herald"
 )
 
 // The pace of a watch stream's writes: how a busy stream gathers its events into few
@@ -49,8 +47,8 @@ func (h *Handler) frameSlot(ctx context.Context, budgeted bool) (release func(),
 		return nil, false
 	}
 	finish := func() {}
-	if b, is := h.wat.(frameBudgeter); is && budgeted {
-		if finish, ok = b.FrameBudget(ctx.Done()); !ok {
+	if budgeted {
+		if finish, ok = h.b.FrameBudget(ctx.Done()); !ok {
 			<-h.slots
 			return nil, false
 		}
@@ -59,30 +57,4 @@ func (h *Handler) frameSlot(ctx context.Context, budgeted bool) (release func(),
 		finish()
 		<-h.slots
 	}, true
-}
-
-// taker is a stream that hands its transport what waits for it in batches (watch-mode
-// streams): its channel holds little, and Take reaches the queue behind it.
-type taker interface {
-	Take(dst []herald.Event, max int) (events []herald.Event, closed bool)
-}
-
-// take appends to dst, up to max events in all, what st has ready without waiting, and
-// reports closed when st's channel was closed.
-func take(st herald.Stream, dst []herald.Event, max int) ([]herald.Event, bool) {
-	if t, ok := st.(taker); ok {
-		return t.Take(dst, max)
-	}
-	for len(dst) < max {
-		select {
-		case ev, ok := <-st.Events():
-			if !ok {
-				return dst, true
-			}
-			dst = append(dst, ev)
-		default:
-			return dst, false
-		}
-	}
-	return dst, false
 }

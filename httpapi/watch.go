@@ -11,8 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/delivery"
-	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/broker"
 )
 
 // maxEventsPerFlush bounds one write of a stream: the events waiting are written
@@ -22,23 +21,6 @@ const maxEventsPerFlush = 256
 // DefaultPingInterval is how often a watch stream sends a ": ping" comment line when
 // Options.PingInterval is zero; it keeps proxies from closing a quiet connection.
 const DefaultPingInterval = 15 * time.Second
-
-// Delivery is what the watch stream needs from the consume engine. *delivery.Service
-// implements it; tests use a fake. Single settlements go through POST /v1/query
-// (ACK "…"); SettleMany serves POST /v1/settle.
-type Delivery interface {
-	Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error)
-	Ack(ctx context.Context, deliveryID string) error
-	Nack(ctx context.Context, deliveryID string, o delivery.NackOptions) error
-	Extend(ctx context.Context, deliveryID string, by time.Duration) (deadline time.Time, err error)
-	SettleMany(ctx context.Context, items []delivery.Settle) (results []delivery.SettleResult, seq, tick uint64)
-}
-
-// Watcher is what the watch stream needs from the watch-mode engine; *watch.Service
-// implements it. after > 0 resumes a stream after that position.
-type Watcher interface {
-	Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error)
-}
 
 // resumeAfter reads the position a client resumes after: the Last-Event-ID header that
 // SSE clients send on reconnect, or the after query parameter.
@@ -78,7 +60,7 @@ type wireEvent struct {
 	Message     string      `json:"message,omitempty"`
 }
 
-func toWire(ev delivery.Event) wireEvent {
+func toWire(ev herald.Event) wireEvent {
 	out := wireEvent{
 		Type:        ev.Type,
 		DeliveryID:  ev.DeliveryID,
@@ -95,7 +77,7 @@ func toWire(ev delivery.Event) wireEvent {
 		p := ev.Prev
 		out.Prev = &p
 	}
-	if ev.Type == delivery.EventConsumed || !ev.Match.IsNull() {
+	if ev.Type == herald.EventConsumed || !ev.Match.IsNull() {
 		m := ev.Match
 		out.Match = &m
 	}
@@ -116,7 +98,7 @@ func toWire(ev delivery.Event) wireEvent {
 
 // appendSSE appends ev in the server-sent events format: an event line naming the type
 // and one data line holding the JSON (which never contains a raw newline).
-func appendSSE(buf *bytes.Buffer, ev delivery.Event) error {
+func appendSSE(buf *bytes.Buffer, ev herald.Event) error {
 	if ev.Enc != nil {
 		// Shared by identical watches: encoded once for all of them.
 		key := "sse"
@@ -138,7 +120,7 @@ func appendSSE(buf *bytes.Buffer, ev delivery.Event) error {
 }
 
 // encodeSSE writes one event in the server-sent events format.
-func encodeSSE(buf *bytes.Buffer, ev delivery.Event) error {
+func encodeSSE(buf *bytes.Buffer, ev herald.Event) error {
 	if ev.Last && ev.Seq > 0 {
 		// The last watch-mode event of a position carries it as the SSE id, so a client
 		// reconnecting with Last-Event-ID resumes after whole positions only.
@@ -206,15 +188,6 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	consume := engine.ConsumeMode(query)
-	switch {
-	case consume && h.del == nil:
-		writeError(w, herald.Errorf(herald.CodeNotImplemented, "this server does not serve consume streams"))
-		return
-	case !consume && h.wat == nil:
-		writeError(w, herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
-		return
-	}
 	after, err := resumeAfter(r)
 	if err != nil {
 		writeError(w, err)
@@ -226,16 +199,12 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	stopAfter := context.AfterFunc(h.streams, cancel)
 	defer stopAfter()
 
-	var st herald.Stream
-	if consume {
-		st, err = h.del.Consume(ctx, q.Get("session"), query, params)
-	} else {
-		st, err = h.wat.Open(ctx, q.Get("session"), query, params, after)
-	}
+	st, err := h.b.Open(ctx, broker.StreamRequest{SessionID: q.Get("session"), Query: query, Params: params, After: after})
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	consume := st.Mode() == broker.ModeConsume
 	// Closing releases the stream's unsettled leases at once.
 	defer st.Close()
 
@@ -251,16 +220,16 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	defer out.close()
 
 	var buf bytes.Buffer
-	var batch []delivery.Event
+	var batch []herald.Event
 	var last time.Time // when the last write went out, for the linger
 	events := st.Events()
 	// write encodes one event into buf; it reports false when the stream must end.
-	write := func(ev delivery.Event) bool {
+	write := func(ev herald.Event) bool {
 		if err := appendSSE(&buf, ev); err != nil {
 			h.log.Error("encoding a watch event", "err", err)
 			return false
 		}
-		if ev.Type == delivery.EventError {
+		if ev.Type == herald.EventError {
 			if rec, ok := w.(*recorder); ok {
 				rec.code = toWire(ev).Code
 			}
@@ -273,7 +242,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	// it costs one write per batch of events; the first event after a quiet spell goes
 	// out at once. Encoding takes a send slot (and, in watch mode, the fan-out's CPU budget),
 	// so that a large fan-out leaves CPU to the writers; the write holds neither.
-	send := func(ev delivery.Event) bool {
+	send := func(ev herald.Event) bool {
 		if !consume && !h.lingered(ctx, last) {
 			return false // a consume stream's deliveries never wait: leases are at stake
 		}
@@ -283,7 +252,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		}
 		buf.Reset()
 		var closed bool
-		batch, closed = take(st, append(batch[:0], ev), maxEventsPerFlush)
+		batch, closed = st.Take(append(batch[:0], ev), maxEventsPerFlush)
 		more := !closed
 		for _, next := range batch {
 			if !write(next) {

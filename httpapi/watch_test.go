@@ -13,25 +13,25 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/internal/clock"
 )
 
 // fakeStream is a delivery.Stream fed by the test through events.
 type fakeStream struct {
-	events    chan delivery.Event
+	events    chan herald.Event
 	done      chan struct{}
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
 }
 
 func newFakeStream() *fakeStream {
-	return &fakeStream{events: make(chan delivery.Event, 16), done: make(chan struct{}), closed: make(chan struct{})}
+	return &fakeStream{events: make(chan herald.Event, 16), done: make(chan struct{}), closed: make(chan struct{})}
 }
 
-func (s *fakeStream) ID() string                    { return "st1" }
-func (s *fakeStream) Events() <-chan delivery.Event { return s.events }
-func (s *fakeStream) Done() <-chan struct{}         { return s.done }
+func (s *fakeStream) ID() string                  { return "st1" }
+func (s *fakeStream) Events() <-chan herald.Event { return s.events }
+func (s *fakeStream) Done() <-chan struct{}       { return s.done }
 func (s *fakeStream) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closed)
@@ -47,10 +47,10 @@ type fakeDelivery struct {
 	session string
 	query   string
 	params  map[string]herald.Value
-	settled []delivery.Settle
+	settled []broker.Settle
 }
 
-func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error) {
+func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (herald.Stream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.session, f.query, f.params = sessionID, query, params
@@ -60,25 +60,17 @@ func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, par
 	return f.stream, nil
 }
 
-func (f *fakeDelivery) Ack(ctx context.Context, id string) error { return nil }
-func (f *fakeDelivery) Nack(ctx context.Context, id string, o delivery.NackOptions) error {
-	return nil
-}
-func (f *fakeDelivery) Extend(ctx context.Context, id string, by time.Duration) (time.Time, error) {
-	return time.Time{}, nil
-}
-
 // SettleMany records the batch; ids starting with "bad" are unknown, an extension ends
 // at epoch + by.
-func (f *fakeDelivery) SettleMany(ctx context.Context, items []delivery.Settle) ([]delivery.SettleResult, uint64, uint64) {
+func (f *fakeDelivery) SettleMany(ctx context.Context, items []broker.Settle) ([]broker.SettleResult, uint64, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.settled = append(f.settled, items...)
-	out := make([]delivery.SettleResult, len(items))
+	out := make([]broker.SettleResult, len(items))
 	for i, it := range items {
 		if strings.HasPrefix(it.DeliveryID, "bad") {
 			out[i].Err = herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %q is unknown", it.DeliveryID)
-		} else if it.Action == delivery.ActExtend {
+		} else if it.Action == broker.ActExtend {
 			out[i].Deadline = epoch.Add(it.By)
 		}
 	}
@@ -140,7 +132,7 @@ func readEvent(t *testing.T, r *bufio.Reader) []string {
 func TestWatchStreamsEvents(t *testing.T) {
 	st := newFakeStream()
 	del := &fakeDelivery{stream: st}
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: del, Clock: clock.NewManual(epoch)})
+	h := newTestHandler(t, &fakeEngine{}, Options{Clock: clock.NewManual(epoch)}, del)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
@@ -158,7 +150,7 @@ func TestWatchStreamsEvents(t *testing.T) {
 	del.mu.Unlock()
 
 	match := herald.Map([]string{"id", "_type", "status"}, []herald.Value{herald.String("j1"), herald.String("Job"), herald.String("pending")})
-	st.events <- delivery.Event{Type: delivery.EventConsumed, Match: match, DeliveryID: "d1", Attempt: 1, Seq: 5, Tick: 4}
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: match, DeliveryID: "d1", Attempt: 1, Seq: 5, Tick: 4}
 	got := readEvent(t, r)
 	want := []string{
 		"event: consumed",
@@ -168,7 +160,7 @@ func TestWatchStreamsEvents(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	st.events <- delivery.Event{Type: delivery.EventTimeout, DeliveryID: "d1", Attempt: 1, Seq: 6, Tick: 5,
+	st.events <- herald.Event{Type: herald.EventTimeout, DeliveryID: "d1", Attempt: 1, Seq: 6, Tick: 5,
 		Error: herald.Errorf(herald.CodeAckTimeout, "lease expired")}
 	got = readEvent(t, r)
 	want = []string{
@@ -183,7 +175,7 @@ func TestWatchStreamsEvents(t *testing.T) {
 func TestWatchPings(t *testing.T) {
 	st := newFakeStream()
 	clk := clock.NewManual(epoch)
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: &fakeDelivery{stream: st}, Clock: clk})
+	h := newTestHandler(t, &fakeEngine{}, Options{Clock: clk}, &fakeDelivery{stream: st})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
@@ -199,7 +191,7 @@ func TestWatchPings(t *testing.T) {
 
 func TestWatchClientDisconnectClosesStream(t *testing.T) {
 	st := newFakeStream()
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: &fakeDelivery{stream: st}, Clock: clock.NewManual(epoch)})
+	h := newTestHandler(t, &fakeEngine{}, Options{Clock: clock.NewManual(epoch)}, &fakeDelivery{stream: st})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
@@ -214,7 +206,7 @@ func TestWatchClientDisconnectClosesStream(t *testing.T) {
 
 func TestWatchCloseStreams(t *testing.T) {
 	st := newFakeStream()
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: &fakeDelivery{stream: st}, Clock: clock.NewManual(epoch)})
+	h := newTestHandler(t, &fakeEngine{}, Options{Clock: clock.NewManual(epoch)}, &fakeDelivery{stream: st})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
@@ -228,12 +220,12 @@ func TestWatchCloseStreams(t *testing.T) {
 
 func TestWatchStreamEndsWithErrorEvent(t *testing.T) {
 	st := newFakeStream()
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: &fakeDelivery{stream: st}, Clock: clock.NewManual(epoch)})
+	h := newTestHandler(t, &fakeEngine{}, Options{Clock: clock.NewManual(epoch)}, &fakeDelivery{stream: st})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
 	_, r := openWatch(t, context.Background(), watchURL(srv.URL, consumeQuery, "", ""))
-	st.events <- delivery.Event{Type: delivery.EventError, Seq: 9, Tick: 9, Error: herald.Errorf(herald.CodeShuttingDown, "stopping")}
+	st.events <- herald.Event{Type: herald.EventError, Seq: 9, Tick: 9, Error: herald.Errorf(herald.CodeShuttingDown, "stopping")}
 	got := readEvent(t, r)
 	want := `data: {"type":"error","seq":9,"tick":9,"code":"E5003","message":"stopping"}`
 	if len(got) != 2 || got[0] != "event: error" || got[1] != want {
@@ -247,13 +239,13 @@ func TestWatchStreamEndsWithErrorEvent(t *testing.T) {
 
 func TestWatchDrainsBufferedEventsWhenStreamEnds(t *testing.T) {
 	st := newFakeStream()
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: &fakeDelivery{stream: st}, Clock: clock.NewManual(epoch)})
+	h := newTestHandler(t, &fakeEngine{}, Options{Clock: clock.NewManual(epoch)}, &fakeDelivery{stream: st})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
 	_, r := openWatch(t, context.Background(), watchURL(srv.URL, consumeQuery, "", ""))
-	st.events <- delivery.Event{Type: delivery.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1, Seq: 1, Tick: 1}
-	st.events <- delivery.Event{Type: delivery.EventConsumed, Match: herald.Int(2), DeliveryID: "d2", Attempt: 1, Seq: 2, Tick: 2}
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1, Seq: 1, Tick: 1}
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Int(2), DeliveryID: "d2", Attempt: 1, Seq: 2, Tick: 2}
 	st.Close()
 	for _, id := range []string{"d1", "d2"} {
 		got := readEvent(t, r)
@@ -270,7 +262,7 @@ func TestWatchDrainsBufferedEventsWhenStreamEnds(t *testing.T) {
 func TestWatchErrorsBeforeTheStream(t *testing.T) {
 	cases := []struct {
 		name   string
-		del    Delivery
+		del    *fakeDelivery
 		target string
 		status int
 		code   herald.Code
@@ -284,7 +276,7 @@ func TestWatchErrorsBeforeTheStream(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newTestHandler(t, &fakeEngine{}, Options{Delivery: c.del})
+			h := newTestHandler(t, &fakeEngine{}, Options{}, c.del)
 			rec := do(t, h, http.MethodGet, c.target, "")
 			if rec.Code != c.status {
 				t.Fatalf("status %d, want %d: %s", rec.Code, c.status, rec.Body)
@@ -298,7 +290,7 @@ func TestWatchErrorsBeforeTheStream(t *testing.T) {
 			}
 		})
 	}
-	h := newTestHandler(t, &fakeEngine{}, Options{Delivery: &fakeDelivery{}})
+	h := newTestHandler(t, &fakeEngine{}, Options{}, &fakeDelivery{})
 	if rec := do(t, h, http.MethodPost, "/v1/watch?query=x", ""); rec.Code != http.StatusMethodNotAllowed {
 		t.Fatalf("POST: status %d", rec.Code)
 	}

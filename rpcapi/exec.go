@@ -11,7 +11,6 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
-	"github.com/herald-mq/herald/engine"
 )
 
 // Exec runs query text or a prepared statement with typed parameters and answers with
@@ -22,23 +21,19 @@ func (s *Service) Exec(ctx context.Context, req *connect.Request[heraldv1.ExecRe
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	var resp *engine.Response
+	var resp *herald.Response
 	switch {
 	case m.GetStatement() != "" && m.GetQuery() != "":
 		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "give either query text or a prepared statement, not both"))
 	case m.GetStatement() != "":
-		p, err := s.eng.Lookup(m.GetStatement())
-		if err != nil {
-			return nil, toConnect(err)
-		}
-		resp, err = s.eng.ExecPrepared(ctx, m.GetSession(), p, params)
+		resp, err = s.b.ExecPrepared(ctx, m.GetSession(), m.GetStatement(), params)
 		if err != nil {
 			return nil, toConnect(err)
 		}
 	case strings.TrimSpace(m.GetQuery()) == "":
 		return nil, toConnect(herald.Errorf(herald.CodeEmptyQuery, "the query is empty"))
 	default:
-		if resp, err = s.eng.Exec(ctx, m.GetSession(), m.GetQuery(), params); err != nil {
+		if resp, err = s.b.Exec(ctx, m.GetSession(), m.GetQuery(), params); err != nil {
 			return nil, toConnect(err)
 		}
 	}
@@ -59,7 +54,7 @@ func (s *Service) Exec(ctx context.Context, req *connect.Request[heraldv1.ExecRe
 
 // Prepare parses statements once for Exec to run by name.
 func (s *Service) Prepare(ctx context.Context, req *connect.Request[heraldv1.PrepareRequest]) (*connect.Response[heraldv1.PrepareResponse], error) {
-	p, err := s.eng.Prepare(req.Msg.GetQuery())
+	p, err := s.b.Prepare(ctx, req.Msg.GetQuery())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -68,13 +63,13 @@ func (s *Service) Prepare(ctx context.Context, req *connect.Request[heraldv1.Pre
 
 // Unprepare drops a prepared statement; an unknown name is not_found (E4010).
 func (s *Service) Unprepare(ctx context.Context, req *connect.Request[heraldv1.UnprepareRequest]) (*connect.Response[heraldv1.UnprepareResponse], error) {
-	if !s.eng.Unprepare(req.Msg.GetStatement()) {
+	if !s.b.Unprepare(ctx, req.Msg.GetStatement()) {
 		return nil, toConnect(herald.Errorf(herald.CodeUnknownStatement, "no prepared statement %q", req.Msg.GetStatement()))
 	}
 	return connect.NewResponse(&heraldv1.UnprepareResponse{}), nil
 }
 
-func toProtoStats(st engine.Stats) *heraldv1.Stats {
+func toProtoStats(st herald.Stats) *heraldv1.Stats {
 	return &heraldv1.Stats{
 		NodesCreated:  int64(st.NodesCreated),
 		NodesDeleted:  int64(st.NodesDeleted),
@@ -172,7 +167,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			return fail(toConnect(herald.Errorf(herald.CodeMalformedRequest, "%d messages in one frame; at most %d", len(in), MaxPublishFrame)))
 		}
 		acks := make([]*heraldv1.PublishAck, len(in))
-		msgs := make([]engine.Publication, 0, len(in))
+		msgs := make([]herald.Publication, 0, len(in))
 		idx := make([]int, 0, len(in))
 		for i, m := range in {
 			acks[i] = &heraldv1.PublishAck{Ref: m.GetRef()}
@@ -184,7 +179,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 				acks[i].Error = errorDetail(err)
 				continue
 			}
-			msgs = append(msgs, engine.Publication{ID: herald.NodeID(m.GetId()), Type: m.GetType(), Attrs: attrs})
+			msgs = append(msgs, herald.Publication{ID: herald.NodeID(m.GetId()), Type: m.GetType(), Attrs: attrs})
 			idx = append(idx, i)
 		}
 		if n := len(msgs); n > 0 && !hold.take(n) {
@@ -200,7 +195,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			}
 			continue
 		}
-		out, durable, err := s.eng.PublishAsync(ctx, req.GetSession(), msgs)
+		out, durable, err := s.b.PublishAsync(ctx, req.GetSession(), msgs)
 		if err != nil {
 			hold.done(len(msgs))
 			return fail(toConnect(err))

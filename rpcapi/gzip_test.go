@@ -34,7 +34,7 @@ func gzipBomb(t *testing.T, n int) []byte {
 // limit instead of running through the whole of it to count its size.
 func TestGzipBombIsRefusedEarly(t *testing.T) {
 	const limit = 64 << 10
-	svc := New(&fakeEngine{}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: limit})
+	svc := New(fakeNode(&fakeEngine{}, nil, nil), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxBodyBytes: limit})
 	mux := http.NewServeMux()
 	mux.Handle(svc.Handler())
 	srv := httptest.NewServer(mux)

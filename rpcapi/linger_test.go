@@ -23,7 +23,7 @@ import (
 func TestWatchLingerGathersABusyStream(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1700000000, 0))
 	st := newFakeStream()
-	svc := New(&fakeEngine{}, Options{Watch: &fakeWatcher{stream: st}, Clock: clk, WatchLinger: 10 * time.Millisecond,
+	svc := New(fakeNode(&fakeEngine{}, nil, &fakeWatcher{stream: st}), Options{Clock: clk, WatchLinger: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	mux := http.NewServeMux()
 	mux.Handle(svc.Handler())

@@ -17,13 +17,12 @@ import (
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
-	"github.com/herald-mq/herald/engine"
 )
 
 // serveH2 serves the service over HTTP/2 (TLS), which bidirectional streams need.
-func serveH2(t *testing.T, eng Engine) (heraldv1connect.HeraldClient, *Service) {
+func serveH2(t *testing.T, eng *fakeEngine) (heraldv1connect.HeraldClient, *Service) {
 	t.Helper()
-	svc := New(eng, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc := New(fakeNode(eng, nil, nil), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := h2Server(t, svc)
 	return heraldv1connect.NewHeraldClient(srv.Client(), srv.URL), svc
 }
@@ -41,17 +40,17 @@ func h2Server(t *testing.T, svc *Service) *httptest.Server {
 }
 
 // countingPublisher publishes by numbering: message n gets id "m<n>" and seq n.
-func countingPublisher() func([]engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+func countingPublisher() func([]herald.Publication) ([]herald.Published, func(context.Context) error, error) {
 	var n atomic.Uint64
-	return func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
-		out := make([]engine.Published, len(msgs))
+	return func(msgs []herald.Publication) ([]herald.Published, func(context.Context) error, error) {
+		out := make([]herald.Published, len(msgs))
 		for i, m := range msgs {
 			if m.Type == "Bad" {
 				out[i].Err = herald.Errorf(herald.CodeSealedType, "type Bad is sealed")
 				continue
 			}
 			seq := n.Add(1)
-			out[i] = engine.Published{ID: herald.NodeID(fmt.Sprintf("m%d", seq)), Seq: seq, Tick: seq}
+			out[i] = herald.Published{ID: herald.NodeID(fmt.Sprintf("m%d", seq)), Seq: seq, Tick: seq}
 		}
 		return out, func(context.Context) error { return nil }, nil
 	}
@@ -151,14 +150,14 @@ func TestPublishCloseStreams(t *testing.T) {
 // stream goes on; once earlier ones are durable, frames are taken again.
 func TestPublishInflightPerPrincipal(t *testing.T) {
 	release := make(chan struct{})
-	eng := &fakeEngine{publish: func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
-		out := make([]engine.Published, len(msgs))
+	eng := &fakeEngine{publish: func(msgs []herald.Publication) ([]herald.Published, func(context.Context) error, error) {
+		out := make([]herald.Published, len(msgs))
 		for i := range out {
-			out[i] = engine.Published{ID: herald.NodeID(fmt.Sprint("m", i)), Seq: 1}
+			out[i] = herald.Published{ID: herald.NodeID(fmt.Sprint("m", i)), Seq: 1}
 		}
 		return out, func(context.Context) error { <-release; return nil }, nil
 	}}
-	svc := New(eng, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInflightPublishes: 3})
+	svc := New(fakeNode(eng, nil, nil), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInflightPublishes: 3})
 	mux := http.NewServeMux()
 	mux.Handle(svc.Handler())
 	ann := &herald.Principal{Name: "ann", Grants: []string{"admin"}}
@@ -236,9 +235,9 @@ func TestPublishInflightPerPrincipal(t *testing.T) {
 // not carry (a map value, bad UTF-8, nesting past the wire's bound, undecodable bytes),
 // or a message with both forms, are refused with E4001 and the rest of the frame goes on.
 func TestPublishBinaryAttrs(t *testing.T) {
-	var got []engine.Publication
+	var got []herald.Publication
 	count := countingPublisher()
-	c, _ := serveH2(t, &fakeEngine{publish: func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+	c, _ := serveH2(t, &fakeEngine{publish: func(msgs []herald.Publication) ([]herald.Published, func(context.Context) error, error) {
 		got = append(got, msgs...)
 		return count(msgs)
 	}})

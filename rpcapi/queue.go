@@ -15,46 +15,24 @@ import (
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
-	"github.com/herald-mq/herald/queue"
+	"github.com/herald-mq/herald/broker"
 )
 
-// Queues is what the herald.v1.Queues service needs from the queue package.
-// *queue.Service implements it.
-type Queues interface {
-	CreateQueue(ctx context.Context, c queue.Config) (queue.Config, error)
-	DeleteQueue(ctx context.Context, name string) (int, error)
-	Enqueue(ctx context.Context, queue string, m queue.Message) (herald.NodeID, error)
-	Consume(ctx context.Context, queue string) (*queue.Subscription, error)
-	Ack(ctx context.Context, queue string, id herald.NodeID) error
-	Nack(ctx context.Context, queue string, id herald.NodeID, o queue.NackOptions) error
-	Extend(ctx context.Context, queue string, id herald.NodeID, by time.Duration) (time.Time, error)
-	RedriveDeadLetters(ctx context.Context, queue string) (int, error)
-}
-
-var _ Queues = (*queue.Service)(nil)
-
 // queueService implements heraldv1connect.QueuesHandler: each RPC translates onto the
-// queue package, which translates onto the graph and the consume engine. Errors map
-// through the same table as the Herald service's.
+// seam's named queues (broker.NamedQueues). Errors map through the same table as the
+// Herald service's.
 type queueService struct{ s *Service }
 
 var _ heraldv1connect.QueuesHandler = queueService{}
 
 // QueuesHandler returns the path prefix and HTTP handler of the herald.v1.Queues service,
-// to mount next to Handler's. Without Options.Queues every call answers E4006.
+// to mount next to Handler's.
 func (s *Service) QueuesHandler(opts ...connect.HandlerOption) (string, http.Handler) {
 	opts = append([]connect.HandlerOption{connect.WithInterceptors(grants{}), withBoundedGzip(s.maxBody)}, opts...)
 	if s.maxBody > 0 && s.maxBody <= math.MaxInt32 {
 		opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(int(s.maxBody))}, opts...)
 	}
 	return heraldv1connect.NewQueuesHandler(queueService{s}, opts...)
-}
-
-func (q queueService) queues() (Queues, error) {
-	if q.s.queues == nil {
-		return nil, toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve the queue RPC"))
-	}
-	return q.s.queues, nil
 }
 
 // optDuration converts an optional protobuf duration (unset: 0).
@@ -65,7 +43,7 @@ func optDuration(field string, d *durationpb.Duration) (time.Duration, error) {
 	return duration(field, d)
 }
 
-func toProtoQueue(c queue.Config) *heraldv1.Queue {
+func toProtoQueue(c broker.QueueConfig) *heraldv1.Queue {
 	out := &heraldv1.Queue{
 		Name:              c.Name,
 		VisibilityTimeout: durationpb.New(c.VisibilityTimeout),
@@ -81,10 +59,6 @@ func toProtoQueue(c queue.Config) *heraldv1.Queue {
 
 // CreateQueue declares a queue.
 func (q queueService) CreateQueue(ctx context.Context, req *connect.Request[heraldv1.CreateQueueRequest]) (*connect.Response[heraldv1.CreateQueueResponse], error) {
-	qs, err := q.queues()
-	if err != nil {
-		return nil, err
-	}
 	m := req.Msg
 	vt, err := optDuration("visibility_timeout", m.GetVisibilityTimeout())
 	if err != nil {
@@ -93,7 +67,7 @@ func (q queueService) CreateQueue(ctx context.Context, req *connect.Request[hera
 	if m.GetMaxAttempts() < 0 {
 		return nil, toConnect(herald.Errorf(herald.CodeMalformedRequest, "max_attempts must not be negative"))
 	}
-	c, err := qs.CreateQueue(ctx, queue.Config{
+	c, err := q.s.b.CreateQueue(ctx, broker.QueueConfig{
 		Name:              m.GetName(),
 		VisibilityTimeout: vt,
 		MaxAttempts:       int(m.GetMaxAttempts()),
@@ -108,11 +82,7 @@ func (q queueService) CreateQueue(ctx context.Context, req *connect.Request[hera
 
 // DeleteQueue removes a queue with its messages.
 func (q queueService) DeleteQueue(ctx context.Context, req *connect.Request[heraldv1.DeleteQueueRequest]) (*connect.Response[heraldv1.DeleteQueueResponse], error) {
-	qs, err := q.queues()
-	if err != nil {
-		return nil, err
-	}
-	n, err := qs.DeleteQueue(ctx, req.Msg.GetName())
+	n, err := q.s.b.DeleteQueue(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -121,16 +91,12 @@ func (q queueService) DeleteQueue(ctx context.Context, req *connect.Request[hera
 
 // Enqueue adds a message.
 func (q queueService) Enqueue(ctx context.Context, req *connect.Request[heraldv1.EnqueueRequest]) (*connect.Response[heraldv1.EnqueueResponse], error) {
-	qs, err := q.queues()
-	if err != nil {
-		return nil, err
-	}
 	m := req.Msg
 	delay, err := optDuration("delay", m.GetDelay())
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	id, err := qs.Enqueue(ctx, m.GetQueue(), queue.Message{
+	id, err := q.s.b.Enqueue(ctx, m.GetQueue(), broker.QueueMessage{
 		Payload:     m.GetPayload(),
 		Headers:     m.GetHeaders(),
 		FairnessKey: m.GetFairnessKey(),
@@ -143,7 +109,7 @@ func (q queueService) Enqueue(ctx context.Context, req *connect.Request[heraldv1
 	return connect.NewResponse(&heraldv1.EnqueueResponse{MessageId: string(id)}), nil
 }
 
-func toProtoMessage(d queue.Delivered) *heraldv1.QueueMessage {
+func toProtoMessage(d broker.Delivered) *heraldv1.QueueMessage {
 	out := &heraldv1.QueueMessage{
 		MessageId:    string(d.ID),
 		Queue:        d.Queue,
@@ -167,16 +133,12 @@ func toProtoMessage(d queue.Delivered) *heraldv1.QueueMessage {
 // ConsumeQueue streams a queue's leased messages until the caller ends the call or the
 // server shuts down; ending it returns the unsettled messages to the queue at once.
 func (q queueService) ConsumeQueue(ctx context.Context, req *connect.Request[heraldv1.ConsumeQueueRequest], out *connect.ServerStream[heraldv1.QueueMessage]) error {
-	qs, err := q.queues()
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopAfter := context.AfterFunc(q.s.streams, cancel)
 	defer stopAfter()
 
-	sub, err := qs.Consume(ctx, req.Msg.GetQueue())
+	sub, err := q.s.b.ConsumeQueue(ctx, req.Msg.GetQueue())
 	if err != nil {
 		return toConnect(err)
 	}
@@ -210,11 +172,7 @@ func (q queueService) ConsumeQueue(ctx context.Context, req *connect.Request[her
 
 // Ack settles a leased message as done.
 func (q queueService) Ack(ctx context.Context, req *connect.Request[heraldv1.QueueAckRequest]) (*connect.Response[heraldv1.QueueAckResponse], error) {
-	qs, err := q.queues()
-	if err != nil {
-		return nil, err
-	}
-	if err := qs.Ack(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId())); err != nil {
+	if err := q.s.b.AckMessage(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId())); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&heraldv1.QueueAckResponse{}), nil
@@ -222,16 +180,12 @@ func (q queueService) Ack(ctx context.Context, req *connect.Request[heraldv1.Que
 
 // Nack returns a leased message to its queue, or dead-letters it.
 func (q queueService) Nack(ctx context.Context, req *connect.Request[heraldv1.QueueNackRequest]) (*connect.Response[heraldv1.QueueNackResponse], error) {
-	qs, err := q.queues()
-	if err != nil {
-		return nil, err
-	}
 	delay, err := optDuration("delay", req.Msg.GetDelay())
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	o := queue.NackOptions{Delay: delay, DeadLetter: req.Msg.GetDeadLetter()}
-	if err := qs.Nack(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId()), o); err != nil {
+	o := broker.QueueNack{Delay: delay, DeadLetter: req.Msg.GetDeadLetter()}
+	if err := q.s.b.NackMessage(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId()), o); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&heraldv1.QueueNackResponse{}), nil
@@ -239,15 +193,11 @@ func (q queueService) Nack(ctx context.Context, req *connect.Request[heraldv1.Qu
 
 // Extend pushes a leased message's deadline out.
 func (q queueService) Extend(ctx context.Context, req *connect.Request[heraldv1.QueueExtendRequest]) (*connect.Response[heraldv1.QueueExtendResponse], error) {
-	qs, err := q.queues()
-	if err != nil {
-		return nil, err
-	}
 	by, err := optDuration("by", req.Msg.GetBy())
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	deadline, err := qs.Extend(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId()), by)
+	deadline, err := q.s.b.ExtendMessage(ctx, req.Msg.GetQueue(), herald.NodeID(req.Msg.GetMessageId()), by)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -256,11 +206,7 @@ func (q queueService) Extend(ctx context.Context, req *connect.Request[heraldv1.
 
 // RedriveDeadLetters puts a queue's dead letters back into it.
 func (q queueService) RedriveDeadLetters(ctx context.Context, req *connect.Request[heraldv1.RedriveDeadLettersRequest]) (*connect.Response[heraldv1.RedriveDeadLettersResponse], error) {
-	qs, err := q.queues()
-	if err != nil {
-		return nil, err
-	}
-	n, err := qs.RedriveDeadLetters(ctx, req.Msg.GetQueue())
+	n, err := q.s.b.RedriveDeadLetters(ctx, req.Msg.GetQueue())
 	if err != nil {
 		return nil, toConnect(err)
 	}

@@ -15,10 +15,11 @@ import (
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
+	"github.com/herald-mq/herald/broker/brokertest"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
-	"github.com/herald-mq/herald/queue"
+	"github.com/herald-mq/herald/namedqueue"
 	"github.com/herald-mq/herald/store/memstore"
 )
 
@@ -40,7 +41,13 @@ func serveQueues(t *testing.T, grpc bool) (heraldv1connect.QueuesClient, *Servic
 	if err := del.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	svc := New(eng, Options{Delivery: del, Queues: queue.New(eng, del), Logger: quiet})
+	nq := namedqueue.New(eng, del)
+	b := &brokertest.Broker{
+		CreateQueueFunc: nq.CreateQueue, DeleteQueueFunc: nq.DeleteQueue, EnqueueFunc: nq.Enqueue,
+		ConsumeQueueFunc: nq.ConsumeQueue, AckMessageFunc: nq.AckMessage, NackMessageFunc: nq.NackMessage,
+		ExtendMessageFunc: nq.ExtendMessage, RedriveDeadLettersFunc: nq.RedriveDeadLetters,
+	}
+	svc := New(b, Options{Logger: quiet})
 	mux := http.NewServeMux()
 	mux.Handle(svc.Handler())
 	mux.Handle(svc.QueuesHandler())
@@ -259,7 +266,7 @@ func TestQueueRPCStreamEnd(t *testing.T) {
 }
 
 func TestQueueRPCWithoutQueues(t *testing.T) {
-	svc := New(&fakeEngine{}, Options{})
+	svc := New(&brokertest.Broker{}, Options{})
 	mux := http.NewServeMux()
 	mux.Handle(svc.QueuesHandler())
 	srv := httptest.NewServer(mux)

@@ -1,8 +1,7 @@
-// Package rpcapi serves the herald.v1.Herald service over Connect, which speaks gRPC,
-// gRPC-Web and the Connect protocol on one HTTP handler.
-// Each RPC is a thin translation onto the engine (queries, sessions), the consume engine
-// (consume-mode streams, ACK, NACK, EXTEND) and the watch-mode engine (watch-mode
-// streams); errors map to RPC codes through the root error table.
+// Package rpcapi serves the herald.v1.Herald and herald.v1.Queues services over
+// Connect, which speaks gRPC, gRPC-Web and the Connect protocol on one HTTP handler.
+// Each RPC is a thin translation onto the node's seam (broker.Broker); errors map to
+// RPC codes through the root error table.
 package rpcapi
 
 import (
@@ -24,61 +23,11 @@ import (
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
-	"github.com/herald-mq/herald/delivery"
-	"github.com/herald-mq/herald/engine"
-	"github.com/herald-mq/herald/watch"
+	"github.com/herald-mq/herald/broker"
 )
-
-// Engine is what the service needs from the engine: the query and session calls the JSON
-// API uses too. *engine.Engine implements it; tests use a fake.
-type Engine interface {
-	Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error)
-	Prepare(query string) (*engine.Prepared, error)
-	Lookup(name string) (*engine.Prepared, error)
-	Unprepare(name string) bool
-	ExecPrepared(ctx context.Context, sessionID string, p *engine.Prepared, params map[string]herald.Value) (*engine.Response, error)
-	PublishAsync(ctx context.Context, sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error)
-	OpenSession(ctx context.Context) (string, error)
-	CloseSession(ctx context.Context, id string) error
-	Position() (seq, tick uint64)
-}
-
-var _ Engine = (*engine.Engine)(nil)
-
-// Delivery is what the service needs from the consume engine. *delivery.Service
-// implements it; tests use a fake.
-type Delivery interface {
-	Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error)
-	Ack(ctx context.Context, deliveryID string) error
-	Nack(ctx context.Context, deliveryID string, o delivery.NackOptions) error
-	Extend(ctx context.Context, deliveryID string, by time.Duration) (deadline time.Time, err error)
-	SettleMany(ctx context.Context, items []delivery.Settle) (results []delivery.SettleResult, seq, tick uint64)
-	// Subscribe registers a consumer with credit-based flow control (see
-	// delivery.Service.Subscribe).
-	Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (delivery.Consumer, error)
-	// SettleAsync settles a batch as SettleMany does, calling done (which must not block)
-	// once the outcome is known instead of waiting for it.
-	SettleAsync(items []delivery.Settle, done func(results []delivery.SettleResult, seq, tick uint64))
-}
-
-// Watcher is what the service needs from the watch-mode engine. *watch.Service
-// implements it; tests use a fake. after > 0 resumes a stream after that position.
-type Watcher interface {
-	Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error)
-}
-
-var _ Watcher = (*watch.Service)(nil)
 
 // Options configures a Service.
 type Options struct {
-	// Delivery serves consume-mode Consume calls, Ack, Nack and Extend; nil answers them
-	// with E4006.
-	Delivery Delivery
-	// Watch serves watch-mode Consume calls; nil answers them with E4006.
-	Watch Watcher
-	// Queues serves the herald.v1.Queues service (QueuesHandler); nil answers it with
-	// E4006.
-	Queues Queues
 	// Logger receives stream failures. nil means slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes caps request messages; 0 means no limit beyond Connect's own.
@@ -103,10 +52,7 @@ type Options struct {
 // Service implements heraldv1connect.HeraldHandler. Create it with New.
 type Service struct {
 	pubs        *inflight // per principal (inflight.go)
-	eng         Engine
-	del         Delivery
-	wat         Watcher
-	queues      Queues
+	b           broker.Broker
 	maxBody     int64
 	log         *slog.Logger
 	streams     context.Context // done once CloseStreams is called
@@ -123,9 +69,9 @@ const DefaultWatchLinger = 10 * time.Millisecond
 
 var _ heraldv1connect.HeraldHandler = (*Service)(nil)
 
-// New returns the service over eng and the options' consume and watch-mode engines.
-func New(eng Engine, opts Options) *Service {
-	s := &Service{eng: eng, del: opts.Delivery, wat: opts.Watch, queues: opts.Queues, log: opts.Logger, maxBody: opts.MaxBodyBytes}
+// New returns the services over a node.
+func New(b broker.Broker, opts Options) *Service {
+	s := &Service{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -175,7 +121,7 @@ func (s *Service) Query(ctx context.Context, req *connect.Request[heraldv1.Query
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	resp, err := s.eng.Exec(ctx, m.GetSession(), m.GetQuery(), params)
+	resp, err := s.b.Exec(ctx, m.GetSession(), m.GetQuery(), params)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -188,7 +134,7 @@ func (s *Service) Query(ctx context.Context, req *connect.Request[heraldv1.Query
 
 // OpenSession opens a server-side session.
 func (s *Service) OpenSession(ctx context.Context, req *connect.Request[heraldv1.OpenSessionRequest]) (*connect.Response[heraldv1.OpenSessionResponse], error) {
-	id, err := s.eng.OpenSession(ctx)
+	id, err := s.b.OpenSession(ctx)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -197,17 +143,10 @@ func (s *Service) OpenSession(ctx context.Context, req *connect.Request[heraldv1
 
 // CloseSession closes a session.
 func (s *Service) CloseSession(ctx context.Context, req *connect.Request[heraldv1.CloseSessionRequest]) (*connect.Response[heraldv1.CloseSessionResponse], error) {
-	if err := s.eng.CloseSession(ctx, req.Msg.GetSession()); err != nil {
+	if err := s.b.CloseSession(ctx, req.Msg.GetSession()); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&heraldv1.CloseSessionResponse{}), nil
-}
-
-func (s *Service) consumer() (Delivery, error) {
-	if s.del == nil {
-		return nil, toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve consume mode"))
-	}
-	return s.del, nil
 }
 
 // Consume streams the events of one WATCH until the caller ends the call, the stream
@@ -223,27 +162,13 @@ func (s *Service) Consume(ctx context.Context, req *connect.Request[heraldv1.Con
 	if err != nil {
 		return toConnect(err)
 	}
-	consume := engine.ConsumeMode(m.GetQuery())
-	var del Delivery
-	if consume {
-		if del, err = s.consumer(); err != nil {
-			return err
-		}
-	} else if s.wat == nil {
-		return toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
-	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopAfter := context.AfterFunc(s.streams, cancel)
 	defer stopAfter()
 
-	var st herald.Stream
-	if consume {
-		st, err = del.Consume(ctx, m.GetSession(), m.GetQuery(), params)
-	} else {
-		st, err = s.wat.Open(ctx, m.GetSession(), m.GetQuery(), params, m.GetAfter())
-	}
+	st, err := s.b.Open(ctx, broker.StreamRequest{SessionID: m.GetSession(), Query: m.GetQuery(), Params: params, After: m.GetAfter()})
 	if err != nil {
 		return toConnect(err)
 	}
@@ -311,11 +236,7 @@ func (s *Service) Consume(ctx context.Context, req *connect.Request[heraldv1.Con
 
 // Ack settles a delivery.
 func (s *Service) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequest]) (*connect.Response[heraldv1.AckResponse], error) {
-	del, err := s.consumer()
-	if err != nil {
-		return nil, err
-	}
-	if err := del.Ack(ctx, req.Msg.GetDeliveryId()); err != nil {
+	if _, err := s.settleOne(ctx, broker.Settle{DeliveryID: req.Msg.GetDeliveryId(), Action: broker.ActAck}); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&heraldv1.AckResponse{}), nil
@@ -323,17 +244,17 @@ func (s *Service) Ack(ctx context.Context, req *connect.Request[heraldv1.AckRequ
 
 // Nack returns a delivery to its queue or dead-letters it.
 func (s *Service) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRequest]) (*connect.Response[heraldv1.NackResponse], error) {
-	del, err := s.consumer()
-	if err != nil {
-		return nil, err
+	it := broker.Settle{DeliveryID: req.Msg.GetDeliveryId(), Action: broker.ActNack}
+	if req.Msg.GetNoRetry() {
+		it.Action = broker.ActReject
 	}
-	o := delivery.NackOptions{NoRetry: req.Msg.GetNoRetry()}
 	if d := req.Msg.GetDelay(); d != nil {
-		if o.Delay, err = duration("delay", d); err != nil {
+		var err error
+		if it.Delay, err = duration("delay", d); err != nil {
 			return nil, toConnect(err)
 		}
 	}
-	if err := del.Nack(ctx, req.Msg.GetDeliveryId(), o); err != nil {
+	if _, err := s.settleOne(ctx, it); err != nil {
 		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&heraldv1.NackResponse{}), nil
@@ -341,21 +262,18 @@ func (s *Service) Nack(ctx context.Context, req *connect.Request[heraldv1.NackRe
 
 // Extend pushes a lease's deadline out.
 func (s *Service) Extend(ctx context.Context, req *connect.Request[heraldv1.ExtendRequest]) (*connect.Response[heraldv1.ExtendResponse], error) {
-	del, err := s.consumer()
-	if err != nil {
-		return nil, err
-	}
-	var by time.Duration
+	it := broker.Settle{DeliveryID: req.Msg.GetDeliveryId(), Action: broker.ActExtend}
 	if d := req.Msg.GetBy(); d != nil {
-		if by, err = duration("by", d); err != nil {
+		var err error
+		if it.By, err = duration("by", d); err != nil {
 			return nil, toConnect(err)
 		}
 	}
-	deadline, err := del.Extend(ctx, req.Msg.GetDeliveryId(), by)
+	res, err := s.settleOne(ctx, it)
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&heraldv1.ExtendResponse{Deadline: timestamppb.New(deadline)}), nil
+	return connect.NewResponse(&heraldv1.ExtendResponse{Deadline: timestamppb.New(res.Deadline)}), nil
 }
 
 // duration converts a protobuf duration that must be valid and not negative.
@@ -423,7 +341,7 @@ func jsonPlain(v herald.Value) any {
 	return v.Interface()
 }
 
-func toProtoResponse(resp *engine.Response) (*heraldv1.QueryResponse, error) {
+func toProtoResponse(resp *herald.Response) (*heraldv1.QueryResponse, error) {
 	out := &heraldv1.QueryResponse{Seq: resp.Seq, Tick: resp.Tick, Results: make([]*heraldv1.Result, len(resp.Results))}
 	for i, res := range resp.Results {
 		pr := &heraldv1.Result{

@@ -20,8 +20,7 @@ import (
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
-	"github.com/herald-mq/herald/delivery"
-	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/broker"
 )
 
 type fakeEngine struct {
@@ -29,14 +28,14 @@ type fakeEngine struct {
 	query   string
 	session string
 	params  map[string]herald.Value
-	resp    *engine.Response
+	resp    *herald.Response
 	err     error
 	closed  []string
 	// publish, when set, serves PublishAsync.
-	publish func(msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error)
+	publish func(msgs []herald.Publication) ([]herald.Published, func(context.Context) error, error)
 }
 
-func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*engine.Response, error) {
+func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*herald.Response, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.query, f.session, f.params = query, sessionID, params
@@ -48,24 +47,20 @@ func (f *fakeEngine) Exec(ctx context.Context, sessionID, query string, params m
 
 func (f *fakeEngine) OpenSession(context.Context) (string, error) { return "s1", nil }
 
-func (f *fakeEngine) Prepare(query string) (*engine.Prepared, error) {
-	return &engine.Prepared{Name: "p1", Query: query}, nil
+func (f *fakeEngine) Prepare(_ context.Context, query string) (broker.Prepared, error) {
+	return broker.Prepared{Name: "p1", Query: query}, nil
 }
 
-func (f *fakeEngine) Lookup(name string) (*engine.Prepared, error) {
+func (f *fakeEngine) Unprepare(_ context.Context, name string) bool { return name == "p1" }
+
+func (f *fakeEngine) ExecPrepared(ctx context.Context, sessionID, name string, params map[string]herald.Value) (*herald.Response, error) {
 	if name != "p1" {
 		return nil, herald.Errorf(herald.CodeUnknownStatement, "no prepared statement %q", name)
 	}
-	return &engine.Prepared{Name: name, Query: "prepared"}, nil
+	return f.Exec(ctx, sessionID, "prepared", params)
 }
 
-func (f *fakeEngine) Unprepare(name string) bool { return name == "p1" }
-
-func (f *fakeEngine) ExecPrepared(ctx context.Context, sessionID string, p *engine.Prepared, params map[string]herald.Value) (*engine.Response, error) {
-	return f.Exec(ctx, sessionID, p.Query, params)
-}
-
-func (f *fakeEngine) PublishAsync(_ context.Context, sessionID string, msgs []engine.Publication) ([]engine.Published, func(context.Context) error, error) {
+func (f *fakeEngine) PublishAsync(_ context.Context, sessionID string, msgs []herald.Publication) ([]herald.Published, func(context.Context) error, error) {
 	if f.publish != nil {
 		return f.publish(msgs)
 	}
@@ -85,20 +80,20 @@ func (f *fakeEngine) CloseSession(_ context.Context, id string) error {
 }
 
 type fakeStream struct {
-	events    chan delivery.Event
+	events    chan herald.Event
 	done      chan struct{}
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
 func newFakeStream() *fakeStream {
-	return &fakeStream{events: make(chan delivery.Event, 16), done: make(chan struct{}), closed: make(chan struct{})}
+	return &fakeStream{events: make(chan herald.Event, 16), done: make(chan struct{}), closed: make(chan struct{})}
 }
 
-func (s *fakeStream) SetCredit(n int) error         { return nil }
-func (s *fakeStream) ID() string                    { return "st1" }
-func (s *fakeStream) Events() <-chan delivery.Event { return s.events }
-func (s *fakeStream) Done() <-chan struct{}         { return s.done }
+func (s *fakeStream) SetCredit(n int) error       { return nil }
+func (s *fakeStream) ID() string                  { return "st1" }
+func (s *fakeStream) Events() <-chan herald.Event { return s.events }
+func (s *fakeStream) Done() <-chan struct{}       { return s.done }
 func (s *fakeStream) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closed)
@@ -114,13 +109,13 @@ type fakeDelivery struct {
 	query    string
 	params   map[string]herald.Value
 	id       string
-	nack     delivery.NackOptions
+	nack     nackOptions
 	by       time.Duration
 	deadline time.Time
-	settled  []delivery.Settle
+	settled  []broker.Settle
 }
 
-func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (delivery.Stream, error) {
+func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, params map[string]herald.Value) (herald.Stream, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.session, f.query, f.params = sessionID, query, params
@@ -130,60 +125,47 @@ func (f *fakeDelivery) Consume(ctx context.Context, sessionID, query string, par
 	return f.stream, nil
 }
 
-func (f *fakeDelivery) Ack(ctx context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.id = id
-	return f.err
+// nackOptions is what a NACK asked for.
+type nackOptions struct {
+	NoRetry bool
+	Delay   time.Duration
 }
 
-func (f *fakeDelivery) Nack(ctx context.Context, id string, o delivery.NackOptions) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.id, f.nack = id, o
-	return f.err
-}
-
-func (f *fakeDelivery) Extend(ctx context.Context, id string, by time.Duration) (time.Time, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.id, f.by = id, by
-	return f.deadline, f.err
-}
-
-// SettleMany records the batch; ids starting with "bad" are unknown, an extension ends
-// at f.deadline.
-func (f *fakeDelivery) SettleMany(ctx context.Context, items []delivery.Settle) ([]delivery.SettleResult, uint64, uint64) {
+// SettleMany records the batch (and, for one settlement, its id, NACK options and
+// EXTEND by); with f.err every settlement fails with it, otherwise ids starting with
+// "bad" are unknown and an extension ends at f.deadline.
+func (f *fakeDelivery) SettleMany(ctx context.Context, items []broker.Settle) ([]broker.SettleResult, uint64, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.settled = append(f.settled, items...)
-	out := make([]delivery.SettleResult, len(items))
+	if len(items) == 1 {
+		it := items[0]
+		f.id = it.DeliveryID
+		switch it.Action {
+		case broker.ActNack, broker.ActReject:
+			f.nack = nackOptions{NoRetry: it.Action == broker.ActReject, Delay: it.Delay}
+		case broker.ActExtend:
+			f.by = it.By
+		}
+	}
+	out := make([]broker.SettleResult, len(items))
 	for i, it := range items {
 		switch {
+		case f.err != nil:
+			out[i].Err = f.err
 		case strings.HasPrefix(it.DeliveryID, "bad"):
 			out[i].Err = herald.Errorf(herald.CodeInvalidDeliveryID, "delivery %q is unknown", it.DeliveryID)
-		case it.Action == delivery.ActExtend:
+		case it.Action == broker.ActExtend:
 			out[i].Deadline = f.deadline
 		}
 	}
 	return out, 42, 41
 }
 
-func (f *fakeDelivery) Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (delivery.Consumer, error) {
-	if _, err := f.Consume(ctx, sessionID, query, params); err != nil {
-		return nil, err
-	}
-	return f.stream, nil
-}
-
-func (f *fakeDelivery) SettleAsync(items []delivery.Settle, done func([]delivery.SettleResult, uint64, uint64)) {
-	done(f.SettleMany(context.Background(), items))
-}
-
 // serve starts the service over HTTP/1.1 and returns a Connect-protocol client.
-func serve(t *testing.T, eng Engine, del Delivery) (heraldv1connect.HeraldClient, *Service) {
+func serve(t *testing.T, eng *fakeEngine, del *fakeDelivery) (heraldv1connect.HeraldClient, *Service) {
 	t.Helper()
-	svc := New(eng, Options{Delivery: del, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc := New(fakeNode(eng, del, nil), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	mux := http.NewServeMux()
 	mux.Handle(svc.Handler())
 	srv := httptest.NewServer(mux)
@@ -223,12 +205,12 @@ func heraldError(t *testing.T, err error) *herald.Error {
 
 func TestQuery(t *testing.T) {
 	node := herald.Map([]string{"id", "_type", "n"}, []herald.Value{herald.String("j1"), herald.String("Job"), herald.Int(3)})
-	eng := &fakeEngine{resp: &engine.Response{
+	eng := &fakeEngine{resp: &herald.Response{
 		Seq: 9, Tick: 8,
-		Results: []engine.Result{{
+		Results: []herald.Result{{
 			Columns: []string{"j", "tags", "ok"},
 			Rows:    [][]herald.Value{{node, herald.List(herald.String("a")), herald.Null}},
-			Stats:   engine.Stats{RowsScanned: 4, Plan: "scan Job", NodesCreated: 1},
+			Stats:   herald.Stats{RowsScanned: 4, Plan: "scan Job", NodesCreated: 1},
 		}},
 	}}
 	c, _ := serve(t, eng, nil)
@@ -327,9 +309,9 @@ func TestConsumeStreamsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Date(2025, 1, 1, 0, 0, 30, 0, time.UTC)
-	st.events <- delivery.Event{Type: delivery.EventConsumed, Match: herald.Map([]string{"id"}, []herald.Value{herald.String("j1")}),
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Map([]string{"id"}, []herald.Value{herald.String("j1")}),
 		DeliveryID: "d1", Attempt: 2, Seq: 5, Tick: 4, Deadline: deadline}
-	st.events <- delivery.Event{Type: delivery.EventTimeout, DeliveryID: "d0", Attempt: 1, Seq: 6, Tick: 5,
+	st.events <- herald.Event{Type: herald.EventTimeout, DeliveryID: "d0", Attempt: 1, Seq: 6, Tick: 5,
 		Error: herald.Errorf(herald.CodeAckTimeout, "lease expired")}
 
 	if !stream.Receive() {
@@ -354,7 +336,7 @@ func TestConsumeStreamsEvents(t *testing.T) {
 	}
 
 	// An error event ends the call with that error.
-	st.events <- delivery.Event{Type: delivery.EventError, Error: herald.Errorf(herald.CodeWatchBufferOverflow, "buffer full")}
+	st.events <- herald.Event{Type: herald.EventError, Error: herald.Errorf(herald.CodeWatchBufferOverflow, "buffer full")}
 	if stream.Receive() {
 		t.Fatalf("unexpected event %v", stream.Msg())
 	}
@@ -372,7 +354,7 @@ func TestConsumeClientCancelClosesStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.events <- delivery.Event{Type: delivery.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1}
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1}
 	if !stream.Receive() {
 		t.Fatal(stream.Err())
 	}
@@ -388,7 +370,7 @@ func TestConsumeEndsWithStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.events <- delivery.Event{Type: delivery.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1}
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1}
 	st.Close()
 	if !stream.Receive() || stream.Msg().GetDeliveryId() != "d1" {
 		t.Fatalf("buffered event lost: %v", stream.Err())
@@ -419,7 +401,7 @@ func TestConsumeCloseStreams(t *testing.T) {
 func TestConsumeErrorsBeforeTheStream(t *testing.T) {
 	cases := []struct {
 		name string
-		del  Delivery
+		del  *fakeDelivery
 		req  *heraldv1.ConsumeRequest
 		rpc  connect.Code
 		code herald.Code
@@ -463,7 +445,7 @@ func TestSettlement(t *testing.T) {
 	if del.id != "d2" || !del.nack.NoRetry || del.nack.Delay != 5*time.Second {
 		t.Fatalf("nack got %q %+v", del.id, del.nack)
 	}
-	if _, err := c.Nack(ctx, connect.NewRequest(&heraldv1.NackRequest{DeliveryId: "d3"})); err != nil || del.nack != (delivery.NackOptions{}) {
+	if _, err := c.Nack(ctx, connect.NewRequest(&heraldv1.NackRequest{DeliveryId: "d3"})); err != nil || del.nack != (nackOptions{}) {
 		t.Fatalf("plain nack: %v %+v", err, del.nack)
 	}
 	resp, err := c.Extend(ctx, connect.NewRequest(&heraldv1.ExtendRequest{DeliveryId: "d4", By: durationpb.New(time.Minute)}))
@@ -500,7 +482,7 @@ func TestSettlement(t *testing.T) {
 // TestGRPC runs a unary call and a stream over the gRPC protocol on HTTP/2.
 func TestGRPC(t *testing.T) {
 	st := newFakeStream()
-	svc := New(&fakeEngine{resp: &engine.Response{Seq: 1, Tick: 1}}, Options{Delivery: &fakeDelivery{stream: st}})
+	svc := New(fakeNode(&fakeEngine{resp: &herald.Response{Seq: 1, Tick: 1}}, &fakeDelivery{stream: st}, nil), Options{})
 	srv := h2Server(t, svc)
 	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL, connect.WithGRPC())
 
@@ -514,7 +496,7 @@ func TestGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.events <- delivery.Event{Type: delivery.EventConsumed, Match: herald.Int(7), DeliveryID: "d1", Attempt: 1}
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Int(7), DeliveryID: "d1", Attempt: 1}
 	if !stream.Receive() || stream.Msg().GetMatch().GetNumberValue() != 7 {
 		t.Fatalf("grpc stream: %v", stream.Err())
 	}
@@ -544,9 +526,9 @@ func (f *fakeWatcher) Open(ctx context.Context, sessionID, query string, params 
 	return f.stream, nil
 }
 
-func serveBoth(t *testing.T, del Delivery, wat Watcher) (heraldv1connect.HeraldClient, *Service) {
+func serveBoth(t *testing.T, del *fakeDelivery, wat watcher) (heraldv1connect.HeraldClient, *Service) {
 	t.Helper()
-	svc := New(&fakeEngine{}, Options{Delivery: del, Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc := New(fakeNode(&fakeEngine{}, del, wat), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	mux := http.NewServeMux()
 	mux.Handle(svc.Handler())
 	srv := httptest.NewServer(mux)
@@ -665,32 +647,11 @@ func TestConsumeWatchModeErrorEvent(t *testing.T) {
 	<-st.closed
 }
 
-func TestConsumeRoutesByMode(t *testing.T) {
-	cases := []struct {
-		query   string
-		consume bool
-	}{
-		{"WATCH j: Job [mode: consume] RETURN j", true},
-		{"WATCH j: Job [MODE: Consume] RETURN j", true},
-		{"WATCH j: Job RETURN j", false},
-		{"WATCH j: Job [mode: watch] RETURN j", false},
-		{"WATCH j: Job [delivery: reliable] [initial: none] RETURN j", false},
-		{"WATCH", true},                 // does not parse: the consume engine reports it
-		{"MATCH j: Job RETURN j", true}, // not a WATCH: likewise
-		{"WATCH a: A RETURN a; WATCH b: B RETURN b", true},
-	}
-	for _, c := range cases {
-		if got := engine.ConsumeMode(c.query); got != c.consume {
-			t.Errorf("engine.ConsumeMode(%q) = %v, want %v", c.query, got, c.consume)
-		}
-	}
-}
-
 func TestConsumeWatchModeErrorsBeforeTheStream(t *testing.T) {
 	cases := []struct {
 		name string
-		del  Delivery
-		wat  Watcher
+		del  *fakeDelivery
+		wat  watcher
 		req  *heraldv1.ConsumeRequest
 		rpc  connect.Code
 		code herald.Code
@@ -741,7 +702,7 @@ func TestConsumeWatchModeCloseStreams(t *testing.T) {
 // and reads that form back from a parameter.
 func TestQueryBytes(t *testing.T) {
 	hello := herald.Bytes([]byte("hello"))
-	eng := &fakeEngine{resp: &engine.Response{Results: []engine.Result{{
+	eng := &fakeEngine{resp: &herald.Response{Results: []herald.Result{{
 		Columns: []string{"b", "l", "m"},
 		Rows:    [][]herald.Value{{hello, herald.List(hello), herald.Map([]string{"body"}, []herald.Value{hello})}},
 	}}}}

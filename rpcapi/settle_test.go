@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
-	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/broker"
 )
 
 // TestSettle: the Settle RPC hands the batch to the consume engine in order and
@@ -43,12 +43,12 @@ func TestSettle(t *testing.T) {
 	if d := r.Results[4].Deadline.AsTime(); !d.Equal(del.deadline) {
 		t.Errorf("deadline %v", d)
 	}
-	want := []delivery.Settle{
-		{DeliveryID: "d1", Action: delivery.ActAck},
-		{DeliveryID: "d2", Action: delivery.ActNack, Delay: 5 * time.Second},
-		{DeliveryID: "bad3", Action: delivery.ActAck},
-		{DeliveryID: "d4", Action: delivery.ActReject},
-		{DeliveryID: "d5", Action: delivery.ActExtend, By: time.Minute},
+	want := []broker.Settle{
+		{DeliveryID: "d1", Action: broker.ActAck},
+		{DeliveryID: "d2", Action: broker.ActNack, Delay: 5 * time.Second},
+		{DeliveryID: "bad3", Action: broker.ActAck},
+		{DeliveryID: "d4", Action: broker.ActReject},
+		{DeliveryID: "d5", Action: broker.ActExtend, By: time.Minute},
 	}
 	if fmt.Sprint(del.settled) != fmt.Sprint(want) {
 		t.Fatalf("settled %v, want %v", del.settled, want)

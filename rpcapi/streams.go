@@ -16,8 +16,7 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
-	"github.com/herald-mq/herald/delivery"
-	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/broker"
 )
 
 // maxEventsPerFrame bounds the events one stream frame carries.
@@ -93,21 +92,15 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[heraldv1.Watch
 
 // openWatch opens the watch-mode stream a WatchRequest asks for, for as long as ctx
 // lasts.
-func (s *Service) openWatch(ctx context.Context, m *heraldv1.WatchRequest) (herald.Stream, error) {
+func (s *Service) openWatch(ctx context.Context, m *heraldv1.WatchRequest) (broker.Stream, error) {
 	if strings.TrimSpace(m.GetQuery()) == "" {
 		return nil, herald.Errorf(herald.CodeEmptyQuery, "the query is empty; expected a WATCH statement")
-	}
-	if engine.ConsumeMode(m.GetQuery()) {
-		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream; the Watch stream serves watch mode")
-	}
-	if s.wat == nil {
-		return nil, herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams")
 	}
 	params, err := convert.FromWireMap(m.GetParams(), "parameter")
 	if err != nil {
 		return nil, err
 	}
-	return s.wat.Open(ctx, m.GetSession(), m.GetQuery(), params, m.GetAfter())
+	return s.b.Open(ctx, broker.StreamRequest{SessionID: m.GetSession(), Query: m.GetQuery(), Params: params, After: m.GetAfter(), Only: broker.ModeWatch})
 }
 
 // encodeFrame appends to raw first and the events waiting behind it (up to
@@ -115,8 +108,8 @@ func (s *Service) openWatch(ctx context.Context, m *heraldv1.WatchRequest) (hera
 // them as unknown fields, so an event shared by identical watches is serialised once
 // for all of them. It returns the frame, its event count and the error that ends the
 // stream, if an error event or a failed encoding came. evs is scratch space.
-func encodeFrame(raw []byte, first herald.Event, st herald.Stream, evs []herald.Event, binary bool) ([]byte, []herald.Event, int, error) {
-	evs, _ = take(st, append(evs[:0], first), maxEventsPerFrame)
+func encodeFrame(raw []byte, first herald.Event, st broker.Stream, evs []herald.Event, binary bool) ([]byte, []herald.Event, int, error) {
+	evs, _ = st.Take(append(evs[:0], first), maxEventsPerFrame)
 	for n, ev := range evs {
 		if ev.Type == herald.EventError {
 			return raw, evs, n, eventError(ev)
@@ -152,12 +145,6 @@ func (s *Service) lingered(ctx context.Context, last time.Time, cut <-chan struc
 	}
 }
 
-// frameBudgeter is a watch service that puts the building of frames under its fan-out
-// CPU budget (watch.Service.FrameBudget).
-type frameBudgeter interface {
-	FrameBudget(done <-chan struct{}) (finish func(), ok bool)
-}
-
 // frameSlot is what building one frame of watch events takes: room in the watch
 // service's fan-out budget, when it has one, then one of the few send slots. release
 // gives the slot back and counts the frame's time against the budget; ok is false when
@@ -171,42 +158,14 @@ func (s *Service) frameSlot(ctx context.Context) (release func(), ok bool) {
 		return nil, false
 	}
 	finish := func() {}
-	if b, is := s.wat.(frameBudgeter); is {
-		if finish, ok = b.FrameBudget(ctx.Done()); !ok {
-			<-s.sendSlots
-			return nil, false
-		}
+	if finish, ok = s.b.FrameBudget(ctx.Done()); !ok {
+		<-s.sendSlots
+		return nil, false
 	}
 	return func() {
 		finish()
 		<-s.sendSlots
 	}, true
-}
-
-// taker is a stream that hands its transport what waits for it in batches (watch-mode
-// streams): its channel holds little, and Take reaches the queue behind it.
-type taker interface {
-	Take(dst []herald.Event, max int) (events []herald.Event, closed bool)
-}
-
-// take appends to dst, up to max events in all, what st has ready without waiting, and
-// reports closed when st's channel was closed.
-func take(st herald.Stream, dst []herald.Event, max int) ([]herald.Event, bool) {
-	if t, ok := st.(taker); ok {
-		return t.Take(dst, max)
-	}
-	for len(dst) < max {
-		select {
-		case ev, ok := <-st.Events():
-			if !ok {
-				return dst, true
-			}
-			dst = append(dst, ev)
-		default:
-			return dst, false
-		}
-	}
-	return dst, false
 }
 
 // ended is the error of a stream whose context ended: the server stopping, or the call.
@@ -292,10 +251,6 @@ func toWireEvent(ev herald.Event, binary bool) *heraldv1.WatchEvent {
 // goroutine writes the response side: deliveries as credit allows, and the outcomes of
 // settlements once they are durable.
 func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]) error {
-	del, err := s.consumer()
-	if err != nil {
-		return err
-	}
 	first, err := stream.Receive()
 	if err != nil {
 		return err
@@ -311,7 +266,8 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
-	c, err := del.Subscribe(ctx, open.GetSession(), open.GetQuery(), params, int(open.GetCredit()), int(open.GetMaxCredit()))
+	c, err := s.b.Open(ctx, broker.StreamRequest{SessionID: open.GetSession(), Query: open.GetQuery(), Params: params,
+		Credit: int(open.GetCredit()), MaxCredit: int(open.GetMaxCredit()), Only: broker.ModeConsume})
 	if err != nil {
 		return toConnect(err)
 	}
@@ -340,10 +296,7 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 		if err != nil {
 			return err
 		}
-		for i := range items {
-			items[i].Principal = herald.PrincipalFrom(ctx)
-		}
-		del.SettleAsync(items, func(results []delivery.SettleResult, _, _ uint64) {
+		s.b.SettleAsync(ctx, items, func(results []broker.SettleResult, _, _ uint64) {
 			out.settled(items, results)
 		})
 		return nil
@@ -392,7 +345,7 @@ func receiveAll[Req, Res any](stream *connect.BidiStream[Req, Res], handle func(
 // subscribeWriter is the response side of one Subscribe call.
 type subscribeWriter struct {
 	stream *connect.BidiStream[heraldv1.SubscribeRequest, heraldv1.SubscribeResponse]
-	c      delivery.Consumer
+	c      broker.Stream
 	binary bool                // matches go out in their binary encoding (SubscribeOpen.binary_match)
 	buf    []byte              // the binary matches of the frame being built (run's goroutine only)
 	slab   []heraldv1.Delivery // the deliveries of the frame being built, in one array
@@ -406,7 +359,7 @@ func (w *subscribeWriter) send(r *heraldv1.SubscribeResponse) error { return w.s
 
 // settled queues the outcomes of a batch of settlements; it never blocks (it runs on the
 // consume engine's completer).
-func (w *subscribeWriter) settled(items []delivery.Settle, results []delivery.SettleResult) {
+func (w *subscribeWriter) settled(items []broker.Settle, results []broker.SettleResult) {
 	slab := make([]heraldv1.SettleResult, len(results)) // one allocation for the batch
 	w.mu.Lock()
 	for i, r := range results {
@@ -508,17 +461,17 @@ func (w *subscribeWriter) flushResults(frame *heraldv1.SubscribeResponse) {
 }
 
 // settlements converts the wire's settlements of a batch, refusing a malformed one.
-func settlements(in []*heraldv1.Settlement) ([]delivery.Settle, error) {
-	if err := delivery.CheckBatch(len(in)); err != nil {
+func settlements(in []*heraldv1.Settlement) ([]broker.Settle, error) {
+	if err := broker.CheckBatch(len(in)); err != nil {
 		return nil, err
 	}
-	items := make([]delivery.Settle, len(in))
+	items := make([]broker.Settle, len(in))
 	for i, st := range in {
 		act, ok := settleActions[st.GetAction()]
 		if !ok {
 			return nil, herald.Errorf(herald.CodeMalformedRequest, "settlement %d: action %v; want ACK, NACK, REJECT or EXTEND", i, st.GetAction())
 		}
-		it := delivery.Settle{DeliveryID: st.GetDeliveryId(), Action: act}
+		it := broker.Settle{DeliveryID: st.GetDeliveryId(), Action: act}
 		var err error
 		if d := st.GetDelay(); d != nil {
 			if it.Delay, err = duration("delay", d); err != nil {
@@ -530,7 +483,7 @@ func settlements(in []*heraldv1.Settlement) ([]delivery.Settle, error) {
 				return nil, err
 			}
 		}
-		if err := delivery.CheckSettle(i, it, st.GetDelay() != nil, st.GetBy() != nil); err != nil {
+		if err := broker.CheckSettle(i, it, st.GetDelay() != nil, st.GetBy() != nil); err != nil {
 			return nil, err
 		}
 		items[i] = it

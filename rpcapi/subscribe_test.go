@@ -8,7 +8,6 @@ import (
 	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
-	"github.com/herald-mq/herald/delivery"
 )
 
 // A Subscribe stream opened with binary_match carries each match in its binary
@@ -17,7 +16,7 @@ import (
 func TestSubscribeMatchForms(t *testing.T) {
 	for _, binary := range []bool{false, true} {
 		st := newFakeStream()
-		svc := New(&fakeEngine{}, Options{Delivery: &fakeDelivery{stream: st}})
+		svc := New(fakeNode(&fakeEngine{}, &fakeDelivery{stream: st}, nil), Options{})
 		srv := h2Server(t, svc)
 		c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -30,7 +29,7 @@ func TestSubscribeMatchForms(t *testing.T) {
 		}
 		want := []herald.Value{task("j1", "first"), herald.String("second"), herald.Null}
 		for i, m := range want {
-			st.events <- delivery.Event{Type: delivery.EventConsumed, Match: m, DeliveryID: "d" + string(rune('1'+i)), Attempt: 1}
+			st.events <- herald.Event{Type: herald.EventConsumed, Match: m, DeliveryID: "d" + string(rune('1'+i)), Attempt: 1}
 		}
 		var got []*heraldv1.Delivery
 		for len(got) < len(want) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/broker"
 )
 
 // A WatchMany call carries many watch-mode streams. The call's goroutine reads the
@@ -26,9 +27,6 @@ import (
 // events until the client grants more; with none left the writer leaves its events in
 // its channel, where its delivery option decides what happens when it fills, and the
 // call's other watches go on.
-
-// notifier is a stream that calls back when it has events to read or has ended.
-type notifier interface{ SetNotify(func()) }
 
 // Field numbers of WatchManyResponse and WatchBatch, for frames assembled from events
 // already encoded.
@@ -45,7 +43,7 @@ const (
 // manyWatch is one watch of a WatchMany call.
 type manyWatch struct {
 	id     uint64
-	st     herald.Stream
+	st     broker.Stream
 	binary bool // its values go in their binary encoding (WatchRequest.binary_match)
 	queued bool // in the mux's ready list (under the mux's lock)
 	// limited: opened with credit; credit is the events the client has room for.
@@ -135,9 +133,6 @@ func (m *watchMux) closeAll() {
 
 // WatchMany serves many watch-mode streams on one call (see the proto).
 func (s *Service) WatchMany(ctx context.Context, stream *connect.BidiStream[heraldv1.WatchManyRequest, heraldv1.WatchManyResponse]) error {
-	if s.wat == nil {
-		return toConnect(herald.Errorf(herald.CodeNotImplemented, "this server does not serve watch-mode streams"))
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)()
@@ -223,11 +218,6 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 		m.answer(manyAnswer{id: id, err: err})
 		return
 	}
-	n, ok := st.(notifier)
-	if !ok {
-		r := newRelay(st)
-		st, n = r, r
-	}
 	w := &manyWatch{id: id, st: st, binary: req.GetBinaryMatch(), limited: credit > 0}
 	w.credit.Store(int64(min(credit, unlimited)))
 	m.mu.Lock()
@@ -240,7 +230,7 @@ func (s *Service) openMany(ctx context.Context, m *watchMux, id uint64, req *her
 	m.watches[id] = w
 	m.answerLocked(manyAnswer{id: id, limited: w.limited})
 	m.mu.Unlock()
-	n.SetNotify(func() { m.markReady(w) })
+	st.SetNotify(func() { m.markReady(w) })
 	m.markReady(w) // what it put in its channel before the callback was set
 }
 
@@ -333,7 +323,7 @@ func (s *Service) writeMany(ctx context.Context, stream *connect.BidiStream[hera
 // how many it took, whether the watch ended (its channel closed, or an error event
 // came) and whether the batch is full (more may wait). evs is scratch space.
 func (s *Service) drainMany(batch []byte, w *manyWatch, evs *[]herald.Event, max int) (out []byte, sent int, ended, full bool) {
-	taken, closed := take(w.st, (*evs)[:0], max)
+	taken, closed := w.st.Take((*evs)[:0], max)
 	*evs = taken
 	if len(taken) == 0 && !closed {
 		return batch[:0], 0, false, false // nothing yet
@@ -388,68 +378,4 @@ func appendAnswer(batch []byte, a manyAnswer) []byte {
 func appendBatch(raw, batch []byte) []byte {
 	raw = protowire.AppendTag(raw, manyBatchesField, protowire.BytesType)
 	return protowire.AppendBytes(raw, batch)
-}
-
-// relay carries a stream that does not call back (notifier) on a WatchMany call: a
-// goroutine of its own moves its events to a channel that does.
-type relay struct {
-	herald.Stream
-	events chan herald.Event
-	stop   chan struct{}
-	once   sync.Once
-	mu     sync.Mutex
-	notify func()
-}
-
-func newRelay(st herald.Stream) *relay {
-	r := &relay{Stream: st, events: make(chan herald.Event, 16), stop: make(chan struct{})}
-	go func() {
-		defer func() { close(r.events); r.poke() }()
-		for {
-			var ev herald.Event
-			var ok bool
-			select {
-			case ev, ok = <-st.Events():
-			case <-st.Done():
-				select { // what it queued before it ended still goes out
-				case ev, ok = <-st.Events():
-				default:
-					return
-				}
-			}
-			if !ok {
-				return
-			}
-			select {
-			case r.events <- ev:
-				r.poke()
-			case <-r.stop:
-				return
-			}
-		}
-	}()
-	return r
-}
-
-// Close ends the stream and its relay.
-func (r *relay) Close() {
-	r.once.Do(func() { close(r.stop) })
-	r.Stream.Close()
-}
-
-func (r *relay) Events() <-chan herald.Event { return r.events }
-
-func (r *relay) SetNotify(fn func()) {
-	r.mu.Lock()
-	r.notify = fn
-	r.mu.Unlock()
-}
-
-func (r *relay) poke() {
-	r.mu.Lock()
-	fn := r.notify
-	r.mu.Unlock()
-	if fn != nil {
-		fn()
-	}
 }

@@ -128,11 +128,11 @@ type manyCallT = *connect.BidiStreamForClient[heraldv1.WatchManyRequest, heraldv
 // watch and collect batches until want holds, by id: "opened", "type:code" per event,
 // "ended".
 func manyCall(t *testing.T, wat *manyWatcher, tune ...func(*Options)) (manyCallT, func(uint64, string), func(map[uint64][]string) map[uint64][]string) {
-	opts := Options{Watch: wat, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, f := range tune {
 		f(&opts)
 	}
-	svc := New(&fakeEngine{}, opts)
+	svc := New(fakeNode(&fakeEngine{}, nil, wat), opts)
 	srv := h2Server(t, svc)
 	c := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL)
 	// A bound on the whole call: a frame that never comes fails the test, not the suite.
@@ -243,7 +243,7 @@ func TestWatchManyFullFrames(t *testing.T) {
 	for i := range n {
 		st.queue = append(st.queue, herald.Event{Type: herald.EventAdded, Seq: uint64(i + 1), Tick: uint64(i + 1)})
 	}
-	svc := New(&fakeEngine{}, Options{Watch: &drainWatcher{st}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc := New(fakeNode(&fakeEngine{}, nil, &drainWatcher{st}), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := h2Server(t, svc)
 	call := heraldv1connect.NewHeraldClient(srv.Client(), srv.URL).WatchMany(context.Background())
 	if err := call.Send(&heraldv1.WatchManyRequest{Id: 1, Op: &heraldv1.WatchManyRequest_Open{Open: &heraldv1.WatchRequest{Query: qA}}}); err != nil {

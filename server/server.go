@@ -24,7 +24,8 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/httpapi"
 	"github.com/herald-mq/herald/internal/clock"
-	"github.com/herald-mq/herald/queue"
+	"github.com/herald-mq/herald/lockqueue"
+	"github.com/herald-mq/herald/namedqueue"
 	"github.com/herald-mq/herald/rpcapi"
 	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/pebblestore"
@@ -293,29 +294,24 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	cleanup = append(cleanup, func() { _ = wat.Stop(context.Background()) })
 	s.wat = wat
 
-	// The queue REST API translates onto the graph and the consume engine.
-	queues := queue.New(eng, del)
+	// The queue contracts translate onto the graph and the consume engine; the node is
+	// the one seam every surface reaches all of it through.
+	nd := &node{eng: eng, del: del, wat: wat, lq: lockqueue.New(eng, del), nq: namedqueue.New(eng, del)}
 
 	// Watch streams of both surfaces encode their events in the same few slots, so
 	// that a fan-out, over server-sent events and RPC alike, leaves CPU to the writers.
 	sendSlots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
-	api := httpapi.New(eng, httpapi.Options{
+	api := httpapi.New(nd, httpapi.Options{
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log.With("component", "http"),
 		Ready:        s.ready,
-		Delivery:     del,
-		Watch:        wat,
 		Clock:        s.cfg.Clock,
 		PingInterval: s.cfg.PingInterval,
-		Queue:        queues,
-		Metrics:      []herald.MetricSource{eng, del, wat, queues},
+		Metrics:      []herald.MetricSource{eng, del, wat, nd.lq},
 		WatchLinger:  positiveOrNone(s.cfg.SSELinger),
 		SendSlots:    sendSlots,
 	})
-	rpc := rpcapi.New(eng, rpcapi.Options{
-		Delivery:     del,
-		Watch:        wat,
-		Queues:       queues,
+	rpc := rpcapi.New(nd, rpcapi.Options{
 		Logger:       s.log.With("component", "rpc"),
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		WatchLinger:  s.cfg.WatchLinger,

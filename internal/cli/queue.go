@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herald-mq/herald"
-	queues "github.com/herald-mq/herald/queue"
+	"github.com/herald-mq/herald/broker"
 )
 
 type queueFlags struct {
@@ -84,8 +84,8 @@ func exactArgs(min, max int, usage string) cobra.PositionalArgs {
 		if err := count(cmd, args); err != nil {
 			return err
 		}
-		if len(args) > 0 && !queues.ValidID(args[0]) {
-			return usageError(fmt.Errorf("queue id %q is invalid: use 1 to %d characters from letters, digits and - _ . ~ :", args[0], queues.MaxIDLength))
+		if len(args) > 0 && !broker.ValidQueueName(args[0]) {
+			return usageError(fmt.Errorf("queue id %q is invalid: use 1 to %d characters from letters, digits and - _ . ~ :", args[0], broker.MaxQueueName))
 		}
 		return nil
 	}

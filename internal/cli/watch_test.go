@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,10 +14,10 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/broker"
+	"github.com/herald-mq/herald/broker/brokertest"
 	"github.com/herald-mq/herald/heraldtest"
 	"github.com/herald-mq/herald/rpcapi"
-	"github.com/herald-mq/herald/store/memstore"
 )
 
 // scriptWatcher answers every watch with the same events, the last of which is an
@@ -36,12 +35,12 @@ type watchReq struct {
 	after          uint64
 }
 
-func (s *scriptWatcher) Open(ctx context.Context, session, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
-	if engine.ConsumeMode(query) {
+func (s *scriptWatcher) Open(ctx context.Context, req broker.StreamRequest) (broker.Stream, error) {
+	if strings.Contains(strings.ToLower(req.Query), "consume") {
 		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream")
 	}
 	s.mu.Lock()
-	s.reqs = append(s.reqs, watchReq{session, query, params, after})
+	s.reqs = append(s.reqs, watchReq{req.SessionID, req.Query, req.Params, req.After})
 	s.mu.Unlock()
 	st := &scriptStream{events: make(chan herald.Event, len(s.events)), done: make(chan struct{})}
 	for _, ev := range s.events {
@@ -61,18 +60,19 @@ func (s *scriptStream) ID() string                  { return "script" }
 func (s *scriptStream) Events() <-chan herald.Event { return s.events }
 func (s *scriptStream) Done() <-chan struct{}       { return s.done }
 func (s *scriptStream) Close()                      { s.once.Do(func() { close(s.done) }) }
+func (s *scriptStream) Mode() broker.Mode           { return broker.ModeWatch }
+func (s *scriptStream) SetNotify(func())            {}
+func (s *scriptStream) SetCredit(int) error         { return nil }
+func (s *scriptStream) Take(dst []herald.Event, max int) ([]herald.Event, bool) {
+	return broker.TakeReady(s.events, dst, max)
+}
 
 // serveScript serves the RPC service with w as its watch-mode engine.
 func serveScript(t *testing.T, w *scriptWatcher) string {
 	t.Helper()
-	eng, err := engine.Open(context.Background(), engine.Config{Backend: memstore.New(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close(context.Background()) })
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, `{"status":"ok"}`) })
-	mux.Handle(rpcapi.New(eng, rpcapi.Options{Watch: w}).Handler())
+	mux.Handle(rpcapi.New(&brokertest.Broker{OpenFunc: w.Open}, rpcapi.Options{}).Handler())
 	srv := httptest.NewUnstartedServer(mux)
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)

@@ -3,6 +3,7 @@ package lint
 import (
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -107,5 +108,38 @@ func TestVerdict(t *testing.T) {
 		if (reason == "") != c.ok {
 			t.Errorf("%s -> %s (test=%v): ok=%v, reason %q", c.pkg, c.imp, c.test, reason == "", reason)
 		}
+	}
+}
+
+// The surfaces reach a node through the seam only: nothing they depend on, directly or
+// not, is the engine, the standing queries, either mode, the queues or the store.
+func TestSurfacesDependOnTheSeamOnly(t *testing.T) {
+	serverSide := []string{"engine", "standing", "watch", "delivery", "lockqueue", "namedqueue", "queue", "graph", "store", "auth", "server"}
+	for _, surface := range []string{"httpapi", "rpcapi"} {
+		deps, err := Deps(moduleRoot(t), Herald.Module, surface)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(deps, "broker") {
+			t.Errorf("%s does not depend on the seam (broker): %v", surface, deps)
+		}
+		for _, d := range deps {
+			for _, s := range serverSide {
+				if d == s || strings.HasPrefix(d, s+"/") {
+					t.Errorf("%s depends on %s", surface, d)
+				}
+			}
+		}
+	}
+}
+
+// Deps follows imports through packages: a fixture whose a imports b imports c.
+func TestDepsFollowsImports(t *testing.T) {
+	deps, err := Deps(filepath.Join("testdata", "deps"), "example.com/m", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(deps, ",") != "b,c" {
+		t.Fatalf("deps %v, want b,c", deps)
 	}
 }

@@ -51,23 +51,32 @@ var Herald = Config{
 		{Pkg: "delivery/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/...", "watch"}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Principals and tokens are system nodes, read and written through the engine.
 		{Pkg: "auth", Allow: []string{".", "engine", "graph"}, TestAllow: []string{"store/...", "internal/clock"}},
-		// The queue REST contract translates onto the engine and the consume engine.
-		{Pkg: "queue", Allow: []string{".", "engine", "delivery", "graph/...", "lang/...", "internal/clock"}},
-		// httpapi streams consume-mode deliveries; it uses the delivery package's types.
-		{Pkg: "httpapi", Allow: []string{".", "engine", "delivery", "queue", "internal/clock"}, External: []string{modPrometheus}},
-		{Pkg: "server", Allow: []string{".", "engine", "watch", "delivery", "queue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}},
+		// The seam every surface reaches a node through: an interface and the values that
+		// cross it, and one fake of it for the surfaces' tests.
+		{Pkg: "broker", Allow: []string{"."}},
+		{Pkg: "broker/brokertest", Allow: []string{".", "broker"}},
+		// The queue contracts translate onto the engine and the consume engine, and build
+		// their statements as trees for the printer.
+		{Pkg: "lockqueue", Allow: []string{".", "broker", "engine", "delivery", "graph/...", "lang/...", "internal/keyed", "internal/clock"}, TestAllow: []string{"store/..."}},
+		{Pkg: "namedqueue", Allow: []string{".", "broker", "engine", "delivery", "graph/...", "lang/...", "internal/keyed", "internal/clock"}, TestAllow: []string{"store/..."}},
+		{Pkg: "internal/keyed"},
+		// The surfaces know the seam only: never the engine, the standing queries or the
+		// queues behind it.
+		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}},
+		{Pkg: "server", Allow: []string{".", "broker", "engine", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
-		// rpcapi routes a WATCH to the consume or watch-mode engine by its mode option, and
-		// serves the queue RPC on the queue package.
-		{Pkg: "rpcapi", Allow: []string{".", "engine", "watch", "delivery", "queue", "api/..."}, External: []string{modProtobuf, modConnect}},
+		// rpcapi serves both RPC services on the seam; its queue tests put the real named
+		// queues behind the fake.
+		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect},
+			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}},
 		// The client's tests check that no goroutine outlives them.
 		{Pkg: "client", Allow: []string{".", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
 		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
-		// Its watch tests serve the real RPC service with a scripted watch engine.
-		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "client"}, TestAllow: []string{"heraldtest", "rpcapi"}, External: []string{modCobra, modReadline}},
+		// Its watch tests serve the real RPC service over a scripted node.
+		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "broker", "client"}, TestAllow: []string{"heraldtest", "rpcapi", "broker/brokertest"}, External: []string{modCobra, modReadline}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/race"},

@@ -148,7 +148,7 @@ func (s *rpcStream) next(t *testing.T) (msg map[string]any, end bool, code strin
 		if f.flags&2 != 0 {
 			var e struct {
 				Error    *struct{ Code, Message string } `json:"error"`
-				Metadata map[string][]string           `json:"metadata"`
+				Metadata map[string][]string             `json:"metadata"`
 			}
 			_ = json.Unmarshal(f.data, &e)
 			if e.Error == nil {
@@ -206,7 +206,9 @@ type outcome struct {
 	code   string
 }
 
-func (o outcome) refused() bool { return o.status == 401 || o.status == 403 || o.code == "E4013" || o.code == "E8001" }
+func (o outcome) refused() bool {
+	return o.status == 401 || o.status == 403 || o.code == "E4013" || o.code == "E8001"
+}
 
 // codeIn finds the herald code in an answer's body ("" when there is none).
 func codeIn(body string) string {
@@ -446,7 +448,9 @@ revoked:
 	_, _, w2 := sseAs(t, u, tok2, `WATCH o: Other RETURN o.v`)
 	w2.next(t)
 	st, b := authDo(t, http.MethodGet, u+"/v1/tokens", "", nil)
-	var list struct{ Tokens []struct{ ID, Principal string } }
+	var list struct {
+		Tokens []struct{ ID, Principal string }
+	}
 	if st != 200 || json.Unmarshal([]byte(b), &list) != nil {
 		t.Fatalf("list tokens: %d %s", st, b)
 	}

@@ -1,4 +1,4 @@
-package queue
+package lockqueue
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
@@ -53,7 +54,7 @@ func benchPop(b *testing.B, depth int, ack bool) {
 	if _, err := q.Push(ctx, "bench", json.RawMessage(`{"warm":1}`), 0); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := q.Pop(ctx, "bench", PopOptions{}); err != nil {
+	if _, err := q.Pop(ctx, "bench", broker.PopOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -62,7 +63,7 @@ func benchPop(b *testing.B, depth int, ack bool) {
 		if _, err := q.Push(ctx, "bench", json.RawMessage(`{"n":-1}`), 1); err != nil {
 			b.Fatal(err)
 		}
-		res, err := q.Pop(ctx, "bench", PopOptions{RequireAck: ack})
+		res, err := q.Pop(ctx, "bench", broker.PopOptions{RequireAck: ack})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,10 +1,10 @@
-// Package queue implements the queue REST contract (push, pop with an optional
-// acknowledgement lock, acknowledge) as a translation onto the graph and the consume
-// engine. A queue item is an ordinary QueueItem node; a pop leases items through a
-// consume-mode WATCH and settles them with ACK; the one piece of extra state, the lock
-// of an acknowledged pop, is a _QueueLock node. Nothing about a queue lives outside the
-// graph, so queues survive restarts and are visible with MATCH and WATCH.
-package queue
+// Package lockqueue implements the queue REST contract (push, pop with an optional
+// acknowledgement lock, acknowledge, release: broker.LockQueues) as a translation onto
+// the graph and the consume engine. A queue item is an ordinary QueueItem node, a pop
+// leases items through a consume-mode WATCH and settles them with ACK, and the one
+// piece of extra state, the lock of an acknowledged pop, is a _QueueLock node, so
+// queues survive restarts and are visible with MATCH and WATCH.
+package lockqueue
 
 import (
 	"bytes"
@@ -16,14 +16,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/internal/keyed"
+	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/printer"
+	"github.com/herald-mq/herald/lang/token"
 )
 
 // Types written by the queue API.
@@ -34,15 +38,7 @@ const (
 	LockType = "_QueueLock"
 )
 
-// Limits and defaults of the contract.
 const (
-	DefaultTTL   = 30 * time.Second
-	MinTTL       = 1 * time.Second
-	MaxTTL       = 300 * time.Second
-	DefaultCount = 1
-	MaxCount     = 100
-	// MaxIDLength bounds a queue id.
-	MaxIDLength = 128
 	// unlimitedRedeliveries keeps an item in its queue however often its leases expire:
 	// the queue contract has no dead letters.
 	unlimitedRedeliveries = 1_000_000_000
@@ -50,33 +46,22 @@ const (
 	lockIDBytes = 16
 )
 
-// Kind classifies the contract's refusals; the REST layer maps each to a status.
-type Kind int
-
-const (
-	// Invalid: a malformed request, a missing or wrong lock id (400).
-	Invalid Kind = iota + 1
-	// NotFound: the queue has no active lock (404).
-	NotFound
-	// Expired: the lock expired before it was acknowledged (410).
-	Expired
-	// Locked: an acknowledgement lock holds the queue (423).
-	Locked
-)
-
-// Error is a refusal of the contract. Other errors (storage, shutdown) are the engine's
-// *herald.Error values, passed through.
-type Error struct {
-	Kind    Kind
-	Message string
-	// LockExpiresAt is when the blocking lock expires (Locked only).
-	LockExpiresAt time.Time
+// The contract's refusals are coded errors (see broker.LockQueues).
+func invalid(format string, args ...any) error {
+	return herald.Errorf(herald.CodeMalformedRequest, format, args...)
 }
 
-func (e *Error) Error() string { return e.Message }
+func noLock(queue string) error {
+	return herald.Errorf(herald.CodeNotFound, "queue %q has no active lock", queue)
+}
 
-func refuse(k Kind, format string, args ...any) *Error {
-	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
+func expired(what string) error {
+	return herald.Errorf(herald.CodeLockExpired, "the lock expired before this %s; its items are back in the queue", what)
+}
+
+func locked(queue string, expiresAt time.Time) error {
+	return &herald.Error{Code: herald.CodeQueueLocked, Err: &broker.LockHeld{ExpiresAt: expiresAt},
+		Message: fmt.Sprintf("queue %q is held by an unacknowledged pop; try again after lock_expires_at", queue)}
 }
 
 // Service serves the queue contract. It keeps no queue state of its own: items are
@@ -87,8 +72,7 @@ type Service struct {
 	del   *delivery.Service
 	clock herald.Clock
 
-	mu    sync.Mutex
-	locks map[string]*queueMutex
+	locks keyed.Mutex // one operation per queue at a time
 
 	pushed, popped, acknowledged, lockExpiries atomic.Uint64
 }
@@ -107,97 +91,32 @@ func (s *Service) Metrics() []herald.Metric {
 	}
 }
 
-type queueMutex struct {
-	sync.Mutex
-	refs int
-}
+var _ broker.LockQueues = (*Service)(nil)
 
 // New returns the queue service over an engine and its running consume engine.
 func New(eng *engine.Engine, del *delivery.Service) *Service {
-	return &Service{eng: eng, del: del, clock: eng.Clock(), locks: map[string]*queueMutex{}}
-}
-
-// acquire serializes operations on one queue; the returned func releases it.
-func (s *Service) acquire(queue string) func() {
-	s.mu.Lock()
-	m := s.locks[queue]
-	if m == nil {
-		m = &queueMutex{}
-		s.locks[queue] = m
-	}
-	m.refs++
-	s.mu.Unlock()
-	m.Lock()
-	return func() {
-		m.Unlock()
-		s.mu.Lock()
-		if m.refs--; m.refs == 0 {
-			delete(s.locks, queue)
-		}
-		s.mu.Unlock()
-	}
-}
-
-// ValidID reports whether id can name a queue: 1 to MaxIDLength characters from
-// A–Z, a–z, 0–9 and `-`, `_`, `.`, `~`, `:`.
-func ValidID(id string) bool {
-	if id == "" || len(id) > MaxIDLength {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '_', c == '.', c == '~', c == ':':
-		default:
-			return false
-		}
-	}
-	return true
+	return &Service{eng: eng, del: del, clock: eng.Clock()}
 }
 
 func checkID(id string) error {
-	if !ValidID(id) {
-		return refuse(Invalid, "queue id %q is invalid: use 1 to %d characters from letters, digits and - _ . ~ :", id, MaxIDLength)
+	if !broker.ValidQueueName(id) {
+		return invalid("queue id %q is invalid: use 1 to %d characters from letters, digits and - _ . ~ :", id, broker.MaxQueueName)
 	}
 	return nil
 }
 
-// ClampTTL bounds a lock's lifetime to MinTTL–MaxTTL, in whole seconds; 0 means DefaultTTL.
-func ClampTTL(d time.Duration) time.Duration {
-	if d == 0 {
-		return DefaultTTL
-	}
-	d = d.Truncate(time.Second)
-	return min(max(d, MinTTL), MaxTTL)
-}
-
-// ClampCount bounds the number of items of one pop to 1–MaxCount; 0 means DefaultCount.
-func ClampCount(n int) int {
-	if n == 0 {
-		return DefaultCount
-	}
-	return min(max(n, 1), MaxCount)
-}
-
-// PushResult describes a pushed item.
-type PushResult struct {
-	ID       herald.NodeID // the QueueItem node
-	Priority int64
-}
-
 // Push appends item (a JSON text) to the queue with a priority (0 is the highest). It
 // spawns a QueueItem node through the ordinary query path, with parameters.
-func (s *Service) Push(ctx context.Context, queue string, item json.RawMessage, priority int64) (PushResult, error) {
+func (s *Service) Push(ctx context.Context, queue string, item json.RawMessage, priority int64) (broker.PushResult, error) {
 	if err := checkID(queue); err != nil {
-		return PushResult{}, err
+		return broker.PushResult{}, err
 	}
 	if priority < 0 {
-		return PushResult{}, refuse(Invalid, "priority must be 0 (the highest) or more, not %d", priority)
+		return broker.PushResult{}, invalid("priority must be 0 (the highest) or more, not %d", priority)
 	}
 	text, err := compactItem(item)
 	if err != nil {
-		return PushResult{}, err
+		return broker.PushResult{}, err
 	}
 	resp, err := s.eng.Exec(ctx, "",
 		`SPAWN i: QueueItem { queue = $queue, item = $item, priority = $priority, pushed_at = now() } RETURNING i.id`,
@@ -207,10 +126,10 @@ func (s *Service) Push(ctx context.Context, queue string, item json.RawMessage, 
 			"priority": herald.Int(priority),
 		})
 	if err != nil {
-		return PushResult{}, err
+		return broker.PushResult{}, err
 	}
 	s.pushed.Add(1)
-	res := PushResult{Priority: priority}
+	res := broker.PushResult{Priority: priority}
 	if len(resp.Results) == 1 && len(resp.Results[0].Rows) == 1 && len(resp.Results[0].Rows[0]) == 1 {
 		res.ID = herald.NodeID(resp.Results[0].Rows[0][0].AsString())
 	}
@@ -220,31 +139,16 @@ func (s *Service) Push(ctx context.Context, queue string, item json.RawMessage, 
 // compactItem validates an item and returns its compact JSON text.
 func compactItem(item json.RawMessage) (string, error) {
 	if len(item) == 0 {
-		return "", refuse(Invalid, `the body needs an "item": any JSON value except null`)
+		return "", invalid(`the body needs an "item": any JSON value except null`)
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, item); err != nil {
-		return "", refuse(Invalid, "item is not valid JSON: %v", err)
+		return "", invalid("item is not valid JSON: %v", err)
 	}
 	if b.String() == "null" {
-		return "", refuse(Invalid, `"item" must not be null`)
+		return "", invalid(`"item" must not be null`)
 	}
 	return b.String(), nil
-}
-
-// PopOptions shape a pop. Zero values take the defaults; out-of-range values are clamped.
-type PopOptions struct {
-	Count      int           // items to take (default 1, at most MaxCount)
-	RequireAck bool          // hold the items under a lock until acknowledged
-	TTL        time.Duration // the lock's lifetime (default 30 s, clamped to 1–300 s)
-}
-
-// PopResult is what a pop took.
-type PopResult struct {
-	Items         []json.RawMessage // in priority order, then push order
-	Locked        bool              // a lock now holds the items (RequireAck with items)
-	LockID        string
-	LockExpiresAt time.Time
 }
 
 // Pop takes up to o.Count items, highest priority first and in push order within a
@@ -252,45 +156,44 @@ type PopResult struct {
 // under one lock per queue until Acknowledge or the lock's expiry, when they return to
 // their original place. While a lock is active every pop of the queue is refused
 // (Locked); an expired lock is cleared first, its items already being back.
-func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResult, error) {
+func (s *Service) Pop(ctx context.Context, queue string, o broker.PopOptions) (broker.PopResult, error) {
 	if err := checkID(queue); err != nil {
-		return PopResult{}, err
+		return broker.PopResult{}, err
 	}
 	if err := herald.PrincipalFrom(ctx).Check(herald.ActConsume, ItemType); err != nil {
-		return PopResult{}, err
+		return broker.PopResult{}, err
 	}
-	count := ClampCount(o.Count)
-	ttl := DefaultTTL
+	count := broker.ClampCount(o.Count)
+	ttl := broker.DefaultLockTTL
 	if o.RequireAck {
-		ttl = ClampTTL(o.TTL)
+		ttl = broker.ClampTTL(o.TTL)
 	}
-	defer s.acquire(queue)()
+	defer s.locks.Lock(queue)()
 
 	lk, err := s.readLock(queue)
 	if err != nil {
-		return PopResult{}, err
+		return broker.PopResult{}, err
 	}
 	if lk != nil {
 		if s.clock.Now().Before(lk.expiresAt) {
-			return PopResult{}, &Error{Kind: Locked, LockExpiresAt: lk.expiresAt,
-				Message: fmt.Sprintf("queue %q is held by an unacknowledged pop; try again after lock_expires_at", queue)}
+			return broker.PopResult{}, locked(queue, lk.expiresAt)
 		}
 		if err := s.clearExpired(ctx, lk); err != nil {
-			return PopResult{}, err
+			return broker.PopResult{}, err
 		}
 	}
 
 	// A queue without items answers at once, without setting up a consume group.
 	if empty, err := s.empty(queue); err != nil {
-		return PopResult{}, err
+		return broker.PopResult{}, err
 	} else if empty {
-		return PopResult{Items: []json.RawMessage{}}, nil
+		return broker.PopResult{Items: []json.RawMessage{}}, nil
 	}
-	evs, err := s.del.Lease(surface(ctx), "", consumeStatement(queue, ttl), nil, count)
+	evs, err := s.del.Lease(herald.OnBehalf(ctx), "", consumeStatement(queue, ttl), nil, count)
 	if err != nil {
-		return PopResult{}, err
+		return broker.PopResult{}, err
 	}
-	res := PopResult{Items: []json.RawMessage{}}
+	res := broker.PopResult{Items: []json.RawMessage{}}
 	if len(evs) == 0 {
 		return res, nil
 	}
@@ -304,7 +207,7 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 	lockID, err := newLockID()
 	if err != nil {
 		s.giveBack(evs)
-		return PopResult{}, err
+		return broker.PopResult{}, err
 	}
 	ids := make([]delivery.Handle, len(evs))
 	expires := evs[0].Deadline
@@ -319,7 +222,7 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 	if err := s.writeLock(ctx, lk); err != nil {
 		// Without a durable lock nobody could acknowledge these items: return them now.
 		s.giveBack(evs)
-		return PopResult{}, err
+		return broker.PopResult{}, err
 	}
 	res.Locked, res.LockID, res.LockExpiresAt = true, lockID, expires
 	s.popped.Add(uint64(len(res.Items)))
@@ -328,8 +231,8 @@ func (s *Service) Pop(ctx context.Context, queue string, o PopOptions) (PopResul
 
 // settleAtOnce acknowledges leased items (a pop without acknowledgement). An item whose
 // ACK fails is not reported as popped: its lease expires and it returns to the queue.
-func (s *Service) settleAtOnce(ctx context.Context, evs []herald.Event) (PopResult, error) {
-	res := PopResult{Items: make([]json.RawMessage, 0, len(evs))}
+func (s *Service) settleAtOnce(ctx context.Context, evs []herald.Event) (broker.PopResult, error) {
+	res := broker.PopResult{Items: make([]json.RawMessage, 0, len(evs))}
 	items := make([]delivery.Settle, len(evs))
 	for i, ev := range evs {
 		items[i] = delivery.Settle{DeliveryID: ev.DeliveryID, Action: delivery.ActAck}
@@ -346,7 +249,7 @@ func (s *Service) settleAtOnce(ctx context.Context, evs []herald.Event) (PopResu
 		res.Items = append(res.Items, itemOf(evs[i].Match))
 	}
 	if len(res.Items) == 0 && firstErr != nil {
-		return PopResult{}, firstErr
+		return broker.PopResult{}, firstErr
 	}
 	s.popped.Add(uint64(len(res.Items)))
 	return res, nil
@@ -361,47 +264,38 @@ func (s *Service) giveBack(evs []herald.Event) {
 	s.del.SettleMany(context.Background(), items)
 }
 
-// AckResult is the outcome of an acknowledgement.
-type AckResult struct {
-	// Acknowledged items are deleted from the queue.
-	Acknowledged int
-	// Returned items were not acknowledged because their lease ended as the
-	// acknowledgement arrived; they are back in the queue at their original place.
-	Returned int
-}
-
 // Acknowledge settles the queue's lock: every item it holds is deleted and the lock
 // removed. A missing lock id or one that does not match the active lock is Invalid (the
 // lock stays); no lock is NotFound; an expired lock is removed and answers Expired — its
 // items are back in the queue, never dropped.
-func (s *Service) Acknowledge(ctx context.Context, queue, lockID string) (AckResult, error) {
+func (s *Service) Acknowledge(ctx context.Context, queue, lockID string) (broker.AckResult, error) {
 	if err := checkID(queue); err != nil {
-		return AckResult{}, err
+		return broker.AckResult{}, err
 	}
 	if lockID == "" {
-		return AckResult{}, refuse(Invalid, `the body needs the "lock_id" that the pop returned`)
+		return broker.AckResult{}, invalid(`the body needs the "lock_id" that the pop returned`)
 	}
-	defer s.acquire(queue)()
+	defer s.locks.Lock(queue)()
 
 	lk, err := s.readLock(queue)
 	if err != nil {
-		return AckResult{}, err
+		return broker.AckResult{}, err
 	}
 	if lk == nil {
-		return AckResult{}, refuse(NotFound, "queue %q has no active lock", queue)
+		return broker.AckResult{}, noLock(queue)
 	}
 	if !s.clock.Now().Before(lk.expiresAt) {
 		if err := s.clearExpired(ctx, lk); err != nil {
-			return AckResult{}, err
+			return broker.AckResult{}, err
 		}
-		return AckResult{}, refuse(Expired, "the lock expired before this acknowledgement; its items are back in the queue")
+		return broker.AckResult{}, expired("acknowledgement")
 	}
 	if subtle.ConstantTimeCompare([]byte(hashLockID(lockID)), []byte(lk.hash)) != 1 {
-		return AckResult{}, refuse(Invalid, "lock_id does not match the active lock of queue %q", queue)
+		return broker.AckResult{}, invalid("lock_id does not match the active lock of queue %q", queue)
 	}
 
 	ctx = context.WithoutCancel(ctx) // settle the whole lock once started
-	var res AckResult
+	var res broker.AckResult
 	var left []delivery.Handle
 	var firstErr error
 	for i, r := range s.del.SettleHandles(ctx, lk.deliveries, delivery.Settle{Action: delivery.ActAck}) {
@@ -432,7 +326,7 @@ func (s *Service) Acknowledge(ctx context.Context, queue, lockID string) (AckRes
 	}
 	s.acknowledged.Add(uint64(res.Acknowledged))
 	if res.Acknowledged == 0 && res.Returned > 0 {
-		return res, refuse(Expired, "the lock expired before this acknowledgement; its items are back in the queue")
+		return res, expired("acknowledgement")
 	}
 	return res, nil
 }
@@ -446,24 +340,24 @@ func (s *Service) Release(ctx context.Context, queue, lockID string) (int, error
 		return 0, err
 	}
 	if lockID == "" {
-		return 0, refuse(Invalid, `the body needs the "lock_id" that the pop returned`)
+		return 0, invalid(`the body needs the "lock_id" that the pop returned`)
 	}
-	defer s.acquire(queue)()
+	defer s.locks.Lock(queue)()
 	lk, err := s.readLock(queue)
 	if err != nil {
 		return 0, err
 	}
 	if lk == nil {
-		return 0, refuse(NotFound, "queue %q has no active lock", queue)
+		return 0, noLock(queue)
 	}
 	if !s.clock.Now().Before(lk.expiresAt) {
 		if err := s.clearExpired(ctx, lk); err != nil {
 			return 0, err
 		}
-		return 0, refuse(Expired, "the lock expired before this release; its items are back in the queue")
+		return 0, expired("release")
 	}
 	if subtle.ConstantTimeCompare([]byte(hashLockID(lockID)), []byte(lk.hash)) != 1 {
-		return 0, refuse(Invalid, "lock_id does not match the active lock of queue %q", queue)
+		return 0, invalid("lock_id does not match the active lock of queue %q", queue)
 	}
 	ctx = context.WithoutCancel(ctx)
 	released := 0
@@ -489,14 +383,25 @@ func (s *Service) clearExpired(ctx context.Context, lk *lock) error {
 	return s.deleteLock(ctx, lk.queue)
 }
 
-// consumeStatement is the consume watch of a queue's pops. It carries no parameters so
-// that the consume engine can compile it again after a restart and keep its options for
-// recovered leases; the queue id is validated by ValidID and needs no escaping. The
-// group is per queue and lock lifetime, so concurrent members always agree on the text.
+// consumeStatement is the consume watch of a queue's pops, built as a tree and printed.
+// It carries no parameters so that the consume engine can compile it again after a
+// restart and keep its options for recovered leases. The group is per queue and lock
+// lifetime, so concurrent members always agree on the text.
 func consumeStatement(queue string, ttl time.Duration) string {
 	secs := int64(ttl / time.Second)
-	return fmt.Sprintf(`WATCH i: QueueItem WHERE i.queue = "%s" [mode: consume, group: "queue:%s:%ds", ordering: attribute(i.priority ASC), ack_timeout: %ds, max_redeliveries: %d] RETURN i`,
-		queue, queue, secs, secs, unlimitedRedeliveries)
+	i := ast.NewIdent("i")
+	return printer.String(&ast.WatchStmt{
+		Pattern: ast.Bind("i", ItemType),
+		Where:   ast.Binary(ast.Sel(i, "queue"), token.EQL, ast.Str(queue)),
+		Options: []*ast.OptionList{ast.Options(
+			ast.Option("mode", ast.NewIdent("consume")),
+			ast.Option("group", ast.Str(fmt.Sprintf("queue:%s:%ds", queue, secs))),
+			ast.Option("ordering", ast.Ordering(ast.Asc(ast.Sel(i, "priority")))),
+			ast.Option("ack_timeout", ast.Dur(ttl.Truncate(time.Second))),
+			ast.Option("max_redeliveries", ast.Int(unlimitedRedeliveries)),
+		)},
+		Return: ast.Returning(i),
+	})
 }
 
 // itemOf extracts the item's JSON from a consumed match (the whole QueueItem node). An

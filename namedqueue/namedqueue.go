@@ -1,11 +1,10 @@
-package queue
-
-// The queue RPC's contract: named queues with a visibility timeout, an attempt limit, a
-// dead-letter queue and weighted fairness keys; messages enqueued with a payload,
-// headers, a fairness key, a priority and an optional delay; consumers that lease them
-// and settle them by message id. Like the REST contract it is a translation: a queue is
-// a _Queue node, a message is a QueueMessage node, consuming is a consume-mode WATCH,
-// and settlement, attempts, expiry, dead letters and fairness are the consume engine's.
+// Package namedqueue implements the queue RPC's contract (broker.NamedQueues): named
+// queues with a visibility timeout, an attempt limit, a dead-letter queue and weighted
+// fairness keys, whose messages consumers lease and settle by message id. It is a
+// translation onto the graph and the consume engine: a queue is a _Queue node, a
+// message a QueueMessage node, consuming a consume-mode WATCH, and settlement,
+// attempts, expiry, dead letters and fairness are the consume engine's.
+package namedqueue
 
 import (
 	"context"
@@ -21,9 +20,14 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/internal/keyed"
+	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/printer"
+	"github.com/herald-mq/herald/lang/token"
 )
 
 // Types written by the queue RPC.
@@ -44,59 +48,33 @@ const (
 	MaxEnqueueBatch = 10000
 )
 
-// Config is a queue's configuration, stored on its _Queue node.
-type Config struct {
-	Name string
-	// VisibilityTimeout is how long a consumer holds a message (the watch's
-	// ack_timeout); 0 means DefaultVisibilityTimeout. Whole milliseconds.
-	VisibilityTimeout time.Duration
-	// MaxAttempts bounds the deliveries of a message; when the last one fails (Nack or
-	// expiry) the message is dead-lettered. 0 means no limit.
-	MaxAttempts int
-	// DeadLetterQueue names an existing queue whose node the dead letters are linked
-	// to; "" links them to this queue's own node.
-	DeadLetterQueue string
-	// Weights maps fairness keys to their weight (≥ 1); other keys weigh 1.
-	Weights map[string]int64
-	// CreatedAt is set by CreateQueue.
-	CreatedAt time.Time
+// unlimitedRedeliveries stands for "no attempt limit" in a queue's consume watch.
+const unlimitedRedeliveries = 1_000_000_000
 
+// Service serves the named-queue contract. It keeps no queue state of its own: queues
+// and messages are nodes and leases belong to the consume engine; it only serializes
+// the creation and deletion of one queue in this process.
+type Service struct {
+	eng   *engine.Engine
+	del   *delivery.Service
+	clock herald.Clock
+	locks keyed.Mutex
+}
+
+var _ broker.NamedQueues = (*Service)(nil)
+
+// New returns the named-queue service over an engine and its running consume engine.
+func New(eng *engine.Engine, del *delivery.Service) *Service {
+	return &Service{eng: eng, del: del, clock: eng.Clock()}
+}
+
+// config is a queue's configuration as stored on its _Queue node, with the node ids its
+// consume watch names.
+type config struct {
+	broker.QueueConfig
 	nodeID      herald.NodeID
-	incarnation string
+	incarnation string // a queue deleted and created again is a new incarnation
 	dlqNodeID   herald.NodeID
-}
-
-// Message is one message to enqueue.
-type Message struct {
-	Payload     []byte
-	Headers     map[string]string
-	FairnessKey string
-	Priority    int64         // 0 is the highest; not negative
-	Delay       time.Duration // hold the message back this long
-}
-
-// Delivered is a leased message.
-type Delivered struct {
-	ID          herald.NodeID
-	Queue       string
-	Payload     []byte
-	Headers     map[string]string
-	FairnessKey string
-	Priority    int64
-	Weight      int64
-	// Attempt is 1 for the first delivery; a Nack or an expired lease adds one.
-	Attempt int
-	// Releases counts earlier deliveries given back because their consumer's stream
-	// ended: not failed attempts.
-	Releases   int
-	Deadline   time.Time
-	EnqueuedAt time.Time
-}
-
-// NackOptions modify a Nack.
-type NackOptions struct {
-	Delay      time.Duration // redeliver no earlier than this
-	DeadLetter bool          // dead-letter at once
 }
 
 func invalid(format string, args ...any) error {
@@ -104,8 +82,8 @@ func invalid(format string, args ...any) error {
 }
 
 func checkName(field, name string) error {
-	if !ValidID(name) {
-		return invalid("%s %q is invalid: use 1 to %d characters from letters, digits and - _ . ~ :", field, name, MaxIDLength)
+	if !broker.ValidQueueName(name) {
+		return invalid("%s %q is invalid: use 1 to %d characters from letters, digits and - _ . ~ :", field, name, broker.MaxQueueName)
 	}
 	return nil
 }
@@ -128,38 +106,39 @@ func queueNodeID(name string) herald.NodeID {
 
 // CreateQueue declares a queue. An existing name is refused (E2004 DUPLICATE_ID,
 // already_exists); a dead-letter queue must exist (E2005 NODE_NOT_FOUND).
-func (s *Service) CreateQueue(ctx context.Context, c Config) (Config, error) {
+func (s *Service) CreateQueue(ctx context.Context, qc broker.QueueConfig) (broker.QueueConfig, error) {
+	c := config{QueueConfig: qc}
 	if err := checkName("queue name", c.Name); err != nil {
-		return Config{}, err
+		return broker.QueueConfig{}, err
 	}
 	if c.VisibilityTimeout < 0 || c.MaxAttempts < 0 {
-		return Config{}, invalid("visibility timeout and max attempts must not be negative")
+		return broker.QueueConfig{}, invalid("visibility timeout and max attempts must not be negative")
 	}
 	if c.VisibilityTimeout == 0 {
 		c.VisibilityTimeout = DefaultVisibilityTimeout
 	}
 	c.VisibilityTimeout = c.VisibilityTimeout.Truncate(time.Millisecond)
 	if c.VisibilityTimeout == 0 {
-		return Config{}, invalid("the visibility timeout must be at least 1ms")
+		return broker.QueueConfig{}, invalid("the visibility timeout must be at least 1ms")
 	}
 	if c.DeadLetterQueue != "" {
 		if err := checkName("dead-letter queue", c.DeadLetterQueue); err != nil {
-			return Config{}, err
+			return broker.QueueConfig{}, err
 		}
 	}
 	for k, w := range c.Weights {
 		if w < 1 {
-			return Config{}, invalid("the weight of fairness key %q must be 1 or more, not %d", k, w)
+			return broker.QueueConfig{}, invalid("the weight of fairness key %q must be 1 or more, not %d", k, w)
 		}
 	}
 	weights, err := json.Marshal(orEmpty(c.Weights))
 	if err != nil {
-		return Config{}, herald.Errorf(herald.CodeInternal, "encoding weights: %v", err)
+		return broker.QueueConfig{}, herald.Errorf(herald.CodeInternal, "encoding weights: %v", err)
 	}
 	c.nodeID = queueNodeID(c.Name)
 	c.incarnation = randToken(8)
 	c.CreatedAt = s.clock.Now()
-	defer s.acquire(rpcLockKey(c.Name))()
+	defer s.locks.Lock(c.Name)()
 	_, _, err = s.eng.System(ctx, func(tx *engine.SysTx) error {
 		if tx.Node(c.nodeID) != nil {
 			return herald.Errorf(herald.CodeDuplicateID, "queue %q already exists", c.Name)
@@ -181,14 +160,14 @@ func (s *Service) CreateQueue(ctx context.Context, c Config) (Config, error) {
 		return nil
 	})
 	if err != nil {
-		return Config{}, err
+		return broker.QueueConfig{}, err
 	}
 	c.Weights = orEmpty(c.Weights)
 	c.dlqNodeID = c.nodeID
 	if c.DeadLetterQueue != "" {
 		c.dlqNodeID = queueNodeID(c.DeadLetterQueue)
 	}
-	return c, nil
+	return c.QueueConfig, nil
 }
 
 func orEmpty(m map[string]int64) map[string]int64 {
@@ -198,45 +177,48 @@ func orEmpty(m map[string]int64) map[string]int64 {
 	return m
 }
 
-// rpcLockKey keeps the RPC's create and delete of a queue apart from REST operations
-// on a queue of the same name (they are separate queues).
-func rpcLockKey(name string) string { return "\x00rpc:" + name }
-
 // GetQueue reads a queue's configuration.
-func (s *Service) GetQueue(name string) (Config, error) {
+func (s *Service) GetQueue(name string) (broker.QueueConfig, error) {
+	c, err := s.getQueue(name)
+	return c.QueueConfig, err
+}
+
+func (s *Service) getQueue(name string) (config, error) {
 	if err := checkName("queue name", name); err != nil {
-		return Config{}, err
+		return config{}, err
 	}
-	var c Config
+	var c config
 	var found bool
 	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		c, found = readQueue(tx, name)
 		return nil
 	})
 	if err != nil {
-		return Config{}, err
+		return config{}, err
 	}
 	if !found {
-		return Config{}, unknownQueue(name)
+		return config{}, unknownQueue(name)
 	}
 	return c, nil
 }
 
-func readQueue(tx *graph.Tx, name string) (Config, bool) {
+func readQueue(tx *graph.Tx, name string) (config, bool) {
 	id := queueNodeID(name)
 	n := tx.Node(id)
 	if n == nil || n.Type != QueueType || n.Attrs.Get("name").AsString() != name {
-		return Config{}, false
+		return config{}, false
 	}
-	c := Config{
-		Name:              name,
-		VisibilityTimeout: n.Attrs.Get("visibility_timeout").AsDuration(),
-		MaxAttempts:       int(n.Attrs.Get("max_attempts").AsInt()),
-		DeadLetterQueue:   n.Attrs.Get("dead_letter_queue").AsString(),
-		CreatedAt:         n.Attrs.Get("created_at").AsTime(),
-		Weights:           map[string]int64{},
-		nodeID:            id,
-		incarnation:       n.Attrs.Get("incarnation").AsString(),
+	c := config{
+		QueueConfig: broker.QueueConfig{
+			Name:              name,
+			VisibilityTimeout: n.Attrs.Get("visibility_timeout").AsDuration(),
+			MaxAttempts:       int(n.Attrs.Get("max_attempts").AsInt()),
+			DeadLetterQueue:   n.Attrs.Get("dead_letter_queue").AsString(),
+			CreatedAt:         n.Attrs.Get("created_at").AsTime(),
+			Weights:           map[string]int64{},
+		},
+		nodeID:      id,
+		incarnation: n.Attrs.Get("incarnation").AsString(),
 	}
 	_ = json.Unmarshal([]byte(n.Attrs.Get("fairness_weights").AsString()), &c.Weights)
 	c.dlqNodeID = id
@@ -253,7 +235,7 @@ func (s *Service) DeleteQueue(ctx context.Context, name string) (int, error) {
 	if err := checkName("queue name", name); err != nil {
 		return 0, err
 	}
-	defer s.acquire(rpcLockKey(name))()
+	defer s.locks.Lock(name)()
 	deleted := 0
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		if _, ok := readQueue(tx.Tx, name); !ok {
@@ -273,8 +255,8 @@ func (s *Service) DeleteQueue(ctx context.Context, name string) (int, error) {
 }
 
 // Enqueue adds one message to a queue and returns its id.
-func (s *Service) Enqueue(ctx context.Context, queue string, m Message) (herald.NodeID, error) {
-	ids, err := s.EnqueueBatch(ctx, queue, []Message{m})
+func (s *Service) Enqueue(ctx context.Context, queue string, m broker.QueueMessage) (herald.NodeID, error) {
+	ids, err := s.EnqueueBatch(ctx, queue, []broker.QueueMessage{m})
 	if err != nil {
 		return "", err
 	}
@@ -284,7 +266,7 @@ func (s *Service) Enqueue(ctx context.Context, queue string, m Message) (herald.
 // EnqueueBatch adds messages to a queue in one transaction (all or none) and returns
 // their ids in order. Each message is stamped with its fairness key's weight from the
 // queue's configuration, so the consume watch reads it as `weight: m.weight`.
-func (s *Service) EnqueueBatch(ctx context.Context, queue string, msgs []Message) ([]herald.NodeID, error) {
+func (s *Service) EnqueueBatch(ctx context.Context, queue string, msgs []broker.QueueMessage) ([]herald.NodeID, error) {
 	if err := checkName("queue", queue); err != nil {
 		return nil, err
 	}
@@ -302,7 +284,7 @@ func (s *Service) EnqueueBatch(ctx context.Context, queue string, msgs []Message
 			return nil, invalid("delay must not be negative")
 		}
 	}
-	cfg, err := s.GetQueue(queue)
+	cfg, err := s.getQueue(queue)
 	if err != nil {
 		return nil, err
 	}
@@ -357,71 +339,89 @@ func (s *Service) EnqueueBatch(ctx context.Context, queue string, msgs []Message
 	return ids, nil
 }
 
-// statement is the consume watch of a queue. It has no parameters, so that the consume
-// engine can compile it again after a restart and keep the queue's options for leases
-// it recovers; the queue name is validated and needs no escaping. Every consumer of the
-// queue joins one group, named after the queue and its incarnation (a queue deleted and
-// created again is a new group). fair=false leaves fairness out (for benchmarks).
-func statement(c Config, fair bool) string {
-	maxRedeliveries := unlimitedRedeliveries
+// statement is the consume watch of a queue, built as a tree and printed. It has no
+// parameters, so that the consume engine can compile it again after a restart and keep
+// the queue's options for leases it recovers. Every consumer of the queue joins one
+// group, named after the queue and its incarnation (a queue deleted and created again
+// is a new group). fair=false leaves fairness out (for benchmarks).
+func statement(c config, fair bool) string {
+	maxRedeliveries := int64(unlimitedRedeliveries)
 	if c.MaxAttempts > 0 {
-		maxRedeliveries = c.MaxAttempts - 1
+		maxRedeliveries = int64(c.MaxAttempts - 1)
 	}
-	fairness := ", fairness: m.fairness_key, weight: m.weight"
+	m := ast.NewIdent("m")
 	group := fmt.Sprintf("queue-rpc:%s:%s", c.Name, c.incarnation)
-	if !fair {
-		fairness = ""
+	opts := []*ast.WatchOption{
+		ast.Option("mode", ast.NewIdent("consume")),
+		nil, // group
+		ast.Option("ordering", ast.Ordering(ast.Asc(ast.Sel(m, "priority")))),
+	}
+	if fair {
+		opts = append(opts, ast.Option("fairness", ast.Sel(m, "fairness_key")), ast.Option("weight", ast.Sel(m, "weight")))
+	} else {
 		group += ":unfair"
 	}
-	return fmt.Sprintf(`WATCH m: %s WHERE m.queue = "%s" [mode: consume, group: "%s", ordering: attribute(m.priority ASC)%s, available_at: m.available_at, ack_timeout: %dms, max_redeliveries: %d, dead_letter: #%s, buffer: %d] RETURN m`,
-		MessageType, c.Name, group, fairness, c.VisibilityTimeout.Milliseconds(), maxRedeliveries, c.dlqNodeID, ConsumeBuffer)
+	opts[1] = ast.Option("group", ast.Str(group))
+	opts = append(opts,
+		ast.Option("available_at", ast.Sel(m, "available_at")),
+		ast.Option("ack_timeout", ast.Dur(c.VisibilityTimeout)),
+		ast.Option("max_redeliveries", ast.Int(maxRedeliveries)),
+		ast.Option("dead_letter", ast.Ref(string(c.dlqNodeID))),
+		ast.Option("buffer", ast.Int(ConsumeBuffer)),
+	)
+	return printer.String(&ast.WatchStmt{
+		Pattern: ast.Bind("m", MessageType),
+		Where:   ast.Binary(ast.Sel(m, "queue"), token.EQL, ast.Str(c.Name)),
+		Options: []*ast.OptionList{ast.Options(opts...)},
+		Return:  ast.Returning(m),
+	})
 }
 
-// Subscription is one consumer of a queue. Next returns its leased messages; Close ends
-// it and returns its unsettled messages to the queue at once.
-type Subscription struct {
+// subscription is one consumer of a queue (broker.Subscription). Next returns its leased
+// messages; Close ends it and returns its unsettled messages to the queue at once.
+type subscription struct {
 	queue string
 	st    herald.Stream
 }
 
-// Consume registers a consumer of a queue. Its messages come by deficit round robin
-// across fairness keys and by priority inside a key; at most ConsumeBuffer are
+// ConsumeQueue registers a consumer of a queue. Its messages come by deficit round
+// robin across fairness keys and by priority inside a key; at most ConsumeBuffer are
 // unsettled at a time.
-func (s *Service) Consume(ctx context.Context, queue string) (*Subscription, error) {
+func (s *Service) ConsumeQueue(ctx context.Context, queue string) (broker.Subscription, error) {
 	return s.consume(ctx, queue, true)
 }
 
-func (s *Service) consume(ctx context.Context, queue string, fair bool) (*Subscription, error) {
-	cfg, err := s.GetQueue(queue)
+func (s *Service) consume(ctx context.Context, queue string, fair bool) (*subscription, error) {
+	cfg, err := s.getQueue(queue)
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.del.Consume(surface(ctx), "", statement(cfg, fair), nil)
+	st, err := s.del.Consume(herald.OnBehalf(ctx), "", statement(cfg, fair), nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Subscription{queue: queue, st: st}, nil
+	return &subscription{queue: queue, st: st}, nil
 }
 
 // Next waits for the next leased message. It returns io.EOF once the subscription has
 // ended (Close, or the server stopping), the stream's error if it failed, or ctx's.
-func (sub *Subscription) Next(ctx context.Context) (Delivered, error) {
+func (sub *subscription) Next(ctx context.Context) (broker.Delivered, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return Delivered{}, ctx.Err()
+			return broker.Delivered{}, ctx.Err()
 		case ev, ok := <-sub.st.Events():
 			if !ok {
-				return Delivered{}, io.EOF
+				return broker.Delivered{}, io.EOF
 			}
 			switch ev.Type {
 			case herald.EventConsumed:
 				return delivered(sub.queue, ev), nil
 			case herald.EventError:
 				if ev.Error != nil {
-					return Delivered{}, ev.Error
+					return broker.Delivered{}, ev.Error
 				}
-				return Delivered{}, herald.Errorf(ev.Code, "%s", ev.Message)
+				return broker.Delivered{}, herald.Errorf(ev.Code, "%s", ev.Message)
 			}
 			// A timeout event needs no answer: the message comes back with its
 			// attempt count up.
@@ -430,24 +430,24 @@ func (sub *Subscription) Next(ctx context.Context) (Delivered, error) {
 }
 
 // Close ends the subscription; its unsettled messages return to the queue at once.
-func (sub *Subscription) Close() { sub.st.Close() }
+func (sub *subscription) Close() { sub.st.Close() }
 
 // Done is closed when the subscription has ended.
-func (sub *Subscription) Done() <-chan struct{} { return sub.st.Done() }
+func (sub *subscription) Done() <-chan struct{} { return sub.st.Done() }
 
 // Receive leases up to n messages that are ready now (none when nothing is), without a
 // stream: a pull. The leases are settled by message id like streamed ones, and expire
 // after the queue's visibility timeout.
-func (s *Service) Receive(ctx context.Context, queue string, n int) ([]Delivered, error) {
-	cfg, err := s.GetQueue(queue)
+func (s *Service) Receive(ctx context.Context, queue string, n int) ([]broker.Delivered, error) {
+	cfg, err := s.getQueue(queue)
 	if err != nil {
 		return nil, err
 	}
-	evs, err := s.del.Lease(surface(ctx), "", statement(cfg, true), nil, n)
+	evs, err := s.del.Lease(herald.OnBehalf(ctx), "", statement(cfg, true), nil, n)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Delivered, len(evs))
+	out := make([]broker.Delivered, len(evs))
 	for i, ev := range evs {
 		out[i] = delivered(queue, ev)
 	}
@@ -455,9 +455,9 @@ func (s *Service) Receive(ctx context.Context, queue string, n int) ([]Delivered
 }
 
 // delivered reads a consumed event whose match is a whole QueueMessage node.
-func delivered(queue string, ev herald.Event) Delivered {
+func delivered(queue string, ev herald.Event) broker.Delivered {
 	m := ev.Match
-	d := Delivered{
+	d := broker.Delivered{
 		ID:          herald.NodeID(m.MapGet("id").AsString()),
 		Queue:       queue,
 		FairnessKey: m.MapGet("fairness_key").AsString(),
@@ -510,7 +510,7 @@ func (s *Service) lease(ctx context.Context, queue string, id herald.NodeID) (de
 		return delivery.Handle{}, notLeased(queue, id)
 	}
 	h, holder, ok := s.del.LeaseOf(id)
-	if !ok || !holds(ctx, holder) {
+	if !ok || !herald.Holds(ctx, holder) {
 		return delivery.Handle{}, notLeased(queue, id)
 	}
 	return h, nil
@@ -531,9 +531,9 @@ func settled(queue string, id herald.NodeID, err error) error {
 	return err
 }
 
-// Ack settles a leased message as done: it is deleted. Acknowledging a message that is
+// AckMessage settles a leased message as done: it is deleted. Acknowledging a message that is
 // unknown, not leased or already acknowledged answers not_found and changes nothing.
-func (s *Service) Ack(ctx context.Context, queue string, id herald.NodeID) error {
+func (s *Service) AckMessage(ctx context.Context, queue string, id herald.NodeID) error {
 	h, err := s.lease(ctx, queue, id)
 	if err != nil {
 		return err
@@ -542,11 +542,11 @@ func (s *Service) Ack(ctx context.Context, queue string, id herald.NodeID) error
 	return settled(queue, id, err)
 }
 
-// Nack settles a leased message as failed. In one commit its lease ends and its attempt
+// NackMessage settles a leased message as failed. In one commit its lease ends and its attempt
 // count is recorded one up; it returns to the ready queue at its place (its fairness key
 // and priority unchanged), after o.Delay if set. When it has used the queue's
 // max_attempts, or with o.DeadLetter, it is dead-lettered instead.
-func (s *Service) Nack(ctx context.Context, queue string, id herald.NodeID, o NackOptions) error {
+func (s *Service) NackMessage(ctx context.Context, queue string, id herald.NodeID, o broker.QueueNack) error {
 	if o.Delay < 0 {
 		return invalid("delay must not be negative")
 	}
@@ -562,8 +562,8 @@ func (s *Service) Nack(ctx context.Context, queue string, id herald.NodeID, o Na
 	return settled(queue, id, err)
 }
 
-// Extend moves a leased message's deadline to now + by (0: the visibility timeout).
-func (s *Service) Extend(ctx context.Context, queue string, id herald.NodeID, by time.Duration) (time.Time, error) {
+// ExtendMessage moves a leased message's deadline to now + by (0: the visibility timeout).
+func (s *Service) ExtendMessage(ctx context.Context, queue string, id herald.NodeID, by time.Duration) (time.Time, error) {
 	if by < 0 {
 		return time.Time{}, invalid("by must not be negative")
 	}

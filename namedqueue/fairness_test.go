@@ -1,4 +1,4 @@
-package queue
+package namedqueue
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
@@ -28,7 +29,7 @@ func fill(tb testing.TB, q *Service, queue string, counts map[string]int) {
 		total += n
 	}
 	keys := slices.Sorted(maps.Keys(counts))
-	msgs := make([]Message, 0, batch)
+	msgs := make([]broker.QueueMessage, 0, batch)
 	flush := func() {
 		if _, err := q.EnqueueBatch(context.Background(), queue, msgs); err != nil {
 			tb.Fatal(err)
@@ -42,7 +43,7 @@ func fill(tb testing.TB, q *Service, queue string, counts map[string]int) {
 			}
 			left[k]--
 			total--
-			msgs = append(msgs, Message{Payload: []byte("m"), FairnessKey: k})
+			msgs = append(msgs, broker.QueueMessage{Payload: []byte("m"), FairnessKey: k})
 			if len(msgs) == batch {
 				flush()
 			}
@@ -56,11 +57,11 @@ func fill(tb testing.TB, q *Service, queue string, counts map[string]int) {
 // drain consumes n messages from sub in delivery order, acknowledging them as it goes
 // (several acknowledgements in flight, so that they share commits), and returns their
 // fairness keys in the order they were leased.
-func drain(tb testing.TB, q *Service, sub *Subscription, queue string, n int) []string {
+func drain(tb testing.TB, q *Service, sub broker.Subscription, queue string, n int) []string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	acks := make(chan Delivered, 256)
+	acks := make(chan broker.Delivered, 256)
 	var wg sync.WaitGroup
 	var errOnce sync.Once
 	var ackErr error
@@ -69,7 +70,7 @@ func drain(tb testing.TB, q *Service, sub *Subscription, queue string, n int) []
 		go func() {
 			defer wg.Done()
 			for d := range acks {
-				if err := q.Ack(ctx, queue, d.ID); err != nil {
+				if err := q.AckMessage(ctx, queue, d.ID); err != nil {
 					errOnce.Do(func() { ackErr = err })
 				}
 			}
@@ -127,14 +128,14 @@ func checkShares(t *testing.T, what string, got map[string]int, weights map[stri
 func TestRPCFairnessWeightedShares(t *testing.T) {
 	e := newEnv(t)
 	weights := map[string]int64{"a": 1, "b": 2, "c": 3}
-	e.create(Config{Name: "fair", Weights: weights, VisibilityTimeout: time.Hour})
+	e.create(broker.QueueConfig{Name: "fair", Weights: weights, VisibilityTimeout: time.Hour})
 	// a is backlogged for the first 60,000 deliveries (it gets 10,000 of them) and runs
 	// out 500 rounds later; b and c stay backlogged for the 10,000 after that.
 	fill(t, e.q, "fair", map[string]int{"a": 10_500, "b": 26_000, "c": 39_000})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sub, err := e.q.Consume(ctx, "fair")
+	sub, err := e.q.ConsumeQueue(ctx, "fair")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func BenchmarkRPCConsumeAck(b *testing.B) {
 				weights[key] = int64(1 + k%4)
 				counts[key] = (b.N + 15) / 16
 			}
-			if _, err := q.CreateQueue(context.Background(), Config{Name: "bench", Weights: weights, VisibilityTimeout: time.Hour}); err != nil {
+			if _, err := q.CreateQueue(context.Background(), broker.QueueConfig{Name: "bench", Weights: weights, VisibilityTimeout: time.Hour}); err != nil {
 				b.Fatal(err)
 			}
 			fill(b, q, "bench", counts)

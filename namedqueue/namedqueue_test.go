@@ -1,4 +1,4 @@
-package queue
+package namedqueue
 
 import (
 	"bytes"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/graph"
 )
 
 var bg = context.Background()
 
-func (e *env) create(c Config) Config {
+func (e *env) create(c broker.QueueConfig) broker.QueueConfig {
 	e.t.Helper()
 	got, err := e.q.CreateQueue(bg, c)
 	if err != nil {
@@ -24,7 +25,7 @@ func (e *env) create(c Config) Config {
 	return got
 }
 
-func (e *env) enqueue(queue string, m Message) herald.NodeID {
+func (e *env) enqueue(queue string, m broker.QueueMessage) herald.NodeID {
 	e.t.Helper()
 	id, err := e.q.Enqueue(bg, queue, m)
 	if err != nil {
@@ -33,7 +34,7 @@ func (e *env) enqueue(queue string, m Message) herald.NodeID {
 	return id
 }
 
-func (e *env) receive(queue string, n int) []Delivered {
+func (e *env) receive(queue string, n int) []broker.Delivered {
 	e.t.Helper()
 	got, err := e.q.Receive(bg, queue, n)
 	if err != nil {
@@ -42,7 +43,7 @@ func (e *env) receive(queue string, n int) []Delivered {
 	return got
 }
 
-func (e *env) receiveOne(queue string) Delivered {
+func (e *env) receiveOne(queue string) broker.Delivered {
 	e.t.Helper()
 	got := e.receive(queue, 1)
 	if len(got) != 1 {
@@ -82,8 +83,8 @@ func wantCode(t *testing.T, err error, code herald.Code) {
 // message (payload, headers, key, priority) is the same.
 func TestRPCNackRequeuesWithAttemptCountIncremented(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "jobs"})
-	id := e.enqueue("jobs", Message{Payload: []byte("hello"), Headers: map[string]string{"k": "v"}, FairnessKey: "tenant-a", Priority: 2})
+	e.create(broker.QueueConfig{Name: "jobs"})
+	id := e.enqueue("jobs", broker.QueueMessage{Payload: []byte("hello"), Headers: map[string]string{"k": "v"}, FairnessKey: "tenant-a", Priority: 2})
 
 	first := e.receiveOne("jobs")
 	if first.ID != id || first.Attempt != 1 || !bytes.Equal(first.Payload, []byte("hello")) || first.Headers["k"] != "v" || first.FairnessKey != "tenant-a" || first.Priority != 2 || first.Weight != 1 {
@@ -92,14 +93,14 @@ func TestRPCNackRequeuesWithAttemptCountIncremented(t *testing.T) {
 	if !first.Deadline.Equal(e.clk.Now().Add(DefaultVisibilityTimeout)) {
 		t.Fatalf("deadline = %v, want now + %v", first.Deadline, DefaultVisibilityTimeout)
 	}
-	if err := e.q.Nack(bg, "jobs", id, NackOptions{}); err != nil {
+	if err := e.q.NackMessage(bg, "jobs", id, broker.QueueNack{}); err != nil {
 		t.Fatal(err)
 	}
 	second := e.receiveOne("jobs")
 	if second.ID != id || second.Attempt != 2 || !bytes.Equal(second.Payload, []byte("hello")) {
 		t.Fatalf("after nack = %+v, want the same message at attempt 2", second)
 	}
-	if err := e.q.Nack(bg, "jobs", id, NackOptions{}); err != nil {
+	if err := e.q.NackMessage(bg, "jobs", id, broker.QueueNack{}); err != nil {
 		t.Fatal(err)
 	}
 	if third := e.receiveOne("jobs"); third.Attempt != 3 {
@@ -112,16 +113,16 @@ func TestRPCNackRequeuesWithAttemptCountIncremented(t *testing.T) {
 // rising, and nothing is dead-lettered.
 func TestRPCNoAttemptLimitByDefault(t *testing.T) {
 	e := newEnv(t)
-	if cfg := e.create(Config{Name: "jobs"}); cfg.MaxAttempts != 0 {
+	if cfg := e.create(broker.QueueConfig{Name: "jobs"}); cfg.MaxAttempts != 0 {
 		t.Fatalf("max attempts = %d, want 0 (no limit)", cfg.MaxAttempts)
 	}
-	id := e.enqueue("jobs", Message{Payload: []byte("again")})
+	id := e.enqueue("jobs", broker.QueueMessage{Payload: []byte("again")})
 	const nacks = 25
 	for attempt := 1; attempt <= nacks; attempt++ {
 		if d := e.receiveOne("jobs"); d.ID != id || d.Attempt != attempt {
 			t.Fatalf("delivery %+v, want %s at attempt %d", d, id, attempt)
 		}
-		if err := e.q.Nack(bg, "jobs", id, NackOptions{}); err != nil {
+		if err := e.q.NackMessage(bg, "jobs", id, broker.QueueNack{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,8 +143,8 @@ func TestRPCNoAttemptLimitByDefault(t *testing.T) {
 // the old lease can no longer be settled or expire.
 func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "jobs", VisibilityTimeout: 5 * time.Second})
-	id := e.enqueue("jobs", Message{Payload: []byte("x")})
+	e.create(broker.QueueConfig{Name: "jobs", VisibilityTimeout: 5 * time.Second})
+	id := e.enqueue("jobs", broker.QueueMessage{Payload: []byte("x")})
 	e.receiveOne("jobs")
 	if exists, attempts, leased := e.deliveryState(id); !exists || !leased || attempts != 1 {
 		t.Fatalf("while leased: exists=%v attempts=%d leased=%v", exists, attempts, leased)
@@ -151,7 +152,7 @@ func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 	if _, _, ok := e.del.LeaseOf(id); !ok {
 		t.Fatal("LeaseOf finds no lease while leased")
 	}
-	if err := e.q.Nack(bg, "jobs", id, NackOptions{Delay: time.Minute}); err != nil {
+	if err := e.q.NackMessage(bg, "jobs", id, broker.QueueNack{Delay: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	exists, attempts, leased := e.deliveryState(id)
@@ -181,24 +182,24 @@ func TestRPCNackRemovesLeaseAndExpiry(t *testing.T) {
 // leased, or one already settled answers not_found (E8004) and changes nothing.
 func TestRPCSettleUnknownMessageIsNotFound(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "jobs"})
-	e.create(Config{Name: "other"})
-	waiting := e.enqueue("jobs", Message{Payload: []byte("w")})
+	e.create(broker.QueueConfig{Name: "jobs"})
+	e.create(broker.QueueConfig{Name: "other"})
+	waiting := e.enqueue("jobs", broker.QueueMessage{Payload: []byte("w")})
 
 	for _, id := range []herald.NodeID{"nope", waiting} {
-		wantCode(t, e.q.Nack(bg, "jobs", id, NackOptions{}), herald.CodeInvalidDeliveryID)
-		wantCode(t, e.q.Ack(bg, "jobs", id), herald.CodeInvalidDeliveryID)
-		_, err := e.q.Extend(bg, "jobs", id, time.Second)
+		wantCode(t, e.q.NackMessage(bg, "jobs", id, broker.QueueNack{}), herald.CodeInvalidDeliveryID)
+		wantCode(t, e.q.AckMessage(bg, "jobs", id), herald.CodeInvalidDeliveryID)
+		_, err := e.q.ExtendMessage(bg, "jobs", id, time.Second)
 		wantCode(t, err, herald.CodeInvalidDeliveryID)
 	}
 	d := e.receiveOne("jobs")
-	wantCode(t, e.q.Ack(bg, "other", d.ID), herald.CodeInvalidDeliveryID)
-	if err := e.q.Ack(bg, "jobs", d.ID); err != nil {
+	wantCode(t, e.q.AckMessage(bg, "other", d.ID), herald.CodeInvalidDeliveryID)
+	if err := e.q.AckMessage(bg, "jobs", d.ID); err != nil {
 		t.Fatal(err)
 	}
 	// Idempotent: the repeated ack and a late nack are not_found, without side effects.
-	wantCode(t, e.q.Ack(bg, "jobs", d.ID), herald.CodeInvalidDeliveryID)
-	wantCode(t, e.q.Nack(bg, "jobs", d.ID, NackOptions{}), herald.CodeInvalidDeliveryID)
+	wantCode(t, e.q.AckMessage(bg, "jobs", d.ID), herald.CodeInvalidDeliveryID)
+	wantCode(t, e.q.NackMessage(bg, "jobs", d.ID, broker.QueueNack{}), herald.CodeInvalidDeliveryID)
 	if exists, _, _ := e.deliveryState(d.ID); exists {
 		t.Fatal("an acknowledged message keeps a delivery record")
 	}
@@ -206,8 +207,8 @@ func TestRPCSettleUnknownMessageIsNotFound(t *testing.T) {
 		t.Fatalf("an acknowledged message came back: %+v", got)
 	}
 	// Unknown queues.
-	wantCode(t, e.q.Ack(bg, "missing", d.ID), herald.CodeInvalidDeliveryID)
-	_, err := e.q.Enqueue(bg, "missing", Message{})
+	wantCode(t, e.q.AckMessage(bg, "missing", d.ID), herald.CodeInvalidDeliveryID)
+	_, err := e.q.Enqueue(bg, "missing", broker.QueueMessage{})
 	wantCode(t, err, herald.CodeNodeNotFound)
 	_, err = e.q.Receive(bg, "missing", 1)
 	wantCode(t, err, herald.CodeNodeNotFound)
@@ -216,17 +217,17 @@ func TestRPCSettleUnknownMessageIsNotFound(t *testing.T) {
 // Nack, then lease again and ack: the message is gone, with its delivery state.
 func TestRPCNackThenAckCompletesLifecycle(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "jobs"})
-	id := e.enqueue("jobs", Message{Payload: []byte("once")})
+	e.create(broker.QueueConfig{Name: "jobs"})
+	id := e.enqueue("jobs", broker.QueueMessage{Payload: []byte("once")})
 	e.receiveOne("jobs")
-	if err := e.q.Nack(bg, "jobs", id, NackOptions{}); err != nil {
+	if err := e.q.NackMessage(bg, "jobs", id, broker.QueueNack{}); err != nil {
 		t.Fatal(err)
 	}
 	d := e.receiveOne("jobs")
 	if d.Attempt != 2 {
 		t.Fatalf("attempt = %d, want 2", d.Attempt)
 	}
-	if err := e.q.Ack(bg, "jobs", id); err != nil {
+	if err := e.q.AckMessage(bg, "jobs", id); err != nil {
 		t.Fatal(err)
 	}
 	err := e.eng.View(func(tx *graph.Tx, _, _ uint64) error {
@@ -249,13 +250,13 @@ func TestRPCNackThenAckCompletesLifecycle(t *testing.T) {
 // An expired lease counts as an attempt, like a nack.
 func TestRPCExpiryIncrementsAttemptCount(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "jobs", VisibilityTimeout: 2 * time.Second})
-	id := e.enqueue("jobs", Message{})
+	e.create(broker.QueueConfig{Name: "jobs", VisibilityTimeout: 2 * time.Second})
+	id := e.enqueue("jobs", broker.QueueMessage{})
 	if d := e.receiveOne("jobs"); d.Attempt != 1 {
 		t.Fatalf("attempt = %d", d.Attempt)
 	}
 	deadline := e.clk.Now().Add(2 * time.Second)
-	ext, err := e.q.Extend(bg, "jobs", id, 10*time.Second)
+	ext, err := e.q.ExtendMessage(bg, "jobs", id, 10*time.Second)
 	if err != nil || !ext.Equal(e.clk.Now().Add(10*time.Second)) {
 		t.Fatalf("extend = %v, %v", ext, err)
 	}
@@ -276,17 +277,17 @@ func TestRPCExpiryIncrementsAttemptCount(t *testing.T) {
 // queue's node); RedriveDeadLetters puts it back with a fresh attempt count.
 func TestRPCMaxAttemptsDeadLettersAndRedrive(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "jobs-dlq"})
-	cfg := e.create(Config{Name: "jobs", MaxAttempts: 2, DeadLetterQueue: "jobs-dlq"})
+	e.create(broker.QueueConfig{Name: "jobs-dlq"})
+	cfg := e.create(broker.QueueConfig{Name: "jobs", MaxAttempts: 2, DeadLetterQueue: "jobs-dlq"})
 	if cfg.DeadLetterQueue != "jobs-dlq" || cfg.MaxAttempts != 2 {
 		t.Fatalf("config = %+v", cfg)
 	}
-	id := e.enqueue("jobs", Message{Payload: []byte("poison"), Priority: 1})
+	id := e.enqueue("jobs", broker.QueueMessage{Payload: []byte("poison"), Priority: 1})
 	for attempt := 1; attempt <= 2; attempt++ {
 		if d := e.receiveOne("jobs"); d.Attempt != attempt {
 			t.Fatalf("attempt = %d, want %d", d.Attempt, attempt)
 		}
-		if err := e.q.Nack(bg, "jobs", id, NackOptions{}); err != nil {
+		if err := e.q.NackMessage(bg, "jobs", id, broker.QueueNack{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -313,7 +314,7 @@ func TestRPCMaxAttemptsDeadLettersAndRedrive(t *testing.T) {
 		t.Fatalf("redriven = %+v", d)
 	}
 	// Dead-lettering at once.
-	if err := e.q.Nack(bg, "jobs", id, NackOptions{DeadLetter: true}); err != nil {
+	if err := e.q.NackMessage(bg, "jobs", id, broker.QueueNack{DeadLetter: true}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := e.q.RedriveDeadLetters(bg, "jobs"); err != nil || n != 1 {
@@ -323,19 +324,19 @@ func TestRPCMaxAttemptsDeadLettersAndRedrive(t *testing.T) {
 
 func TestRPCCreateDeleteQueue(t *testing.T) {
 	e := newEnv(t)
-	cfg := e.create(Config{Name: "q1", VisibilityTimeout: 1500 * time.Millisecond, Weights: map[string]int64{"a": 3}})
+	cfg := e.create(broker.QueueConfig{Name: "q1", VisibilityTimeout: 1500 * time.Millisecond, Weights: map[string]int64{"a": 3}})
 	if cfg.VisibilityTimeout != 1500*time.Millisecond || cfg.Weights["a"] != 3 || cfg.CreatedAt.IsZero() {
 		t.Fatalf("config = %+v", cfg)
 	}
-	_, err := e.q.CreateQueue(bg, Config{Name: "q1"})
+	_, err := e.q.CreateQueue(bg, broker.QueueConfig{Name: "q1"})
 	wantCode(t, err, herald.CodeDuplicateID)
-	_, err = e.q.CreateQueue(bg, Config{Name: "bad name"})
+	_, err = e.q.CreateQueue(bg, broker.QueueConfig{Name: "bad name"})
 	wantCode(t, err, herald.CodeMalformedRequest)
-	_, err = e.q.CreateQueue(bg, Config{Name: "q2", DeadLetterQueue: "absent"})
+	_, err = e.q.CreateQueue(bg, broker.QueueConfig{Name: "q2", DeadLetterQueue: "absent"})
 	wantCode(t, err, herald.CodeNodeNotFound)
-	_, err = e.q.CreateQueue(bg, Config{Name: "q2", Weights: map[string]int64{"a": 0}})
+	_, err = e.q.CreateQueue(bg, broker.QueueConfig{Name: "q2", Weights: map[string]int64{"a": 0}})
 	wantCode(t, err, herald.CodeMalformedRequest)
-	_, err = e.q.Enqueue(bg, "q1", Message{Priority: -1})
+	_, err = e.q.Enqueue(bg, "q1", broker.QueueMessage{Priority: -1})
 	wantCode(t, err, herald.CodeMalformedRequest)
 
 	got, err := e.q.GetQueue("q1")
@@ -343,9 +344,9 @@ func TestRPCCreateDeleteQueue(t *testing.T) {
 		t.Fatalf("GetQueue = %+v, %v", got, err)
 	}
 	// The weight is stamped on each message from the queue's configuration.
-	a := e.enqueue("q1", Message{FairnessKey: "a"})
-	e.enqueue("q1", Message{FairnessKey: "b"})
-	e.enqueue("q1", Message{FairnessKey: "b"})
+	a := e.enqueue("q1", broker.QueueMessage{FairnessKey: "a"})
+	e.enqueue("q1", broker.QueueMessage{FairnessKey: "b"})
+	e.enqueue("q1", broker.QueueMessage{FairnessKey: "b"})
 	for _, d := range e.receive("q1", 3) {
 		if want := map[bool]int64{true: 3, false: 1}[d.ID == a]; d.Weight != want {
 			t.Fatalf("%+v: weight %d, want %d", d, d.Weight, want)
@@ -356,11 +357,11 @@ func TestRPCCreateDeleteQueue(t *testing.T) {
 		t.Fatalf("delete = %d, %v; want 3 messages", n, err)
 	}
 	// The leased message went with the queue.
-	wantCode(t, e.q.Ack(bg, "q1", a), herald.CodeInvalidDeliveryID)
+	wantCode(t, e.q.AckMessage(bg, "q1", a), herald.CodeInvalidDeliveryID)
 	_, err = e.q.DeleteQueue(bg, "q1")
 	wantCode(t, err, herald.CodeNodeNotFound)
 	// Created again, it is a new, empty queue.
-	e.create(Config{Name: "q1"})
+	e.create(broker.QueueConfig{Name: "q1"})
 	if got := e.receive("q1", 5); len(got) != 0 {
 		t.Fatalf("a re-created queue has messages: %+v", got)
 	}
@@ -369,10 +370,10 @@ func TestRPCCreateDeleteQueue(t *testing.T) {
 // Priority orders a key's messages (0 first); a delayed message waits for its time.
 func TestRPCPriorityAndDelay(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "p"})
-	late := e.enqueue("p", Message{Payload: []byte("late"), Delay: time.Minute})
-	low := e.enqueue("p", Message{Payload: []byte("low"), Priority: 5})
-	high := e.enqueue("p", Message{Payload: []byte("high"), Priority: 0})
+	e.create(broker.QueueConfig{Name: "p"})
+	late := e.enqueue("p", broker.QueueMessage{Payload: []byte("late"), Delay: time.Minute})
+	low := e.enqueue("p", broker.QueueMessage{Payload: []byte("low"), Priority: 5})
+	high := e.enqueue("p", broker.QueueMessage{Payload: []byte("high"), Priority: 0})
 	got := e.receive("p", 10)
 	if len(got) != 2 || got[0].ID != high || got[1].ID != low {
 		t.Fatalf("received %+v, want high then low", got)
@@ -386,14 +387,14 @@ func TestRPCPriorityAndDelay(t *testing.T) {
 // A subscription streams leased messages; closing it returns the unsettled ones at once.
 func TestRPCSubscription(t *testing.T) {
 	e := newEnv(t)
-	e.create(Config{Name: "s"})
+	e.create(broker.QueueConfig{Name: "s"})
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
-	sub, err := e.q.Consume(ctx, "s")
+	sub, err := e.q.ConsumeQueue(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := e.enqueue("s", Message{Payload: []byte("streamed"), Headers: map[string]string{"h": "1"}})
+	id := e.enqueue("s", broker.QueueMessage{Payload: []byte("streamed"), Headers: map[string]string{"h": "1"}})
 	d, err := sub.Next(ctx)
 	if err != nil || d.ID != id || string(d.Payload) != "streamed" || d.Attempt != 1 || d.Headers["h"] != "1" {
 		t.Fatalf("next = %+v, %v", d, err)
@@ -406,6 +407,6 @@ func TestRPCSubscription(t *testing.T) {
 	if d := e.receiveOne("s"); d.ID != id || d.Attempt != 1 {
 		t.Fatalf("after close: %+v", d)
 	}
-	_, err = e.q.Consume(ctx, "missing")
+	_, err = e.q.ConsumeQueue(ctx, "missing")
 	wantCode(t, err, herald.CodeNodeNotFound)
 }

@@ -1,4 +1,4 @@
-package queue
+package lockqueue
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
@@ -53,7 +54,7 @@ func (e *env) push(queue, item string, priority int64) {
 	}
 }
 
-func (e *env) pop(queue string, o PopOptions) PopResult {
+func (e *env) pop(queue string, o broker.PopOptions) broker.PopResult {
 	e.t.Helper()
 	res, err := e.q.Pop(context.Background(), queue, o)
 	if err != nil {
@@ -68,14 +69,6 @@ func joined(items []json.RawMessage) string {
 		s[i] = string(it)
 	}
 	return strings.Join(s, ",")
-}
-
-func kindOf(err error) Kind {
-	var qe *Error
-	if errors.As(err, &qe) {
-		return qe.Kind
-	}
-	return 0
 }
 
 // lockedDeliveries reads the handles of the leases held by a queue's lock.
@@ -94,7 +87,7 @@ func TestAcknowledgeReportsLeasesThatEnded(t *testing.T) {
 	e := newEnv(t)
 	e.push("q", `"a"`, 0)
 	e.push("q", `"b"`, 1)
-	res := e.pop("q", PopOptions{Count: 2, RequireAck: true})
+	res := e.pop("q", broker.PopOptions{Count: 2, RequireAck: true})
 	ids := e.lockedDeliveries("q")
 	if len(ids) != 2 {
 		t.Fatalf("lock holds %v", ids)
@@ -109,7 +102,7 @@ func TestAcknowledgeReportsLeasesThatEnded(t *testing.T) {
 	if ack.Acknowledged != 1 || ack.Returned != 1 {
 		t.Fatalf("acknowledge %+v", ack)
 	}
-	if got := joined(e.pop("q", PopOptions{Count: 5}).Items); got != `"a"` {
+	if got := joined(e.pop("q", broker.PopOptions{Count: 5}).Items); got != `"a"` {
 		t.Fatalf("after acknowledge: %s", got)
 	}
 }
@@ -120,19 +113,19 @@ func TestAcknowledgeAllLeasesEnded(t *testing.T) {
 	e := newEnv(t)
 	e.push("q", `1`, 0)
 	e.push("q", `2`, 0)
-	res := e.pop("q", PopOptions{Count: 2, RequireAck: true})
+	res := e.pop("q", broker.PopOptions{Count: 2, RequireAck: true})
 	for _, r := range e.del.SettleHandles(context.Background(), e.lockedDeliveries("q"), delivery.Settle{Action: delivery.ActNack}) {
 		if err := r.Err; err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.q.Acknowledge(context.Background(), "q", res.LockID); kindOf(err) != Expired {
+	if _, err := e.q.Acknowledge(context.Background(), "q", res.LockID); herald.CodeOf(err) != herald.CodeLockExpired {
 		t.Fatalf("acknowledge: %v", err)
 	}
 	if lk, _ := e.q.readLock("q"); lk != nil {
 		t.Fatal("lock left behind")
 	}
-	if got := joined(e.pop("q", PopOptions{Count: 5}).Items); got != `1,2` {
+	if got := joined(e.pop("q", broker.PopOptions{Count: 5}).Items); got != `1,2` {
 		t.Fatalf("after acknowledge: %s", got)
 	}
 }
@@ -141,7 +134,7 @@ func TestAcknowledgeAllLeasesEnded(t *testing.T) {
 func TestLockNode(t *testing.T) {
 	e := newEnv(t)
 	e.push("q", `{"k":1}`, 0)
-	res := e.pop("q", PopOptions{RequireAck: true, TTL: 7 * time.Second})
+	res := e.pop("q", broker.PopOptions{RequireAck: true, TTL: 7 * time.Second})
 	if len(res.LockID) < 22 || !res.Locked {
 		t.Fatalf("pop %+v", res)
 	}
@@ -176,7 +169,7 @@ func TestItemsWrittenByHand(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.push("q", `[1, 2]`, 1)
-	if got := joined(e.pop("q", PopOptions{Count: 2}).Items); got != `"not json",[1,2]` {
+	if got := joined(e.pop("q", broker.PopOptions{Count: 2}).Items); got != `"not json",[1,2]` {
 		t.Fatalf("items %s", got)
 	}
 }
@@ -184,38 +177,59 @@ func TestItemsWrittenByHand(t *testing.T) {
 func TestValidationAndClamps(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	for _, id := range []string{"", "a b", `a"b`, "a/b", strings.Repeat("x", MaxIDLength+1), "é"} {
-		if _, err := e.q.Push(ctx, id, json.RawMessage(`1`), 0); kindOf(err) != Invalid {
+	for _, id := range []string{"", "a b", `a"b`, "a/b", strings.Repeat("x", broker.MaxQueueName+1), "é"} {
+		if _, err := e.q.Push(ctx, id, json.RawMessage(`1`), 0); herald.CodeOf(err) != herald.CodeMalformedRequest {
 			t.Errorf("push to %q: %v", id, err)
 		}
-		if _, err := e.q.Pop(ctx, id, PopOptions{}); kindOf(err) != Invalid {
+		if _, err := e.q.Pop(ctx, id, broker.PopOptions{}); herald.CodeOf(err) != herald.CodeMalformedRequest {
 			t.Errorf("pop of %q: %v", id, err)
 		}
 	}
-	for _, id := range []string{"a", "my-queue", "A.b_c~d:e", strings.Repeat("x", MaxIDLength)} {
-		if !ValidID(id) {
-			t.Errorf("ValidID(%q) = false", id)
+	for _, id := range []string{"a", "my-queue", "A.b_c~d:e", strings.Repeat("x", broker.MaxQueueName)} {
+		if !broker.ValidQueueName(id) {
+			t.Errorf("broker.ValidQueueName(%q) = false", id)
 		}
 	}
 	for _, item := range []string{``, `null`, `{`, `1 2`} {
-		if _, err := e.q.Push(ctx, "q", json.RawMessage(item), 0); kindOf(err) != Invalid {
+		if _, err := e.q.Push(ctx, "q", json.RawMessage(item), 0); herald.CodeOf(err) != herald.CodeMalformedRequest {
 			t.Errorf("push %q: %v", item, err)
 		}
 	}
-	if _, err := e.q.Push(ctx, "q", json.RawMessage(`1`), -1); kindOf(err) != Invalid {
+	if _, err := e.q.Push(ctx, "q", json.RawMessage(`1`), -1); herald.CodeOf(err) != herald.CodeMalformedRequest {
 		t.Errorf("negative priority: %v", err)
 	}
-	if _, err := e.q.Acknowledge(ctx, "q", ""); kindOf(err) != Invalid {
+	if _, err := e.q.Acknowledge(ctx, "q", ""); herald.CodeOf(err) != herald.CodeMalformedRequest {
 		t.Errorf("empty lock id: %v", err)
 	}
-	for in, want := range map[time.Duration]time.Duration{0: DefaultTTL, time.Millisecond: MinTTL, 1500 * time.Millisecond: time.Second, time.Hour: MaxTTL, -time.Second: MinTTL} {
-		if got := ClampTTL(in); got != want {
-			t.Errorf("ClampTTL(%v) = %v, want %v", in, got, want)
+	for in, want := range map[time.Duration]time.Duration{0: broker.DefaultLockTTL, time.Millisecond: broker.MinLockTTL, 1500 * time.Millisecond: time.Second, time.Hour: broker.MaxLockTTL, -time.Second: broker.MinLockTTL} {
+		if got := broker.ClampTTL(in); got != want {
+			t.Errorf("broker.ClampTTL(%v) = %v, want %v", in, got, want)
 		}
 	}
-	for in, want := range map[int]int{0: 1, -3: 1, 7: 7, 1000: MaxCount} {
-		if got := ClampCount(in); got != want {
-			t.Errorf("ClampCount(%d) = %d, want %d", in, got, want)
+	for in, want := range map[int]int{0: 1, -3: 1, 7: 7, 1000: broker.MaxPopCount} {
+		if got := broker.ClampCount(in); got != want {
+			t.Errorf("broker.ClampCount(%d) = %d, want %d", in, got, want)
 		}
+	}
+}
+
+// The contract's refusals are coded errors: a held queue is QUEUE_LOCKED with the
+// lock's expiry in the chain, a queue without a lock NOT_FOUND.
+func TestRefusalsAreCoded(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.q.Acknowledge(ctx, "q", "lnope"); herald.CodeOf(err) != herald.CodeNotFound {
+		t.Fatalf("acknowledge without a lock: %v", err)
+	}
+	e.push("q", `1`, 0)
+	e.push("q", `2`, 0)
+	res := e.pop("q", broker.PopOptions{RequireAck: true, TTL: 9 * time.Second})
+	_, err := e.q.Pop(ctx, "q", broker.PopOptions{})
+	var held *broker.LockHeld
+	if herald.CodeOf(err) != herald.CodeQueueLocked || !errors.As(err, &held) || !held.ExpiresAt.Equal(res.LockExpiresAt) {
+		t.Fatalf("pop of a held queue: %v (%v)", err, held)
+	}
+	if _, err := e.q.Acknowledge(ctx, "q", "lwrong"); herald.CodeOf(err) != herald.CodeMalformedRequest {
+		t.Fatalf("wrong lock id: %v", err)
 	}
 }

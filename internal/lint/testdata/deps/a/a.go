@@ -1,0 +1,3 @@
+package a
+
+import _ "example.com/m/b"
