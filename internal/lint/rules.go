@@ -42,7 +42,7 @@ var Herald = Config{
 		{Pkg: "store/pebblestore", Allow: []string{".", "store", "internal/clock"}, External: []string{modPebble}},
 		{Pkg: "store/pgstore", Allow: []string{".", "store"}, External: []string{modPgx}},
 		// The engine's restart tests run Pebble on its in-memory filesystem.
-		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS}},
+		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Watch-mode and consume-mode tests restart the engine on Pebble's in-memory
 		// filesystem, like the engine's, and check that no goroutine outlives them.
 		{Pkg: "watch/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
@@ -57,20 +57,20 @@ var Herald = Config{
 		{Pkg: "broker/brokertest", Allow: []string{".", "broker"}},
 		// The queue contracts translate onto the engine and the consume engine, and build
 		// their statements as trees for the printer.
-		{Pkg: "lockqueue", Allow: []string{".", "broker", "engine", "delivery", "graph/...", "lang/...", "internal/keyed", "internal/clock"}, TestAllow: []string{"store/..."}},
-		{Pkg: "namedqueue", Allow: []string{".", "broker", "engine", "delivery", "graph/...", "lang/...", "internal/keyed", "internal/clock"}, TestAllow: []string{"store/..."}},
+		{Pkg: "lockqueue", Allow: []string{".", "broker", "engine", "delivery", "graph/...", "lang/...", "internal/keyed", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modGoleak}},
+		{Pkg: "namedqueue", Allow: []string{".", "broker", "engine", "delivery", "graph/...", "lang/...", "internal/keyed", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modGoleak}},
 		{Pkg: "internal/keyed"},
 		// The surfaces know the seam only: never the engine, the standing queries or the
 		// queues behind it.
-		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}},
-		{Pkg: "server", Allow: []string{".", "broker", "engine", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}},
+		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
+		{Pkg: "server", Allow: []string{".", "broker", "engine", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
 		// rpcapi serves both RPC services on the seam; its queue tests put the real named
 		// queues behind the fake.
 		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect},
-			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}},
+			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}, TestExternal: []string{modGoleak}},
 		// The client's tests check that no goroutine outlives them.
 		{Pkg: "client", Allow: []string{".", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
 		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
