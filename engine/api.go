@@ -35,7 +35,7 @@ const (
 
 // Config configures an Engine.
 type Config struct {
-	Backend      store.Backend // required
+	Backend      store.Backend // required; a successful Open takes it over (Close closes it)
 	Clock        herald.Clock  // nil means the real clock
 	Logger       *slog.Logger  // nil means slog.Default()
 	TickMode     TickMode

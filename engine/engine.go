@@ -63,6 +63,9 @@ type Engine struct {
 	// principalWatches counts the watches of each principal (layer0.go), under sessMu.
 	principalWatches map[string]int
 
+	// backendOwned: a successful Open takes the backend over, and Close closes it.
+	backendOwned bool
+
 	closing  atomic.Bool
 	inflight sync.WaitGroup
 	stopOnce sync.Once
@@ -140,6 +143,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		sessions: map[string]*Session{},
 
 		principalWatches: map[string]int{},
+		backendOwned:     true,
 	}
 	switch {
 	case cfg.BodyCache == 0:
@@ -153,6 +157,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.l0 = newLayer0(e, cfg.Layer0Interval)
 	go e.l0.loop()
 	if err := e.cleanSessions(ctx); err != nil {
+		e.backendOwned = false // a failed Open leaves the backend to its caller
 		_ = e.Close(context.Background())
 		return nil, fmt.Errorf("engine: remove the sessions of the last run: %w", err)
 	}
@@ -166,7 +171,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 }
 
 // Close stops accepting work, waits for in-flight calls and commits, stops background
-// work and closes the backend. It is idempotent.
+// work and closes the backend, which a successful Open took over (a failed one leaves
+// it to the caller). It is idempotent.
 func (e *Engine) Close(ctx context.Context) error {
 	var err error
 	e.stopOnce.Do(func() {
@@ -186,8 +192,10 @@ func (e *Engine) Close(ctx context.Context) error {
 			err = ctx.Err()
 		}
 		e.pipe.stop()
-		if cerr := e.cfg.Backend.Close(); cerr != nil && err == nil {
-			err = cerr
+		if e.backendOwned {
+			if cerr := e.cfg.Backend.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
 		}
 		e.log.Info("engine closed", "seq", e.pipe.durableSeq())
 	})

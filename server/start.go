@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/auth"
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/httpapi"
+	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/lockqueue"
+	"github.com/herald-mq/herald/namedqueue"
+	"github.com/herald-mq/herald/rpcapi"
+	"github.com/herald-mq/herald/store"
+	"github.com/herald-mq/herald/store/pebblestore"
+	"github.com/herald-mq/herald/watch"
+)
+
+// ErrStarted is returned by Start on a server that was already started or stopped.
+var ErrStarted = errors.New("server: already started")
+
+// undo is what a failed Start closes again, last opened first.
+type undo []func()
+
+func (u *undo) add(f func()) { *u = append(*u, f) }
+
+func (u undo) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// Start binds the listener, then opens the store and the engine, and starts serving
+// HTTP. When it returns nil the listener is bound (see Addr); when it returns an error
+// everything it opened is closed again, and a server that could not bind its address
+// has created nothing, not even the data directory. A data directory another process
+// holds is refused with an error that says so (pebblestore.ErrLocked). ctx bounds the
+// opening, not the life of the server.
+func (s *Server) Start(ctx context.Context) (err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != stateNew {
+		return ErrStarted
+	}
+	var cleanup undo
+	defer func() {
+		if err != nil {
+			cleanup.run()
+		}
+	}()
+	if err := s.checkExposure(); err != nil {
+		return err
+	}
+	if err := s.loadTLS(); err != nil {
+		return err
+	}
+	// The port first: a server that cannot have it stops before it creates or opens
+	// anything. Connections that arrive meanwhile wait in the listen queue.
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return listenError(s.cfg.Listen, err)
+	}
+	cleanup.add(func() { _ = ln.Close() })
+
+	backend, err := s.openStore()
+	if err != nil {
+		return err
+	}
+	nd, err := s.openNode(ctx, backend, &cleanup)
+	if err != nil {
+		return err
+	}
+	handler, api, rpc, err := s.handler(nd)
+	if err != nil {
+		return err
+	}
+	s.http = s.httpServer(handler)
+	// Watch and Consume streams live as long as their clients; end them when the drain
+	// starts, releasing their leases, so they do not hold the shutdown up.
+	s.http.RegisterOnShutdown(api.CloseStreams)
+	s.http.RegisterOnShutdown(rpc.CloseStreams)
+	ln = s.wrapListener(ln)
+	s.backend, s.eng, s.del, s.wat, s.ln, s.state = backend, nd.eng, nd.del, nd.wat, ln, stateRunning
+	go s.run(s.http, ln)
+
+	seq, tick := nd.eng.Position()
+	s.log.Info("listening", "addr", ln.Addr().String(), "tls", s.tls != nil, "client_certs", s.tls != nil && s.cfg.TLSClientCAFile != "", "data", s.dataLabel(), "seq", seq, "tick", tick)
+	return nil
+}
+
+// loadTLS reads the certificate files, when TLS is asked for.
+func (s *Server) loadTLS() error {
+	if s.cfg.TLSCertFile == "" && s.cfg.TLSKeyFile == "" && s.cfg.TLSClientCAFile == "" {
+		return nil
+	}
+	if s.cfg.TLSCertFile == "" || s.cfg.TLSKeyFile == "" {
+		return errors.New("server: TLS needs both a certificate and its key (--tls-cert, --tls-key)")
+	}
+	f := &tlsFiles{certFile: s.cfg.TLSCertFile, keyFile: s.cfg.TLSKeyFile, caFile: s.cfg.TLSClientCAFile}
+	if err := f.load(); err != nil {
+		return err
+	}
+	s.tls = f
+	return nil
+}
+
+// openStore returns Config.Backend, or opens the Pebble store in the data directory.
+func (s *Server) openStore() (store.Backend, error) {
+	if s.cfg.Backend != nil {
+		return s.cfg.Backend, nil
+	}
+	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	ps, err := pebblestore.Open(s.cfg.DataDir, pebblestore.Options{Logger: s.log.With("component", "pebble"), AcceptLoss: s.cfg.AcceptDataLoss, PreparedLogs: s.cfg.PreparedLogs})
+	if errors.Is(err, pebblestore.ErrLocked) {
+		return nil, fmt.Errorf("server: %w. Is a herald serve already running on it? Stop that process, or give this server another directory with --data", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return ps, nil
+}
+
+// openNode opens the engine on backend (which it takes over), then the consume and
+// watch engines and the queue contracts on it: the node the surfaces reach. What it
+// started goes on cleanup.
+func (s *Server) openNode(ctx context.Context, backend store.Backend, cleanup *undo) (*node, error) {
+	eng, err := engine.Open(ctx, engine.Config{
+		Backend:                backend,
+		Clock:                  s.cfg.Clock,
+		Logger:                 s.log.With("component", "engine"),
+		TickMode:               s.cfg.TickMode,
+		TickInterval:           s.cfg.TickInterval,
+		Retention:              s.cfg.Retention,
+		MaxWatchesPerSession:   s.cfg.MaxWatchesPerSession,
+		MaxWatchesPerPrincipal: s.cfg.MaxWatchesPerPrincipal,
+		MinFreeBytes:           s.cfg.MinFreeBytes,
+		Layer0Interval:         s.cfg.StatsInterval,
+		StatementTimeout:       s.cfg.StatementTimeout,
+		MaxRowsScanned:         s.cfg.MaxRowsScanned,
+	})
+	if err != nil {
+		_ = backend.Close() // a failed Open leaves the backend to its caller
+		return nil, fmt.Errorf("server: open engine: %w", err)
+	}
+	// The engine has the backend now: closing it closes the store.
+	cleanup.add(func() { _ = eng.Close(context.Background()) })
+
+	// The consume engine installs itself as the engine's statement extension (ACK, NACK,
+	// EXTEND over /v1/query), so it starts before anything is served. One handle names
+	// one watch in a session, whichever its mode: each service asks the other before
+	// binding one.
+	var wat *watch.Service
+	del := delivery.New(delivery.Config{
+		Engine:       eng,
+		Logger:       s.log.With("component", "delivery"),
+		MaxConsumers: s.cfg.MaxConsumers,
+		Policy:       s.cfg.WatchPolicy,
+		Handles:      func(session, name string) bool { return wat != nil && wat.HasHandle(session, name) },
+	})
+	if err := del.Start(ctx); err != nil {
+		return nil, fmt.Errorf("server: start delivery: %w", err)
+	}
+	cleanup.add(func() { _ = del.Stop(context.Background()) })
+
+	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare, FeedLinger: max(s.cfg.FeedLinger, 0)})
+	if err := wat.Start(ctx); err != nil {
+		return nil, fmt.Errorf("server: start watch: %w", err)
+	}
+	cleanup.add(func() { _ = wat.Stop(context.Background()) })
+	// The queue contracts translate onto the graph and the consume engine.
+	return &node{eng: eng, del: del, wat: wat, lq: lockqueue.New(eng, del), nq: namedqueue.New(eng, del)}, nil
+}
+
+// handler mounts the JSON API, the RPC services and the principal and token API on one
+// port, inside authentication, the rate limit and the body limits.
+func (s *Server) handler(nd *node) (http.Handler, *httpapi.Handler, *rpcapi.Service, error) {
+	// Watch streams of both surfaces encode their events in the same few slots, so
+	// that a fan-out, over server-sent events and RPC alike, leaves CPU to the writers.
+	sendSlots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	api := httpapi.New(nd, httpapi.Options{
+		MaxBodyBytes: s.cfg.MaxBodyBytes,
+		Logger:       s.log.With("component", "http"),
+		Ready:        s.ready,
+		Clock:        s.cfg.Clock,
+		PingInterval: s.cfg.PingInterval,
+		Metrics:      []herald.MetricSource{nd.eng, nd.del, nd.wat, nd.lq},
+		WatchLinger:  positiveOrNone(s.cfg.SSELinger),
+		SendSlots:    sendSlots,
+	})
+	rpc := rpcapi.New(nd, rpcapi.Options{
+		Logger:       s.log.With("component", "rpc"),
+		MaxBodyBytes: s.cfg.MaxBodyBytes,
+		WatchLinger:  s.cfg.WatchLinger,
+		Clock:        nd.eng.Clock(),
+		SendSlots:    sendSlots,
+
+		MaxInflightPublishes: s.cfg.MaxInflightPublishes,
+	})
+	tokens, err := auth.Open(nd.eng)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server: load principals and tokens: %w", err)
+	}
+	// One port: the RPC services under their path prefixes, the JSON API everywhere
+	// else. gRPC needs HTTP/2, which the server speaks without TLS too (h2c).
+	mux := http.NewServeMux()
+	admin, adminRoutes := authAPI(tokens)
+	mux.Handle("/v1/principals/", admin)
+	mux.Handle("/v1/tokens", admin)
+	mux.Handle("/v1/tokens/", admin)
+	s.routes = append(api.Routes(), adminRoutes...)
+	mux.Handle(rpc.Handler())
+	mux.Handle(rpc.QueuesHandler())
+	mux.Handle("/", api)
+
+	var handler http.Handler = mux
+	if s.cfg.Auth {
+		if s.cfg.RateLimit > 0 {
+			clk := s.cfg.Clock
+			if clk == nil {
+				clk = clock.Real()
+			}
+			rl := &rateLimiter{rate: s.cfg.RateLimit, clock: clk, buckets: map[string]*bucket{}}
+			handler = rl.limitRate(handler)
+		}
+		handler = s.authenticate(tokens, handler)
+	}
+	bodyTimeout := s.cfg.BodyTimeout
+	if bodyTimeout == 0 {
+		bodyTimeout = DefaultBodyTimeout
+	}
+	return limitBodies(handler, bodyTimeout, rpcapi.StreamingRequests()), api, rpc, nil
+}
+
+// httpServer serves handler over HTTP/1.1 and HTTP/2 (h2c without TLS).
+func (s *Server) httpServer(handler http.Handler) *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	if s.tls != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
+	return &http.Server{
+		Handler:   handler,
+		Protocols: &protocols,
+		// Watches and subscriptions are streams: let one client connection carry
+		// thousands of them (the default allows 250).
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConn},
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// wrapListener caps the listener's connections and adds TLS when configured.
+func (s *Server) wrapListener(ln net.Listener) net.Listener {
+	if max := s.cfg.MaxConnections; max >= 0 {
+		if max == 0 {
+			max = DefaultMaxConnections
+		}
+		var lastLog atomic.Int64
+		ln = &limitListener{Listener: ln, max: int64(max), refused: func() {
+			if now := time.Now().Unix(); lastLog.Swap(now) != now {
+				s.log.Warn("connection refused: the server holds its most connections", "max", max)
+			}
+		}}
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.config())
+	}
+	return ln
+}
