@@ -56,8 +56,17 @@ func (w *workload) next(n int) []*store.Batch {
 // horizon to its position without a gap. It returns the position.
 func checkState(t *testing.T, schema string, acked uint64) store.Meta {
 	t.Helper()
+	return checkStateAt(t, testDSN(t), schema, acked)
+}
+
+// checkStateAt is checkState on the server at dsn.
+func checkStateAt(t *testing.T, dsn, schema string, acked uint64) store.Meta {
+	t.Helper()
 	ctx := context.Background()
-	s := mustOpen(t, schema, pgstore.Options{})
+	s, err := pgstore.Open(ctx, dsn, pgstore.Options{Schema: schema, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Close()
 	m, err := s.Meta(ctx)
 	if err != nil {
@@ -280,40 +289,35 @@ func waitBackends(t *testing.T, app string) {
 	}
 }
 
-// TestServerRestart restarts the PostgreSQL server while a store commits with two groups
-// in flight: commits fail with errors (none hangs, none is acknowledged unless stored)
-// and succeed again once the server is back. It is skipped unless
-// HERALD_PG_RESTART_TEST=1, since it disturbs every other user of the server.
+// TestServerRestart restarts the PostgreSQL server (one of the test's own, see
+// privateCluster) while a store commits with two groups in flight, once cleanly and
+// once as a crash: commits fail with errors (none hangs, none is acknowledged unless
+// stored) and succeed again once the server is back.
 func TestServerRestart(t *testing.T) {
-	if os.Getenv("HERALD_PG_RESTART_TEST") != "1" {
-		t.Skip("restarts the PostgreSQL server (pg_ctlcluster --skip-systemctl-redirect 15 main restart), which disturbs its other users; set HERALD_PG_RESTART_TEST=1 to run it")
-	}
-	ctl, err := exec.LookPath("pg_ctlcluster")
-	if err != nil {
-		t.Skip("pg_ctlcluster is not installed: cannot restart the server")
-	}
-	schema := newSchema(t)
-	s := mustOpen(t, schema, pgstore.Options{Timeout: 20 * time.Second})
-	defer s.Close()
-	r := &restarter{t: t, s: s, w: &workload{}, restarted: make(chan error, 1)}
-	for r.okAfter < 30 {
-		r.step()
-		if r.ok >= 30 && !r.started {
-			r.started = true
-			go func() {
-				out, err := exec.Command(ctl, "--skip-systemctl-redirect", "15", "main", "restart").CombinedOutput()
-				if err != nil {
-					err = fmt.Errorf("%v: %s", err, out)
+	for _, mode := range []string{"fast", "immediate"} {
+		t.Run(mode, func(t *testing.T) {
+			dsn, restart := privateCluster(t)
+			const schema = "herald_restart"
+			s, err := pgstore.Open(context.Background(), dsn, pgstore.Options{Schema: schema, Logger: quiet, Timeout: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			r := &restarter{t: t, s: s, w: &workload{}, restarted: make(chan error, 1)}
+			for r.okAfter < 30 {
+				r.step()
+				if r.ok >= 30 && !r.started {
+					r.started = true
+					go func() { r.restarted <- restart(mode) }()
 				}
-				r.restarted <- err
-			}()
-		}
-	}
-	r.drain()
-	t.Logf("%d commits acknowledged, %d failed during the restart", r.ok, r.failed)
-	m := checkState(t, schema, r.acked)
-	if m.Seq != r.acked {
-		t.Fatalf("stored seq %d, last acknowledged %d", m.Seq, r.acked)
+			}
+			r.drain()
+			t.Logf("%d commits acknowledged, %d failed during the restart", r.ok, r.failed)
+			m := checkStateAt(t, dsn, schema, r.acked)
+			if m.Seq != r.acked {
+				t.Fatalf("stored seq %d, last acknowledged %d", m.Seq, r.acked)
+			}
+		})
 	}
 }
 

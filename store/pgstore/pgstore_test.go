@@ -35,9 +35,9 @@ var (
 	pgReach error
 )
 
-// testDSN returns the test server's DSN, or skips the test when PostgreSQL is not
-// reachable there. A refused connection on a machine with pg_ctlcluster starts the
-// local cluster first.
+// testDSN returns the test server's DSN. A refused connection on a machine with
+// pg_ctlcluster starts the local cluster first; the test skips only where PostgreSQL is
+// not installed (and no server is named), and fails where it is but cannot be reached.
 func testDSN(t testing.TB) string {
 	t.Helper()
 	pgOnce.Do(func() {
@@ -48,7 +48,7 @@ func testDSN(t testing.TB) string {
 		pgReach = ping(pgDSN)
 		if errors.Is(pgReach, syscall.ECONNREFUSED) {
 			if ctl, err := exec.LookPath("pg_ctlcluster"); err == nil {
-				if out, err := exec.Command(ctl, "--skip-systemctl-redirect", "15", "main", "start").CombinedOutput(); err != nil {
+				if out, err := exec.Command(ctl, "--skip-systemctl-redirect", pgVersion(), "main", "start").CombinedOutput(); err != nil {
 					pgReach = fmt.Errorf("%w; starting it with pg_ctlcluster: %v: %s", pgReach, err, out)
 				} else {
 					pgReach = ping(pgDSN)
@@ -57,9 +57,24 @@ func testDSN(t testing.TB) string {
 		}
 	})
 	if pgReach != nil {
-		t.Skipf("PostgreSQL is not reachable at %s (set HERALD_TEST_PG_DSN to use another server); skipping the PostgreSQL store's tests: %v", redact(pgDSN), pgReach)
+		if _, err := exec.LookPath("pg_ctlcluster"); err != nil && os.Getenv("HERALD_TEST_PG_DSN") == "" {
+			t.Skipf("PostgreSQL is not installed here (no pg_ctlcluster) and not reachable at %s; set HERALD_TEST_PG_DSN to use a server elsewhere. Skipping the PostgreSQL store's tests: %v", redact(pgDSN), pgReach)
+		}
+		t.Fatalf("PostgreSQL is installed but not reachable at %s: %v", redact(pgDSN), pgReach)
 	}
 	return pgDSN
+}
+
+// pgVersion is the newest PostgreSQL cluster version configured here ("15" if none is).
+func pgVersion() string {
+	entries, _ := os.ReadDir("/etc/postgresql")
+	v := "15"
+	for _, e := range entries {
+		if e.IsDir() && e.Name() > v {
+			v = e.Name()
+		}
+	}
+	return v
 }
 
 func ping(dsn string) error {
