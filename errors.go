@@ -69,6 +69,7 @@ const (
 	CodeShuttingDown Code = "E5003"
 	CodeReadFailed   Code = "E5004"
 	CodeStorageFull  Code = "E5005"
+	CodeNotLeader    Code = "E5006"
 
 	CodeCompacted     Code = "E6001"
 	CodePositionAhead Code = "E6002"
@@ -142,6 +143,7 @@ var codeTable = []CodeInfo{
 	{CodeShuttingDown, "SHUTTING_DOWN", 503, "unavailable", "the server is stopping"},
 	{CodeReadFailed, "READ_FAILED", 500, "internal", "a value kept in the store (a node's body) could not be read back"},
 	{CodeStorageFull, "STORAGE_FULL", 507, "resource_exhausted", "the store's disk is below its free-space reserve: writes are refused until space is freed; reads go on"},
+	{CodeNotLeader, "NOT_LEADER", 503, "unavailable", "this node follows the leader and serves reads and watch-mode streams only: send writes, consume streams and settlements to the leader, whose address the error carries"},
 
 	{CodeCompacted, "CHANGES_COMPACTED", 410, "out_of_range", "the requested change-log position is older than the retention horizon"},
 	{CodePositionAhead, "POSITION_AHEAD", 409, "out_of_range", "the requested position is ahead of the server's: its data is older than what the client saw"},

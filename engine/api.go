@@ -70,4 +70,8 @@ type Config struct {
 	// BodyCache is how many bytes of newly written node bodies stay in memory (see
 	// herald.Body). 0 means DefaultBodyCache; a negative value keeps none once durable.
 	BodyCache int
+	// Follower opens the engine read-only, to follow another node's change log with
+	// Follow: it commits nothing (a commit answers E5006 NOT_LEADER), and neither cleans
+	// the last run's sessions nor writes _Watch counters nor advances ticks.
+	Follower bool
 }

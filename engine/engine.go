@@ -154,6 +154,10 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	e.pipe = newPipeline(cfg.Backend, cfg.MaxGroup, cfg.Retention, meta, cfg.Clock.Now, e.log)
 	e.pipe.afterSync = e.bodies.trim
 	e.pipe.start()
+	if cfg.Follower {
+		e.log.Info("engine open as a follower", "seq", meta.Seq, "tick", meta.Tick, "nodes", g.NodeCount())
+		return e, nil
+	}
 	e.l0 = newLayer0(e, cfg.Layer0Interval)
 	go e.l0.loop()
 	if err := e.cleanSessions(ctx); err != nil {
@@ -313,6 +317,9 @@ func (e *Engine) commitLocked(tx *graph.Tx, tickBy uint64, actor herald.NodeID) 
 // nothing can see it durable before that. A commit of auxiliary records alone takes no
 // seq.
 func (e *Engine) commitLockedAnnounce(tx *graph.Tx, aux []store.AuxOp, tickBy uint64, actor herald.NodeID, announce func(seq uint64)) (*pending, error) {
+	if e.cfg.Follower {
+		return nil, errFollower
+	}
 	if err := e.pipe.failure(); err != nil {
 		return nil, storageError(err)
 	}

@@ -353,6 +353,22 @@ func (p *pipeline) synced(g *group) {
 	}
 }
 
+// followed makes change sets another node committed durable here: listeners hear of
+// them and the durable position moves, as after a group commit of this node's own.
+func (p *pipeline) followed(sets []*herald.ChangeSet) {
+	p.listeners.notify(sets)
+	p.mu.Lock()
+	last := sets[len(sets)-1]
+	p.durable, p.durableTick = last.Seq, last.Tick
+	close(p.advanced)
+	p.advanced = make(chan struct{})
+	durable := p.durable
+	p.mu.Unlock()
+	if p.afterSync != nil {
+		p.afterSync(durable)
+	}
+}
+
 // waitDurable blocks until seq is durable.
 func (p *pipeline) waitDurable(ctx context.Context, seq uint64) error {
 	for {
