@@ -37,7 +37,7 @@ type watchReq struct {
 }
 
 func (s *scriptWatcher) Open(ctx context.Context, session, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
-	if engine.ConsumeMode(query) {
+	if consumeMode(query) {
 		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream")
 	}
 	s.mu.Lock()

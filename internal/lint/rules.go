@@ -66,8 +66,11 @@ var Herald = Config{
 		{Pkg: "client", Allow: []string{".", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
 		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
-		// Its watch tests serve the real RPC service with a scripted watch engine.
-		{Pkg: "internal/cli", Allow: []string{".", "server", "engine", "queue", "client"}, TestAllow: []string{"heraldtest", "rpcapi"}, External: []string{modCobra, modReadline}},
+		// Every command but serve is a client of the server through the Go client; the
+		// statement of watch and consume is read with the language's front end. Its watch
+		// tests serve the real RPC service with a scripted watch engine, and its query
+		// tests a fake that answers sessions in the RPC's messages.
+		{Pkg: "internal/cli", Allow: []string{".", "server", "client", "lang/..."}, TestAllow: []string{"heraldtest", "rpcapi", "engine", "api/heraldv1"}, External: []string{modCobra, modReadline}, TestExternal: []string{modProtobuf}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/race"},
