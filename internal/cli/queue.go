@@ -32,8 +32,8 @@ func newQueueCmd(stdout io.Writer) *cobra.Command {
 		Short: "Push, pop and acknowledge queue items; inspect queues and their dead letters",
 		Long: `Work with the queues of a running broker (see docs/queues.md).
 
-push, pop and ack call the queue REST API. nack, stats and dlq read and settle the
-queues' nodes through the query API (POST /v1/query).
+push, pop, ack and nack call the queue REST API; stats and dlq read the queues' nodes
+with a query. All of them go through the Go client (client.Queue).
 
 Output is a table or a short line for people; --json prints JSON for machines.
 Exit status: 0 on success, 1 when the server refuses or fails (its status or error
