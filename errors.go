@@ -66,6 +66,7 @@ const (
 	CodeAlreadySettled   Code = "E4020"
 	CodeQueueLocked      Code = "E4021"
 	CodeLockExpired      Code = "E4022"
+	CodeOutcomeUnknown   Code = "E4023"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -142,6 +143,7 @@ var codeTable = []CodeInfo{
 	{CodeAlreadySettled, "ALREADY_SETTLED", 409, "failed_precondition", "the message was settled already (a second Ack, Nack or Reject); the Go client makes one settlement per delivery and sends no other"},
 	{CodeQueueLocked, "QUEUE_LOCKED", 423, "failed_precondition", "the queue has an active lock: pops are refused until it is acknowledged, released or expires (the queue REST API answers 423 with the lock's expiry)"},
 	{CodeLockExpired, "LOCK_EXPIRED", 410, "failed_precondition", "the queue lock expired before it was acknowledged or released; its items are back in the queue (the queue REST API answers 410 with error_code LOCK_EXPIRED)"},
+	{CodeOutcomeUnknown, "OUTCOME_UNKNOWN", 503, "unavailable", "the stream or connection ended before the server answered: the request (a settlement) may or may not have taken effect. Raised by the client"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

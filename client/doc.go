@@ -122,7 +122,8 @@
 // A subscription does not reconnect. When its stream ends on its own (the server
 // stopped, the connection broke), Done is closed, Err says why, the running handlers'
 // contexts are cancelled (their leases are released), and the caller may subscribe
-// again.
+// again. A settlement sent on it but not yet answered returns E4023
+// (herald.CodeOutcomeUnknown): it may have taken effect or not.
 //
 // # Queues
 //
@@ -145,8 +146,9 @@
 // unreadable CA file, an HTTP client without HTTP/2), E4018 for a call on a closed
 // client (ErrClosed) or subscription (ErrSubscriptionClosed), E4019 for an argument
 // or option the call cannot use (a nil handler, a negative prefetch, a parameter of no
-// Herald type), and E4020 for a second settlement of a message (ErrSettled). A code is
-// itself an errors.Is target, so a caller branches without building an error:
+// Herald type), and E4020 for a second settlement of a message (ErrSettled); E4023
+// says that a settlement's stream ended before its answer came. A code is itself an
+// errors.Is target, so a caller branches without building an error:
 //
 //	if errors.Is(err, herald.CodeAckTimeout) { … } // the lease expired first
 //	var he *herald.Error

@@ -536,7 +536,7 @@ func (s *Subscription) settleAfter(m *Message, herr error) {
 	case actReject:
 		err = m.Reject(m.ctx)
 	}
-	if err != nil && !errors.Is(err, ErrSettled) && !errors.Is(err, ErrLeaseExpired) {
+	if err != nil && !errors.Is(err, ErrSettled) && !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, herald.CodeOutcomeUnknown) {
 		s.log.Warn("automatic settlement failed; the message will be redelivered", "delivery_id", m.DeliveryID, "err", err)
 	}
 }

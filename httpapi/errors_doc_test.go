@@ -45,7 +45,8 @@ and ` + "`E4021`" + `.
 
 The Go client (package ` + "`client`" + `) hands every error the server raises back as a
 ` + "`*herald.Error`" + `, whichever transport carried it, and gives what it refuses itself, before
-sending anything, codes of its own: ` + "`E4017`" + ` to ` + "`E4020`" + `, never ` + "`E5001`" + `. A code is an
+sending anything, codes of its own, ` + "`E4017`" + ` to ` + "`E4020`" + `, and ` + "`E4023`" + ` to a settlement whose
+stream ended before the server answered it; never ` + "`E5001`" + `. A code is an
 ` + "`errors.Is`" + ` target, so ` + "`errors.Is(err, herald.CodeAckTimeout)`" + ` asks whether a lease
 expired without building an error to compare with, and ` + "`herald.CodeOf(err)`" + ` gives the
 code of any error (` + "`E5001`" + ` for one that carries none). Failures below the protocol — a
