@@ -20,8 +20,6 @@ const (
 	CodeWatchBufferOverflow Code = "E8005"
 	CodeWatchLimitExceeded  Code = "E8006"
 	CodeDeadLetterFailed    Code = "E8007"
-	CodeQueueLocked         Code = "E8008"
-	CodeLockExpired         Code = "E8009"
 
 	CodeSyntax          Code = "E1001"
 	CodeNestingTooDeep  Code = "E1002"
@@ -63,6 +61,12 @@ const (
 	CodeRateLimited      Code = "E4015"
 	CodeBodyTimeout      Code = "E4016"
 	CodeClientSetup      Code = "E4017"
+	CodeClientClosed     Code = "E4018"
+	CodeInvalidArgument  Code = "E4019"
+	CodeAlreadySettled   Code = "E4020"
+	CodeQueueLocked      Code = "E4021"
+	CodeLockExpired      Code = "E4022"
+	CodeOutcomeUnknown   Code = "E4023"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -94,8 +98,6 @@ var codeTable = []CodeInfo{
 	{CodeWatchBufferOverflow, "WATCH_BUFFER_OVERFLOW", 429, "resource_exhausted", "the watch buffer is full and on_full is error"},
 	{CodeWatchLimitExceeded, "WATCH_LIMIT_EXCEEDED", 429, "resource_exhausted", "too many watches for the session or the server"},
 	{CodeDeadLetterFailed, "DEAD_LETTER_FAILED", 409, "failed_precondition", "the dead-letter destination is missing or rejected the letter"},
-	{CodeQueueLocked, "QUEUE_LOCKED", 423, "failed_precondition", "an acknowledgement lock holds the queue (queue REST API): pops wait until it is acknowledged, released or expired"},
-	{CodeLockExpired, "LOCK_EXPIRED", 410, "failed_precondition", "the acknowledgement lock expired before the acknowledge (queue REST API); its items are back in the queue"},
 
 	{CodeSyntax, "SYNTAX_ERROR", 400, "invalid_argument", "the query does not parse"},
 	{CodeNestingTooDeep, "NESTING_TOO_DEEP", 400, "invalid_argument", "expressions are nested deeper than the parser allows"},
@@ -137,6 +139,12 @@ var codeTable = []CodeInfo{
 	{CodeRateLimited, "RATE_LIMITED", 429, "resource_exhausted", "the principal is over its request rate; retry after the time Retry-After gives"},
 	{CodeBodyTimeout, "BODY_TIMEOUT", 408, "deadline_exceeded", "the request body did not arrive within the server's body timeout"},
 	{CodeClientSetup, "CLIENT_SETUP", 400, "failed_precondition", "the Go client is set up in a way that cannot work (an HTTP client without HTTP/2, a message without a subscription); raised by the client, not the server"},
+	{CodeClientClosed, "CLIENT_CLOSED", 400, "failed_precondition", "the Go client, or the subscription the call belongs to, is closed; nothing was sent. Raised by the client"},
+	{CodeInvalidArgument, "INVALID_ARGUMENT", 400, "invalid_argument", "a call of the Go client got an argument or option it cannot use (a nil handler, a negative prefetch, a publish type that is not an identifier); nothing was sent. Raised by the client"},
+	{CodeAlreadySettled, "ALREADY_SETTLED", 409, "failed_precondition", "the message was settled already (a second Ack, Nack or Reject); the Go client makes one settlement per delivery and sends no other"},
+	{CodeQueueLocked, "QUEUE_LOCKED", 423, "failed_precondition", "the queue has an active lock: pops are refused until it is acknowledged, released or expires (the queue REST API answers 423 with the lock's expiry)"},
+	{CodeLockExpired, "LOCK_EXPIRED", 410, "failed_precondition", "the queue lock expired before it was acknowledged or released; its items are back in the queue (the queue REST API answers 410 with error_code LOCK_EXPIRED)"},
+	{CodeOutcomeUnknown, "OUTCOME_UNKNOWN", 503, "unavailable", "the stream or connection ended before the server answered: the request (a settlement) may or may not have taken effect. Raised by the client"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},
@@ -175,6 +183,11 @@ func (c Code) Info() CodeInfo {
 // Name returns the symbolic name of c, e.g. "INVALID_DELIVERY_ID".
 func (c Code) Name() string { return c.Info().Name }
 
+// Error returns the code itself ("E8003"). A Code is an error so that it can be the
+// target of errors.Is: errors.Is(err, herald.CodeAckTimeout) reports whether an *Error
+// with that code is in err's chain, whoever built it and on whichever side of the wire.
+func (c Code) Error() string { return string(c) }
+
 // Error is Herald's error: a stable code, a message, an optional source position (for
 // errors tied to query text), and an optional wrapped cause.
 type Error struct {
@@ -206,10 +219,18 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is lets errors.Is match two *Error values by code.
+// Is lets errors.Is match e by its code: against a Code (errors.Is(err,
+// herald.CodeAckTimeout)), or against an *Error that carries only a code
+// (&herald.Error{Code: …}). An *Error with a message, such as a package's sentinel,
+// matches only itself.
 func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code && t.Message == ""
+	switch t := target.(type) {
+	case Code:
+		return e.Code == t
+	case *Error:
+		return t.Code == e.Code && t.Message == ""
+	}
+	return false
 }
 
 // CodeOf returns the code of the first *Error in err's chain, CodeInternal for an error
@@ -220,19 +241,30 @@ func CodeOf(err error) Code {
 		return "" // no error, no code
 	case *Error:
 		return e.Code // without errors.As, whose target escapes: no allocation
+	case Code:
+		return e
 	}
 	var he *Error
 	if errors.As(err, &he) {
 		return he.Code
 	}
+	var c Code
+	if errors.As(err, &c) {
+		return c
+	}
 	return CodeInternal
 }
 
-// AsError returns err as an *Error, wrapping foreign errors as INTERNAL.
+// AsError returns err as an *Error: the first in its chain, an *Error of a bare Code
+// (its summary as the message), or foreign errors wrapped as INTERNAL.
 func AsError(err error) *Error {
 	var he *Error
 	if errors.As(err, &he) {
 		return he
+	}
+	var c Code
+	if errors.As(err, &c) {
+		return &Error{Code: c, Message: c.Info().Summary, Err: err}
 	}
 	return &Error{Code: CodeInternal, Message: err.Error(), Err: err}
 }

@@ -10,8 +10,8 @@ import (
 
 // LockQueues is the queue REST contract: items pushed with a priority, popped at once or
 // under one acknowledgement lock per queue. Its refusals are coded errors: E4001 for a
-// bad request or lock id, E4007 when the queue holds no lock, E8008 QUEUE_LOCKED (with
-// a *LockHeld in the chain) and E8009 LOCK_EXPIRED.
+// bad request or lock id, E4007 when the queue holds no lock, E4021 QUEUE_LOCKED (with
+// a *LockHeld in the chain) and E4022 LOCK_EXPIRED.
 type LockQueues interface {
 	Push(ctx context.Context, queueID string, item json.RawMessage, priority int64) (PushResult, error)
 	Pop(ctx context.Context, queueID string, o PopOptions) (PopResult, error)
@@ -77,7 +77,7 @@ type AckResult struct {
 	Returned int
 }
 
-// LockHeld is the detail of E8008 QUEUE_LOCKED: when the lock that refused the pop
+// LockHeld is the detail of E4021 QUEUE_LOCKED: when the lock that refused the pop
 // expires.
 type LockHeld struct{ ExpiresAt time.Time }
 

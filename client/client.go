@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,9 +16,6 @@ import (
 
 	"github.com/herald-mq/herald"
 )
-
-// ErrClosed is returned by calls on a closed Client.
-var ErrClosed = errors.New("client: closed")
 
 // Option configures Dial.
 type Option func(*options)
@@ -50,20 +46,20 @@ func LoadTLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("client: CA: %w", err)
+			return nil, setupError(err, "CA")
 		}
 		c.RootCAs = x509.NewCertPool()
 		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client: CA %s: no PEM certificate in it", caFile)
+			return nil, setupError(nil, "CA %s: no PEM certificate in it", caFile)
 		}
 	}
 	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("client: a client certificate needs both its certificate and its key file")
+		return nil, setupError(nil, "a client certificate needs both its certificate and its key file")
 	}
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("client: certificate: %w", err)
+			return nil, setupError(err, "certificate")
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
@@ -112,7 +108,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	}
 	base := strings.TrimRight(url, "/")
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, fmt.Errorf("client: url %q: want http:// or https://", url)
+		return nil, setupError(nil, "url %q: want http:// or https://", url)
 	}
 	if o.hc == nil {
 		o.hc = newHTTPClient(base, o.tls)
@@ -373,19 +369,19 @@ func (c *Client) Publish(ctx context.Context, typ string, attrs map[string]any, 
 // spliced, values become parameters $p0, $p1, … in attribute-name order.
 func spawnQuery(typ string, attrs map[string]any, id string) (string, map[string]any, error) {
 	if !isIdent(typ) {
-		return "", nil, fmt.Errorf("client: publish: type %q is not an identifier", typ)
+		return "", nil, invalid("publish: type %q is not an identifier", typ)
 	}
 	target := "m"
 	if id != "" {
 		if !isIdent(id) {
-			return "", nil, fmt.Errorf("client: publish: id %q must be letters, digits and _", id)
+			return "", nil, invalid("publish: id %q must be letters, digits and _", id)
 		}
 		target = "#" + id
 	}
 	names := make([]string, 0, len(attrs))
 	for name := range attrs {
 		if !isIdent(name) {
-			return "", nil, fmt.Errorf("client: publish: attribute %q is not an identifier", name)
+			return "", nil, invalid("publish: attribute %q is not an identifier", name)
 		}
 		names = append(names, name)
 	}

@@ -281,9 +281,18 @@ func (c *consumeConn) end(err error) {
 	c.mu.Unlock()
 	for _, ws := range waiting {
 		for _, w := range append([]settleWaiter{ws.first}, ws.rest...) {
-			w.settled(settleOutcome{err: fmt.Errorf("%w: the subscription's stream ended (%v) before the server answered", ErrLeaseExpired, err)})
+			w.settled(settleOutcome{err: unanswered(err)})
 		}
 	}
+}
+
+// unanswered is the error of a settlement sent on a stream that ended (with cause)
+// before its answer came: it may have committed, or not, in which case the server has
+// released the lease. So it has its own code, E4023, rather than an expired lease's,
+// and wraps the cause.
+func unanswered(cause error) error {
+	return &herald.Error{Code: herald.CodeOutcomeUnknown, Err: cause,
+		Message: fmt.Sprintf("client: the subscription's stream ended (%v) before the server answered; the settlement may or may not have taken effect", cause)}
 }
 
 // close ends the call: the server releases the leases still held.

@@ -1,6 +1,8 @@
-// Package client is the Go SDK of Herald: it runs queries, publishes messages, and
-// consumes consume-mode watches with a handler and an ack policy.
-// It speaks the herald.v1.Herald service over Connect, on HTTP/2 (see Transport).
+// Package client is the Go SDK of Herald: it runs queries, publishes messages,
+// consumes consume-mode watches with a handler and an ack policy, and drives the queue
+// REST API and the token administration. It speaks the herald.v1.Herald service over
+// Connect, on HTTP/2, and the JSON API for the few calls that have no RPC (see
+// Transport); the herald command line is built on it.
 //
 // # Consuming
 //
@@ -120,7 +122,41 @@
 // A subscription does not reconnect. When its stream ends on its own (the server
 // stopped, the connection broke), Done is closed, Err says why, the running handlers'
 // contexts are cancelled (their leases are released), and the caller may subscribe
-// again.
+// again. A settlement sent on it but not yet answered returns E4023
+// (herald.CodeOutcomeUnknown): it may have taken effect or not.
+//
+// # Queues
+//
+// Client.Queue returns a queue of the queue REST API (docs/queues.md): Push adds an
+// item (any JSON value) with a priority, Pop takes the highest-priority items, either
+// removing them at once or, with PopOptions.Lock, holding them under the queue's one
+// lock until Acknowledge removes them or Release gives them back; a lock left alone
+// expires and its items return to their place. Stats and Client.QueueStats count a
+// queue's items, and DeadLetters lists the letters of items that other consume
+// watches dead-lettered. The contract's refusals come back with codes: E4021 for a
+// pop of a locked queue, E4022 for a lock that expired first, E4001 for a wrong lock
+// id, E4007 for a queue without a lock.
+//
+// # Errors
+//
+// There is one error type, *herald.Error, with a stable code (docs/errors.md). What the
+// server refuses comes back as the server's own *herald.Error, over either transport,
+// with its position for errors in the query text. What the client refuses itself has
+// a code of its own, never INTERNAL: E4017 for a client that cannot work as set up (an
+// unreadable CA file, an HTTP client without HTTP/2), E4018 for a call on a closed
+// client (ErrClosed) or subscription (ErrSubscriptionClosed), E4019 for an argument
+// or option the call cannot use (a nil handler, a negative prefetch, a parameter of no
+// Herald type), and E4020 for a second settlement of a message (ErrSettled); E4023
+// says that a settlement's stream ended before its answer came. A code is itself an
+// errors.Is target, so a caller branches without building an error:
+//
+//	if errors.Is(err, herald.CodeAckTimeout) { … } // the lease expired first
+//	var he *herald.Error
+//	if errors.As(err, &he) && he.Line > 0 { … } // points into the query text
+//
+// Failures below Herald's protocol (a refused connection, a broken stream, the
+// caller's own context ending) pass through as the errors of the network and context
+// packages.
 //
 // # Transport
 //
@@ -130,7 +166,10 @@
 // once durable; a subscribe stream carrying deliveries out and settlements in, with
 // credit-based flow control; and watch streams. Dial checks the server's health and
 // that the HTTP client speaks HTTP/2 (a client given with WithHTTPClient that speaks
-// only HTTP/1.1 is refused with E4017, since the streams need HTTP/2). The server's
-// HTTP/JSON API and server-sent events are for curl and browsers; the Go client does
-// not use them. Delivery ids are accepted only when URL-safe.
+// only HTTP/1.1 is refused with E4017, since the streams need HTTP/2). The client uses
+// the server's HTTP/JSON API only where there is no RPC — the queue REST API, the
+// principals and tokens (SetPrincipal, CreateToken, Tokens, RevokeToken) — and for
+// ExecJSON, which returns a query's answer in its JSON form, as the server wrote it;
+// these calls share the client's HTTP client, TLS settings, token and timeout. Delivery
+// ids are accepted only when URL-safe.
 package client

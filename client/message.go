@@ -2,21 +2,11 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/herald-mq/herald"
-)
-
-// Settlement errors. A message settles at most once: a second Ack, Nack, NackAfter or
-// Reject returns ErrSettled without calling the server. Once the server has reported
-// the lease expired (a timeout event) every settlement and Extend returns an error
-// matching both ErrLeaseExpired and herald.CodeAckTimeout, again without a call.
-var (
-	ErrSettled      = errors.New("client: message already settled")
-	ErrLeaseExpired = errors.New("client: lease expired")
 )
 
 // Message is one delivery of a consume watch: a match leased to this subscriber until
@@ -251,8 +241,8 @@ func (m *Message) expire(cause error) bool {
 	return open
 }
 
-// timeoutError is the error of a timeout event: it matches ErrLeaseExpired and the
-// server's *herald.Error (E8003).
+// timeoutError is the error of a timeout event: the server's *herald.Error (E8003),
+// which unwraps to ErrLeaseExpired.
 func timeoutError(code herald.Code, msg string) error {
 	if code == "" {
 		code = herald.CodeAckTimeout
@@ -260,7 +250,7 @@ func timeoutError(code herald.Code, msg string) error {
 	if msg == "" {
 		msg = "the lease expired before it was settled"
 	}
-	return fmt.Errorf("%w: %w", ErrLeaseExpired, &herald.Error{Code: code, Message: msg})
+	return &herald.Error{Code: code, Message: msg, Err: ErrLeaseExpired}
 }
 
 // validID reports whether id is a URL-safe delivery id, as the server issues them.

@@ -73,7 +73,7 @@ func (c *Client) PublishAsync(typ string, attrs map[string]any, opts ...PublishO
 		opt(&o)
 	}
 	if o.session != nil {
-		return failedFuture(errors.New("client: PublishAsync cannot publish in a session; use Publish"))
+		return failedFuture(invalid("PublishAsync cannot publish in a session; use Publish"))
 	}
 	pub, err := newPublication(typ, attrs, o.id)
 	if err != nil {
@@ -98,10 +98,10 @@ type publication struct {
 // newPublication checks the names of a publish and converts its attribute values.
 func newPublication(typ string, attrs map[string]any, id string) (publication, error) {
 	if !isIdent(typ) {
-		return publication{}, fmt.Errorf("client: publish: type %q is not an identifier", typ)
+		return publication{}, invalid("publish: type %q is not an identifier", typ)
 	}
 	if id != "" && !isIdent(id) {
-		return publication{}, fmt.Errorf("client: publish: id %q must be letters, digits and _", id)
+		return publication{}, invalid("publish: id %q must be letters, digits and _", id)
 	}
 	// In name order, so that of several bad attributes the same one is reported: the
 	// names are sorted first, then the values converted in place.
@@ -113,11 +113,11 @@ func newPublication(typ string, attrs map[string]any, id string) (publication, e
 	for i := range pub.attrs {
 		a := &pub.attrs[i]
 		if !isIdent(a.Name) {
-			return publication{}, fmt.Errorf("client: publish: attribute %q is not an identifier", a.Name)
+			return publication{}, invalid("publish: attribute %q is not an identifier", a.Name)
 		}
 		v, err := herald.ValueOf(attrs[a.Name])
 		if err != nil {
-			return publication{}, fmt.Errorf("client: publish: attribute %s: %w", a.Name, err)
+			return publication{}, &herald.Error{Code: herald.CodeInvalidArgument, Message: fmt.Sprintf("client: publish: attribute %s: %v", a.Name, err), Err: err}
 		}
 		a.Value = v
 		pub.hasNull = pub.hasNull || v.IsNull()

@@ -49,7 +49,7 @@ func TestLeaseExpiryAgainstServer(t *testing.T) {
 		t.Fatalf("first attempt %d", a)
 	}
 	srv.Advance(6 * time.Second)
-	if err := recvT(t, expired); !errors.Is(err, client.ErrLeaseExpired) || herald.CodeOf(err) != herald.CodeAckTimeout {
+	if err := recvT(t, expired); !errors.Is(err, client.ErrLeaseExpired) || !errors.Is(err, herald.CodeAckTimeout) || herald.CodeOf(err) != herald.CodeAckTimeout {
 		t.Fatalf("Ack after expiry: %v", err)
 	}
 	if a := recvT(t, started); a != 2 {

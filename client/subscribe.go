@@ -119,10 +119,6 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("client: handler panicked: %v", e.Value) }
 
-// ErrSubscriptionClosed is the cause of handler contexts cancelled because Close gave up
-// waiting for them.
-var ErrSubscriptionClosed = errors.New("client: subscription closed")
-
 // Subscription is a running consume watch: it reads deliveries from its stream and runs
 // the handler on them. Stop it with Close.
 type Subscription struct {
@@ -168,16 +164,16 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 		opt(&o)
 	}
 	if handler == nil {
-		return nil, errors.New("client: Subscribe needs a handler")
+		return nil, invalid("Subscribe needs a handler")
 	}
 	if o.policy < NackOnError || o.policy > Manual {
-		return nil, fmt.Errorf("client: unknown policy %v", o.policy)
+		return nil, invalid("unknown policy %v", o.policy)
 	}
 	if o.concurrency < 1 {
-		return nil, fmt.Errorf("client: concurrency %d: want at least 1", o.concurrency)
+		return nil, invalid("concurrency %d: want at least 1", o.concurrency)
 	}
 	if o.prefetch < 0 {
-		return nil, fmt.Errorf("client: prefetch %d: want at least 0", o.prefetch)
+		return nil, invalid("prefetch %d: want at least 0", o.prefetch)
 	}
 	params, err := wireParams(o.params)
 	if err != nil {
@@ -260,7 +256,7 @@ const maxPrefetch = 10000
 // subscription at once (1 to 10,000, or up to WithPrefetch's value when that is larger).
 func (s *Subscription) SetPrefetch(n int) error {
 	if n < 1 || n > max(s.opts.prefetch, maxPrefetch) {
-		return fmt.Errorf("client: prefetch %d: want 1 to %d", n, max(s.opts.prefetch, maxPrefetch))
+		return invalid("prefetch %d: want 1 to %d", n, max(s.opts.prefetch, maxPrefetch))
 	}
 	return s.conn.credit(n)
 }
@@ -540,7 +536,7 @@ func (s *Subscription) settleAfter(m *Message, herr error) {
 	case actReject:
 		err = m.Reject(m.ctx)
 	}
-	if err != nil && !errors.Is(err, ErrSettled) && !errors.Is(err, ErrLeaseExpired) {
+	if err != nil && !errors.Is(err, ErrSettled) && !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, herald.CodeOutcomeUnknown) {
 		s.log.Warn("automatic settlement failed; the message will be redelivered", "delivery_id", m.DeliveryID, "err", err)
 	}
 }

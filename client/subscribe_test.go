@@ -650,3 +650,37 @@ func TestHandlerContextEndsWithItsMessage(t *testing.T) {
 		})
 	}
 }
+
+// A settlement whose stream ends before the server answers may have committed or not:
+// it says so with its own code (E4023), not as an expired lease (E8003), which would
+// say that nothing changed.
+func TestSettlementOutcomeUnknownWhenTheStreamEnds(t *testing.T) {
+	f := newFakeServer(t)
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.gate = gate // the settlement reaches the server, which does not answer yet
+	f.mu.Unlock()
+	defer close(gate)
+	got := make(chan *Message, 1)
+	_, st, _ := subscription(t, f, func(_ context.Context, m *Message) error { got <- m; return nil }, WithPolicy(Manual))
+	st.consumed("d1", 1, 1)
+	m := recv(t, got)
+	acked := make(chan error, 1)
+	go func() { acked <- m.Ack(context.Background()) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		sent := len(f.batches) > 0
+		f.mu.Unlock()
+		if sent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ACK never reached the server")
+		}
+	}
+	close(st.out) // the stream ends before the answer
+	err := recv(t, acked)
+	if !errors.Is(err, herald.CodeOutcomeUnknown) || errors.Is(err, herald.CodeAckTimeout) || errors.Is(err, ErrLeaseExpired) {
+		t.Fatalf("ACK on a stream that ended: %v (code %s), want E4023 and not an expired lease", err, herald.CodeOf(err))
+	}
+}

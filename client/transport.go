@@ -188,7 +188,7 @@ func wireParams(params map[string]any) (map[string]*heraldv1.Value, error) {
 	for name, x := range params {
 		v, err := herald.ValueOf(x)
 		if err != nil {
-			return nil, fmt.Errorf("client: parameter $%s: %w", name, err)
+			return nil, &herald.Error{Code: herald.CodeInvalidArgument, Message: fmt.Sprintf("client: parameter $%s: %v", name, err), Err: err}
 		}
 		out[name] = convert.ToWire(v)
 	}

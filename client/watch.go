@@ -63,7 +63,7 @@ func (f SubscribeOption) applyWatch(o *watchOptions) {
 	var so subOptions
 	f(&so)
 	if so.policy != 0 || so.concurrency != 0 || so.prefetch != 0 || so.processed != nil || so.readHook != nil {
-		o.err = errors.New("client: Watch takes WithParams, WithSession, ResumeAfter and WithReconnect; the other options are Subscribe's")
+		o.err = invalid("Watch takes WithParams, WithSession, ResumeAfter and WithReconnect; the other options are Subscribe's")
 		return
 	}
 	o.params = so.params
@@ -143,7 +143,7 @@ func (c *Client) Watch(ctx context.Context, query string, opts ...WatchOption) (
 		return nil, o.err
 	}
 	if o.reconnect < 0 {
-		return nil, fmt.Errorf("client: reconnect %d: want at least 0", o.reconnect)
+		return nil, invalid("reconnect %d: want at least 0", o.reconnect)
 	}
 	if c.isClosed() {
 		return nil, ErrClosed

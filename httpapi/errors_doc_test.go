@@ -38,6 +38,20 @@ the column counted in bytes):
 
 The RPC column is the Connect/gRPC status code the RPC API uses for the same error.
 
+The queue REST API keeps its contract's own bodies for its refusals (docs/queues.md):
+its 400 and 404 carry ` + "`E4001`" + ` and ` + "`E4007`" + ` in ` + "`error_code`" + `, its 410 carries ` + "`LOCK_EXPIRED`" + `,
+and its 423 names no code. The Go client and ` + "`herald queue`" + ` report the last two as ` + "`E4022`" + `
+and ` + "`E4021`" + `.
+
+The Go client (package ` + "`client`" + `) hands every error the server raises back as a
+` + "`*herald.Error`" + `, whichever transport carried it, and gives what it refuses itself, before
+sending anything, codes of its own, ` + "`E4017`" + ` to ` + "`E4020`" + `, and ` + "`E4023`" + ` to a settlement whose
+stream ended before the server answered it; never ` + "`E5001`" + `. A code is an
+` + "`errors.Is`" + ` target, so ` + "`errors.Is(err, herald.CodeAckTimeout)`" + ` asks whether a lease
+expired without building an error to compare with, and ` + "`herald.CodeOf(err)`" + ` gives the
+code of any error (` + "`E5001`" + ` for one that carries none). Failures below the protocol — a
+connection refused, the caller's context ending — keep their own errors.
+
 | code | name | HTTP | RPC | when |
 |---|---|---|---|---|
 `)

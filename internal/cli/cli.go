@@ -1,5 +1,7 @@
-// Package cli implements the herald command line: serve, query, watch, consume, queue, token and version.
-// Each command runs through Run with explicit arguments and streams, so tests drive it without a process.
+// Package cli implements the herald command line: serve runs a server, and query, watch,
+// consume, queue and token are clients of one, written on the Go SDK (package client).
+// Each command runs through Run with explicit arguments and streams, so tests drive it
+// without a process.
 package cli
 
 import (

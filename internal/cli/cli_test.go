@@ -13,10 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-mq/herald/engine"
+	"google.golang.org/protobuf/proto"
+
+	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/server"
 )
 
-// fakeBroker answers the query API with canned JSON and records what it was sent.
+// fakeBroker answers the query API with canned JSON, opens and closes sessions as the
+// RPC service does, and records what it was sent.
 type fakeBroker struct {
 	mu       sync.Mutex
 	queries  []string
@@ -29,12 +33,17 @@ func (b *fakeBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case r.Method == "POST" && r.URL.Path == "/v1/sessions":
+	case r.Method == "GET" && r.URL.Path == "/healthz":
+		io.WriteString(w, `{"status":"ok"}`)
+	case r.Method == "POST" && r.URL.Path == "/herald.v1.Herald/OpenSession":
 		b.opened++
-		io.WriteString(w, `{"session":"sess-1"}`)
-	case r.Method == "DELETE" && strings.HasPrefix(r.URL.Path, "/v1/sessions/"):
-		b.closed = append(b.closed, strings.TrimPrefix(r.URL.Path, "/v1/sessions/"))
-		w.WriteHeader(204)
+		writeProto(w, &heraldv1.OpenSessionResponse{Session: "sess-1"})
+	case r.Method == "POST" && r.URL.Path == "/herald.v1.Herald/CloseSession":
+		var req heraldv1.CloseSessionRequest
+		body, _ := io.ReadAll(r.Body)
+		_ = proto.Unmarshal(body, &req)
+		b.closed = append(b.closed, req.GetSession())
+		writeProto(w, &heraldv1.CloseSessionResponse{})
 	case r.Method == "POST" && r.URL.Path == "/v1/query":
 		var req struct{ Query, Session string }
 		json.NewDecoder(r.Body).Decode(&req)
@@ -55,6 +64,26 @@ func (b *fakeBroker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
+// writeProto answers a unary call of the Connect protocol with m.
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	b, _ := proto.Marshal(m)
+	w.Header().Set("Content-Type", "application/proto")
+	w.Write(b)
+}
+
+// serveFake serves b over HTTP/1.1 and unencrypted HTTP/2, as a broker does.
+func serveFake(t *testing.T, b *fakeBroker) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(b)
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Config.Protocols = &p
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func run(t *testing.T, stdin string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -64,8 +93,7 @@ func run(t *testing.T, stdin string, args ...string) (stdout, stderr string, err
 
 func TestQueryExecute(t *testing.T) {
 	b := &fakeBroker{}
-	srv := httptest.NewServer(b)
-	defer srv.Close()
+	srv := serveFake(t, b)
 	out, errOut, err := run(t, "", "query", "--addr", srv.URL, "-e", "MATCH x: X RETURN 1")
 	if err != nil {
 		t.Fatalf("err %v, stderr %s", err, errOut)
@@ -80,8 +108,7 @@ func TestQueryExecute(t *testing.T) {
 }
 
 func TestQueryExecuteError(t *testing.T) {
-	srv := httptest.NewServer(&fakeBroker{})
-	defer srv.Close()
+	srv := serveFake(t, &fakeBroker{})
 	out, errOut, err := run(t, "", "query", "--addr", srv.URL, "-e", "MATCH BROKEN")
 	if ExitCode(err) != 1 {
 		t.Fatalf("exit code %d (%v)", ExitCode(err), err)
@@ -93,8 +120,7 @@ func TestQueryExecuteError(t *testing.T) {
 }
 
 func TestQueryJSON(t *testing.T) {
-	srv := httptest.NewServer(&fakeBroker{})
-	defer srv.Close()
+	srv := serveFake(t, &fakeBroker{})
 	out, _, err := run(t, "", "query", "--addr", strings.TrimPrefix(srv.URL, "http://"), "--json", "-e", "RETURN 1")
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +136,7 @@ func TestQueryJSON(t *testing.T) {
 
 func TestQueryScriptFromStdin(t *testing.T) {
 	b := &fakeBroker{}
-	srv := httptest.NewServer(b)
-	defer srv.Close()
+	srv := serveFake(t, b)
 	script := "-- a comment\nBEGIN;\nSPAWN a: A {\n  n = \"x;y\"\n};\nCOMMIT;\nMATCH a: A RETURN a.n\n"
 	out, errOut, err := run(t, script, "query", "--addr", srv.URL)
 	if err != nil {
@@ -136,8 +161,7 @@ func TestQueryScriptFromStdin(t *testing.T) {
 
 func TestQueryScriptStopsAtError(t *testing.T) {
 	b := &fakeBroker{}
-	srv := httptest.NewServer(b)
-	defer srv.Close()
+	srv := serveFake(t, b)
 	_, errOut, err := run(t, "RETURN 1;\nBROKEN;\nRETURN 2;\n", "query", "--addr", srv.URL)
 	if ExitCode(err) != 1 || !strings.Contains(errOut, "E1001") {
 		t.Fatalf("exit %d, stderr %q", ExitCode(err), errOut)
@@ -178,13 +202,13 @@ func TestVersionText(t *testing.T) {
 func TestParseTick(t *testing.T) {
 	cases := []struct {
 		in   string
-		mode engine.TickMode
+		mode server.TickMode
 		d    time.Duration
 		ok   bool
 	}{
-		{"commit", engine.TickCommit, 0, true},
-		{"manual", engine.TickManual, 0, true},
-		{"interval:100ms", engine.TickInterval, 100 * time.Millisecond, true},
+		{"commit", server.TickCommit, 0, true},
+		{"manual", server.TickManual, 0, true},
+		{"interval:100ms", server.TickInterval, 100 * time.Millisecond, true},
 		{"interval:0s", 0, 0, false},
 		{"interval:soon", 0, 0, false},
 		{"hourly", 0, 0, false},

@@ -1,9 +1,11 @@
 package cli
 
 import (
-	"crypto/tls"
-	"net/http"
+	"context"
+	"log/slog"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/herald-mq/herald/client"
 )
@@ -29,26 +31,14 @@ func addTLSFlags(fl stringFlags, t *tlsFlags) {
 	fl.StringVar(&t.token, "token", os.Getenv("HERALD_TOKEN"), "bearer token for a broker started with --auth (default $HERALD_TOKEN)")
 }
 
-// config returns the TLS configuration the flags describe, or nil when they say nothing.
-func (t tlsFlags) config() (*tls.Config, error) {
-	if t.ca == "" && t.cert == "" && t.key == "" {
-		return nil, nil
-	}
-	c, err := client.LoadTLSConfig(t.ca, t.cert, t.key)
-	if err != nil {
-		return nil, usageError(err)
-	}
-	return c, nil
-}
-
 // dialOptions are the client options for the flags.
 func (t tlsFlags) dialOptions() ([]client.Option, error) {
-	c, err := t.config()
-	if err != nil {
-		return nil, err
-	}
 	var opts []client.Option
-	if c != nil {
+	if t.ca != "" || t.cert != "" || t.key != "" {
+		c, err := client.LoadTLSConfig(t.ca, t.cert, t.key)
+		if err != nil {
+			return nil, usageError(err)
+		}
 		opts = append(opts, client.WithTLSConfig(c))
 	}
 	if t.token != "" {
@@ -57,20 +47,34 @@ func (t tlsFlags) dialOptions() ([]client.Option, error) {
 	return opts, nil
 }
 
-// httpClient is a plain HTTP client with the flags' TLS configuration.
-func (t tlsFlags) httpClient() (*http.Client, error) {
-	c, err := t.config()
+// dial connects to the broker at addr with the flags' credentials; timeout, when
+// positive, bounds each request. The client's own log is discarded: what goes wrong
+// comes back as errors, which the commands print.
+func dial(ctx context.Context, addr string, t tlsFlags, timeout time.Duration) (*client.Client, error) {
+	opts, err := t.dialOptions()
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{}
-	if c != nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = c
-		hc.Transport = tr
+	opts = append(opts, client.WithLogger(slog.New(slog.DiscardHandler)))
+	if timeout > 0 {
+		opts = append(opts, client.WithTimeout(timeout))
 	}
-	if t.token != "" {
-		hc = client.WithBearer(hc, t.token)
+	return client.Dial(ctx, normalizeAddr(addr), opts...)
+}
+
+// defaultAddr is the broker URL flags default to: $HERALD_ADDR, or the local default.
+func defaultAddr() string {
+	if a := os.Getenv("HERALD_ADDR"); a != "" {
+		return a
 	}
-	return hc, nil
+	return "http://127.0.0.1:7420"
+}
+
+// normalizeAddr accepts host:port as well as a URL.
+func normalizeAddr(addr string) string {
+	addr = strings.TrimRight(addr, "/")
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return addr
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
-	"github.com/herald-mq/herald/engine"
 )
 
 type consumeFlags struct {
@@ -87,15 +85,11 @@ func runConsume(ctx context.Context, f consumeFlags, statement string, stdout, s
 	if err != nil {
 		return err
 	}
-	stmt, err := engine.ConsumeStatement(statement, f.group)
+	stmt, err := consumeStatement(statement, f.group)
 	if err != nil {
 		return usageError(err)
 	}
-	dialOpts, err := f.tls.dialOptions()
-	if err != nil {
-		return err
-	}
-	c, err := client.Dial(ctx, normalizeAddr(f.addr), append(dialOpts, client.WithLogger(slog.New(slog.DiscardHandler)))...)
+	c, err := dial(ctx, f.addr, f.tls, 0)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/heraldtest"
 )
 
@@ -21,7 +20,7 @@ func TestConsumeStatement(t *testing.T) {
 		{src: `WATCH j: Job RETURN j; WATCH k: Job RETURN k`, err: "2 statements"},
 		{src: `WATCH j: Job RETURN`, err: "1:"},
 	} {
-		got, err := engine.ConsumeStatement(tc.src, tc.group)
+		got, err := consumeStatement(tc.src, tc.group)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: err %v, want %q", tc.src, err, tc.err)

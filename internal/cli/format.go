@@ -64,22 +64,30 @@ func (s *stats) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// apiError is the body of an error answer.
-type apiError struct {
-	Code    string `json:"code"`
-	Name    string `json:"name"`
-	Message string `json:"message"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
-	// Status is the HTTP status the error came with.
-	Status int `json:"-"`
+// errorText is how the command line shows a Herald error: its code and name, the
+// position it points at in the query text, and its message.
+func errorText(e *herald.Error) string {
+	name := " " + e.Code.Name()
+	if e.Code.Info().Code != e.Code {
+		name = "" // a code this binary does not know: no name to give it
+	}
+	if e.Line > 0 {
+		return fmt.Sprintf("%s%s at %d:%d: %s", e.Code, name, e.Line, e.Column, e.Message)
+	}
+	return fmt.Sprintf("%s%s: %s", e.Code, name, e.Message)
 }
 
-func (e *apiError) Error() string {
-	if e.Line > 0 {
-		return fmt.Sprintf("%s %s at %d:%d: %s", e.Code, e.Name, e.Line, e.Column, e.Message)
+// errorJSON renders a Herald error as the JSON API's error body.
+func errorJSON(e *herald.Error) string {
+	type detail struct {
+		Code    herald.Code `json:"code"`
+		Name    string      `json:"name"`
+		Message string      `json:"message"`
+		Line    int         `json:"line,omitempty"`
+		Column  int         `json:"column,omitempty"`
 	}
-	return fmt.Sprintf("%s %s: %s", e.Code, e.Name, e.Message)
+	b, _ := json.Marshal(map[string]detail{"error": {e.Code, e.Code.Name(), e.Message, e.Line, e.Column}})
+	return string(b)
 }
 
 // formatResponse renders a query response: one block per statement result, then the
@@ -284,9 +292,9 @@ func formatStats(s stats) string {
 
 // formatError renders an error answer. When it points into the query, the offending
 // line is quoted with a caret under the column (1-based, counted in bytes).
-func formatError(query string, e *apiError) string {
+func formatError(query string, e *herald.Error) string {
 	var b strings.Builder
-	b.WriteString("ERROR " + e.Error() + "\n")
+	b.WriteString("ERROR " + errorText(e) + "\n")
 	if e.Line <= 0 {
 		return b.String()
 	}

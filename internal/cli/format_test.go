@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 )
 
@@ -95,13 +96,13 @@ func TestFormatResponse(t *testing.T) {
 func TestFormatError(t *testing.T) {
 	cases := []struct {
 		name, query string
-		err         apiError
+		err         herald.Error
 		want        string
 	}{
 		{
 			name:  "caret under column",
 			query: "MATCH [",
-			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "expected identifier, found '['", Line: 1, Column: 7},
+			err:   herald.Error{Code: "E1001", Message: "expected identifier, found '['", Line: 1, Column: 7},
 			want: "" +
 				"ERROR E1001 SYNTAX_ERROR at 1:7: expected identifier, found '['\n" +
 				" 1 | MATCH [\n" +
@@ -110,7 +111,7 @@ func TestFormatError(t *testing.T) {
 		{
 			name:  "second line with a tab and multi-byte text",
 			query: "node Job { status: String }\n\tSPAWN é: Job { = 1 };",
-			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "expected attribute name", Line: 2, Column: 17},
+			err:   herald.Error{Code: "E1001", Message: "expected attribute name", Line: 2, Column: 17},
 			want: "" +
 				"ERROR E1001 SYNTAX_ERROR at 2:17: expected attribute name\n" +
 				" 2 | \tSPAWN é: Job { = 1 };\n" +
@@ -119,7 +120,7 @@ func TestFormatError(t *testing.T) {
 		{
 			name:  "column past the end points after the text",
 			query: "MATCH j: Job RETURN\r\n",
-			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "unexpected end", Line: 1, Column: 99},
+			err:   herald.Error{Code: "E1001", Message: "unexpected end", Line: 1, Column: 99},
 			want: "" +
 				"ERROR E1001 SYNTAX_ERROR at 1:99: unexpected end\n" +
 				" 1 | MATCH j: Job RETURN\n" +
@@ -128,7 +129,7 @@ func TestFormatError(t *testing.T) {
 		{
 			name:  "double-digit line number",
 			query: "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nKILL",
-			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "expected a node reference", Line: 11, Column: 5},
+			err:   herald.Error{Code: "E1001", Message: "expected a node reference", Line: 11, Column: 5},
 			want: "" +
 				"ERROR E1001 SYNTAX_ERROR at 11:5: expected a node reference\n" +
 				" 11 | KILL\n" +
@@ -137,13 +138,13 @@ func TestFormatError(t *testing.T) {
 		{
 			name:  "no position",
 			query: "SPAWN j: Job { priority = \"x\" }",
-			err:   apiError{Code: "E2001", Name: "TYPE_MISMATCH", Message: "priority is Int"},
+			err:   herald.Error{Code: "E2001", Message: "priority is Int"},
 			want:  "ERROR E2001 TYPE_MISMATCH: priority is Int\n",
 		},
 		{
 			name:  "line outside the query",
 			query: "x",
-			err:   apiError{Code: "E1001", Name: "SYNTAX_ERROR", Message: "m", Line: 3, Column: 1},
+			err:   herald.Error{Code: "E1001", Message: "m", Line: 3, Column: 1},
 			want:  "ERROR E1001 SYNTAX_ERROR at 3:1: m\n",
 		},
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,9 @@ import (
 
 	"github.com/chzyer/readline"
 	"github.com/spf13/cobra"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/client"
 )
 
 type queryFlags struct {
@@ -53,11 +55,7 @@ and the command stops at the first error.`,
 		},
 	}
 	fl := cmd.Flags()
-	defAddr := os.Getenv("HERALD_ADDR")
-	if defAddr == "" {
-		defAddr = "http://127.0.0.1:7420"
-	}
-	fl.StringVar(&f.addr, "addr", defAddr, "broker URL (default from $HERALD_ADDR when set)")
+	fl.StringVar(&f.addr, "addr", defaultAddr(), "broker URL (default from $HERALD_ADDR when set)")
 	addTLSFlags(fl, &f.tls)
 	fl.StringVarP(&f.execute, "execute", "e", "", "run these statements and exit")
 	fl.BoolVar(&f.json, "json", false, "print the raw JSON response instead of tables")
@@ -74,108 +72,13 @@ func defaultHistory() string {
 	return filepath.Join(home, ".herald_history")
 }
 
-// apiClient speaks the broker's HTTP API with the standard library client.
-type apiClient struct {
-	base    string
-	hc      *http.Client
-	timeout time.Duration
-	session string
-}
-
-func newAPIClient(addr string, t tlsFlags, timeout time.Duration) (*apiClient, error) {
-	hc, err := t.httpClient()
-	if err != nil {
-		return nil, err
-	}
-	return &apiClient{base: normalizeAddr(addr), hc: hc, timeout: timeout}, nil
-}
-
-func (c *apiClient) do(ctx context.Context, method, path string, body any) (int, []byte, error) {
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, data, err
-}
-
-// decodeError reads an error answer; bodies that are not Herald errors become a
-// generic description with the HTTP status.
-func decodeError(status int, data []byte) *apiError {
-	var body struct {
-		Error *apiError `json:"error"`
-	}
-	if err := json.Unmarshal(data, &body); err != nil || body.Error == nil {
-		return &apiError{Code: "HTTP", Name: http.StatusText(status), Message: strings.TrimSpace(string(data)), Status: status}
-	}
-	body.Error.Status = status
-	return body.Error
-}
-
-func (c *apiClient) openSession(ctx context.Context) error {
-	status, data, err := c.do(ctx, http.MethodPost, "/v1/sessions", nil)
-	if err != nil {
-		return err
-	}
-	if status != http.StatusOK {
-		return decodeError(status, data)
-	}
-	var body struct{ Session string }
-	if err := json.Unmarshal(data, &body); err != nil || body.Session == "" {
-		return fmt.Errorf("unexpected session answer: %s", data)
-	}
-	c.session = body.Session
-	return nil
-}
-
-func (c *apiClient) closeSession(ctx context.Context) {
-	if c.session == "" {
-		return
-	}
-	_, _, _ = c.do(ctx, http.MethodDelete, "/v1/sessions/"+c.session, nil)
-	c.session = ""
-}
-
-// query runs text and returns the raw 200 body, or the decoded error answer.
-func (c *apiClient) query(ctx context.Context, text string) ([]byte, error) {
-	req := map[string]any{"query": text}
-	if c.session != "" {
-		req["session"] = c.session
-	}
-	status, data, err := c.do(ctx, http.MethodPost, "/v1/query", req)
-	if err != nil {
-		return nil, err
-	}
-	if status != http.StatusOK {
-		return nil, decodeError(status, data)
-	}
-	return data, nil
-}
-
-// shell runs statements and prints their outcome.
+// shell runs statements and prints their outcome. It holds a server session (sess)
+// when it reads statements from a terminal or a script, so that a transaction may span
+// them; -e runs without one.
 type shell struct {
-	c      *apiClient
+	c      *client.Client
+	sess   *client.Session
+	addr   string
 	json   bool
 	stdout io.Writer
 	stderr io.Writer
@@ -183,17 +86,17 @@ type shell struct {
 
 // run sends text and prints the response or the error; it returns the error.
 func (sh *shell) run(ctx context.Context, text string) error {
-	data, err := sh.c.query(ctx, text)
+	var (
+		data json.RawMessage
+		err  error
+	)
+	if sh.sess != nil {
+		data, err = sh.sess.ExecJSON(ctx, text, nil)
+	} else {
+		data, err = sh.c.ExecJSON(ctx, text, nil)
+	}
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) {
-			if sh.json && ae.Status != 0 {
-				fmt.Fprintln(sh.stdout, errorJSON(ae))
-			}
-			io.WriteString(sh.stderr, formatError(text, ae))
-		} else {
-			fmt.Fprintf(sh.stderr, "ERROR %v\n", err)
-		}
+		sh.report(text, err)
 		return err
 	}
 	if sh.json {
@@ -209,30 +112,50 @@ func (sh *shell) run(ctx context.Context, text string) error {
 	return err
 }
 
-func errorJSON(e *apiError) string {
-	b, _ := json.Marshal(map[string]*apiError{"error": e})
-	return string(b)
+// report prints the error of text: a Herald error by its code, with a caret under its
+// position in text (and, with --json, also as the JSON API's error body on stdout);
+// anything else, such as a connection that failed, as its text.
+func (sh *shell) report(text string, err error) {
+	var he *herald.Error
+	if errors.As(err, &he) {
+		if sh.json {
+			fmt.Fprintln(sh.stdout, errorJSON(he))
+		}
+		io.WriteString(sh.stderr, formatError(text, he))
+		return
+	}
+	fmt.Fprintf(sh.stderr, "ERROR %v\n", err)
 }
 
 func runQuery(ctx context.Context, f queryFlags, stdin io.Reader, stdout, stderr io.Writer) error {
-	c, err := newAPIClient(f.addr, f.tls, f.timeout)
-	if err != nil {
+	addr := normalizeAddr(f.addr)
+	sh := &shell{addr: addr, json: f.json, stdout: stdout, stderr: stderr}
+	c, err := dial(ctx, addr, f.tls, f.timeout)
+	var usage *ExitError
+	switch {
+	case errors.As(err, &usage):
 		return err
+	case err != nil && f.execute != "":
+		sh.report(f.execute, err)
+		return &ExitError{Code: 1, Err: err, Silent: true}
+	case err != nil:
+		return fmt.Errorf("cannot open a session on %s: %w", addr, err)
 	}
-	sh := &shell{c: c, json: f.json, stdout: stdout, stderr: stderr}
+	defer c.Close()
+	sh.c = c
 	if f.execute != "" {
 		if err := sh.run(ctx, f.execute); err != nil {
 			return &ExitError{Code: 1, Err: err, Silent: true}
 		}
 		return nil
 	}
-	if err := c.openSession(ctx); err != nil {
-		return fmt.Errorf("cannot open a session on %s: %w", c.base, err)
+	if sh.sess, err = c.OpenSession(ctx); err != nil {
+		return fmt.Errorf("cannot open a session on %s: %w", addr, err)
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		c.closeSession(ctx)
+		_ = sh.sess.Close(ctx)
 	}()
 	if file, ok := stdin.(*os.File); ok && readline.IsTerminal(int(file.Fd())) {
 		return sh.interactive(ctx, file, f.history)
@@ -304,7 +227,7 @@ func (sh *shell) interactive(ctx context.Context, in *os.File, history string) e
 		return err
 	}
 	defer rl.Close()
-	fmt.Fprintf(sh.stdout, "Connected to %s. End statements with ';'; \\q quits, \\json toggles JSON output.\n", sh.c.base)
+	fmt.Fprintf(sh.stdout, "Connected to %s. End statements with ';'; \\q quits, \\json toggles JSON output.\n", sh.addr)
 	var buf strings.Builder
 	for ctx.Err() == nil {
 		if buf.Len() == 0 {

@@ -270,28 +270,6 @@ func TestQueueDLQ(t *testing.T) {
 	}
 }
 
-func TestQueueLetterMatchShapes(t *testing.T) {
-	row := func(match string) []json.RawMessage {
-		return []json.RawMessage{jsonString("dl1"), jsonString(match), jsonString("max_redeliveries"), json.RawMessage("3"), jsonString("t"), jsonString("n1")}
-	}
-	for _, tc := range []struct {
-		match string
-		ok    bool
-		item  string
-	}{
-		{`{"_type":"QueueItem","queue":"q","item":"{\"a\":1}","priority":0}`, true, `{"a":1}`},
-		{`{"_type":"QueueItem","queue":"q2","item":"1"}`, false, ""},
-		{`{"i.queue":"q","i.item":"not json"}`, true, `"not json"`},
-		{`{"i":{"_type":"QueueItem","queue":"q","item":"[1]"}}`, true, `[1]`},
-		{`{"i.item":"[1]"}`, false, ""},
-	} {
-		l, ok := letterOf(row(tc.match), "q")
-		if ok != tc.ok || (ok && string(l.Item) != tc.item) {
-			t.Errorf("%s: ok %v item %s, want %v %s", tc.match, ok, l.Item, tc.ok, tc.item)
-		}
-	}
-}
-
 func TestQueueUsage(t *testing.T) {
 	srv := heraldtest.NewServer(t)
 	for _, args := range [][]string{

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/server"
 )
 
@@ -87,19 +86,19 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a graceful shutdown waits for requests in flight")
-	fl.DurationVar(&f.stmtTimeout, "statement-timeout", engine.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
-	fl.IntVar(&f.maxScanned, "max-rows-scanned", engine.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
+	fl.DurationVar(&f.stmtTimeout, "statement-timeout", server.DefaultStatementTimeout, "stop a statement that runs longer (E4012); 0 sets no limit")
+	fl.IntVar(&f.maxScanned, "max-rows-scanned", server.DefaultMaxRowsScanned, "stop a statement that examines more bindings (E4012); 0 sets no limit")
 	fl.DurationVar(&f.watchLinger, "watch-linger", server.DefaultWatchLinger, "how long a busy watch-mode RPC stream gathers events into one frame (the first event after a quiet spell, and the answer to an open, go out at once); 0 for no wait")
 	fl.DurationVar(&f.sseLinger, "sse-linger", server.DefaultSSELinger, "the same for a busy watch-mode server-sent-event stream (GET /v1/watch), each write of which is one connection's; 0 for no wait")
 	fl.Float64Var(&f.watchCPU, "watch-cpu", server.DefaultWatchCPUShare(), "share of one CPU that watch-mode fan-out may spend turning commits into events and framing them for the RPC transport (default: 2.5 % of the CPUs, GOMAXPROCS); past it watches lag (best_effort ones show gaps) and writers keep the CPUs; 1 for no bound")
 	fl.IntVar(&f.watchBytes, "watch-buffer-bytes", server.DefaultWatchBufferBytes, "bytes a watch-mode stream may hold for a client that does not read; past it the statement's on_full applies")
 	fl.IntVar(&f.principalPubs, "max-principal-inflight", server.DefaultMaxInflightPublishes, "with --auth, published messages one principal may have not yet durable, across its publish streams (E4015 past it)")
-	fl.IntVar(&f.principalWatches, "max-principal-watches", engine.DefaultMaxWatchesPerPrincipal, "watches one principal may hold (with --auth), both modes together (E8006 past it)")
-	fl.Int64Var(&f.minFree, "min-free-space", engine.DefaultMinFreeBytes, "bytes to keep free on the store's disk: below it writes are refused (E5005) and /readyz says not ready, until space is freed; 0 keeps no reserve")
+	fl.IntVar(&f.principalWatches, "max-principal-watches", server.DefaultMaxWatchesPerPrincipal, "watches one principal may hold (with --auth), both modes together (E8006 past it)")
+	fl.Int64Var(&f.minFree, "min-free-space", server.DefaultMinFreeBytes, "bytes to keep free on the store's disk: below it writes are refused (E5005) and /readyz says not ready, until space is freed; 0 keeps no reserve")
 	fl.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "open connections the listener holds; beyond it new ones are closed at once")
 	fl.Float64Var(&f.rate, "rate-limit", 0, "with --auth, requests a second each principal may make (429 E4015 past it); 0 sets no limit")
-	fl.IntVar(&f.sessionWatches, "max-session-watches", engine.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
-	fl.DurationVar(&f.statsInterval, "stats-interval", engine.DefaultLayer0Interval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
+	fl.IntVar(&f.sessionWatches, "max-session-watches", server.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
+	fl.DurationVar(&f.statsInterval, "stats-interval", server.DefaultStatsInterval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key the listener speaks TLS only. Reloaded on SIGHUP")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key file (PEM) of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-client-ca", "", "CA file (PEM): every client must present a certificate it signed (mutual TLS)")
@@ -207,18 +206,18 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 }
 
 // parseTick reads the --tick flag.
-func parseTick(s string) (engine.TickMode, time.Duration, error) {
+func parseTick(s string) (server.TickMode, time.Duration, error) {
 	switch {
 	case s == "commit":
-		return engine.TickCommit, 0, nil
+		return server.TickCommit, 0, nil
 	case s == "manual":
-		return engine.TickManual, 0, nil
+		return server.TickManual, 0, nil
 	case strings.HasPrefix(s, "interval:"):
 		d, err := time.ParseDuration(strings.TrimPrefix(s, "interval:"))
 		if err != nil || d <= 0 {
 			return 0, 0, fmt.Errorf("--tick %q: the interval must be a positive duration such as interval:100ms", s)
 		}
-		return engine.TickInterval, d, nil
+		return server.TickInterval, d, nil
 	}
 	return 0, 0, fmt.Errorf("--tick %q: want commit, manual or interval:<duration>", s)
 }

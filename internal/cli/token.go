@@ -1,16 +1,14 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/herald-mq/herald"
 )
 
 type tokenFlags struct {
@@ -59,35 +57,29 @@ func newTokenCreateCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 			if principal == "" {
 				return usageError(fmt.Errorf("--principal is required"))
 			}
-			c, err := newAPIClient(f.addr, f.tls, f.timeout)
+			if len(grants) == 0 && (timeout > 0 || rows > 0) {
+				return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned go with --grant (they are set with the principal's grants)"))
+			}
+			ctx := cmd.Context()
+			c, err := dial(ctx, f.addr, f.tls, f.timeout)
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
+			defer c.Close()
 			if len(grants) > 0 {
-				body := map[string]any{"grants": grants}
-				if timeout > 0 {
-					body["statement_timeout"] = timeout.String()
+				p := herald.Principal{Name: principal, Grants: grants, StatementTimeout: max(timeout, 0), MaxRowsScanned: max(rows, 0)}
+				if err := c.SetPrincipal(ctx, p); err != nil {
+					return &ExitError{Code: 1, Err: err}
 				}
-				if rows > 0 {
-					body["max_rows_scanned"] = rows
-				}
-				if err := c.admin(ctx, http.MethodPut, "/v1/principals/"+url.PathEscape(principal), body, nil); err != nil {
-					return err
-				}
-			} else if timeout > 0 || rows > 0 {
-				return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned go with --grant (they are set with the principal's grants)"))
 			}
-			var out struct {
-				Token, ID, Principal, Label string
-			}
-			if err := c.admin(ctx, http.MethodPost, "/v1/tokens", map[string]any{"principal": principal, "label": label}, &out); err != nil {
-				return err
+			secret, tok, err := c.CreateToken(ctx, principal, label)
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
 			}
 			if f.json {
-				return writeLine(stdout, compactJSON(map[string]any{"token": out.Token, "id": out.ID, "principal": out.Principal, "label": out.Label}))
+				return writeLine(stdout, compactJSON(map[string]any{"token": secret, "id": tok.ID, "principal": tok.Principal, "label": tok.Label}))
 			}
-			return writeString(stdout, fmt.Sprintf("token %s for %s (id %s); it is not shown again\n", out.Token, out.Principal, out.ID))
+			return writeString(stdout, fmt.Sprintf("token %s for %s (id %s); it is not shown again\n", secret, tok.Principal, tok.ID))
 		},
 	}
 	cmd.Flags().StringVar(&principal, "principal", "", "the principal the token acts for")
@@ -104,24 +96,28 @@ func newTokenListCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 		Short: "List the tokens (never the tokens themselves)",
 		Args:  argCount(0, 0, "token list"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newAPIClient(f.addr, f.tls, f.timeout)
+			c, err := dial(cmd.Context(), f.addr, f.tls, f.timeout)
 			if err != nil {
 				return err
 			}
-			var out struct {
-				Tokens []struct{ ID, Principal, Label string }
+			defer c.Close()
+			tokens, err := c.Tokens(cmd.Context())
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
 			}
-			if err := c.admin(cmd.Context(), http.MethodGet, "/v1/tokens", nil, &out); err != nil {
-				return err
+			// The --json output names the fields as it always has: ID, Principal, Label.
+			out := make([]struct{ ID, Principal, Label string }, len(tokens))
+			for i, t := range tokens {
+				out[i].ID, out[i].Principal, out[i].Label = t.ID, t.Principal, t.Label
 			}
 			if f.json {
-				return writeLine(stdout, compactJSON(out.Tokens))
+				return writeLine(stdout, compactJSON(out))
 			}
 			var b strings.Builder
-			for _, t := range out.Tokens {
+			for _, t := range out {
 				fmt.Fprintf(&b, "%s\t%s\t%s\n", t.ID, t.Principal, t.Label)
 			}
-			fmt.Fprintf(&b, "(%s)\n", plural(len(out.Tokens), "token"))
+			fmt.Fprintf(&b, "(%s)\n", plural(len(out), "token"))
 			return writeString(stdout, b.String())
 		},
 	}
@@ -133,31 +129,15 @@ func newTokenRevokeCmd(f *tokenFlags, stdout io.Writer) *cobra.Command {
 		Short: "Revoke a token: requests carrying it are refused from now on",
 		Args:  argCount(1, 1, "token revoke ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newAPIClient(f.addr, f.tls, f.timeout)
+			c, err := dial(cmd.Context(), f.addr, f.tls, f.timeout)
 			if err != nil {
 				return err
 			}
-			if err := c.admin(cmd.Context(), http.MethodDelete, "/v1/tokens/"+url.PathEscape(args[0]), nil, nil); err != nil {
-				return err
+			defer c.Close()
+			if err := c.RevokeToken(cmd.Context(), args[0]); err != nil {
+				return &ExitError{Code: 1, Err: err}
 			}
 			return writeString(stdout, "revoked "+args[0]+"\n")
 		},
 	}
-}
-
-// admin calls the token API and decodes a successful answer into out.
-func (c *apiClient) admin(ctx context.Context, method, path string, body, out any) error {
-	status, data, err := c.do(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
-	if status >= 300 {
-		return &ExitError{Code: 1, Err: decodeError(status, data)}
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("unexpected answer: %v", err)
-		}
-	}
-	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 
@@ -16,7 +14,6 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
-	"github.com/herald-mq/herald/engine"
 )
 
 type watchFlags struct {
@@ -79,16 +76,10 @@ func runWatch(ctx context.Context, f watchFlags, statement string, stdout, stder
 	if f.reconnect < 0 {
 		return usageError(fmt.Errorf("--reconnect %d: want at least 0", f.reconnect))
 	}
-	if engine.ConsumeMode(statement) {
-		if _, perr := engine.ConsumeStatement(statement, ""); perr == nil {
-			return usageError(errors.New("this WATCH is in consume mode: its messages are leased and must be settled; run it with herald consume"))
-		}
+	if consumeMode(statement) {
+		return usageError(errors.New("this WATCH is in consume mode: its messages are leased and must be settled; run it with herald consume"))
 	}
-	dialOpts, err := f.tls.dialOptions()
-	if err != nil {
-		return err
-	}
-	c, err := client.Dial(ctx, normalizeAddr(f.addr), append(dialOpts, client.WithLogger(slog.New(slog.DiscardHandler)))...)
+	c, err := dial(ctx, f.addr, f.tls, 0)
 	if err != nil {
 		return err
 	}
@@ -180,21 +171,4 @@ func compactJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return strings.TrimRight(buf.String(), "\n")
-}
-
-// defaultAddr is the broker URL flags default to: $HERALD_ADDR, or the local default.
-func defaultAddr() string {
-	if a := os.Getenv("HERALD_ADDR"); a != "" {
-		return a
-	}
-	return "http://127.0.0.1:7420"
-}
-
-// normalizeAddr accepts host:port as well as a URL.
-func normalizeAddr(addr string) string {
-	addr = strings.TrimRight(addr, "/")
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	return addr
 }

@@ -36,7 +36,7 @@ type watchReq struct {
 }
 
 func (s *scriptWatcher) Open(ctx context.Context, req broker.StreamRequest) (broker.Stream, error) {
-	if strings.Contains(strings.ToLower(req.Query), "consume") {
+	if consumeMode(req.Query) {
 		return nil, herald.Errorf(herald.CodeInvalidQuery, "a consume-mode WATCH is served by the Subscribe stream")
 	}
 	s.mu.Lock()
@@ -67,7 +67,7 @@ func (s *scriptStream) Take(dst []herald.Event, max int) ([]herald.Event, bool) 
 	return broker.TakeReady(s.events, dst, max)
 }
 
-// serveScript serves the RPC service with w as its watch-mode engine.
+// serveScript serves the RPC service over a fake node whose streams w opens.
 func serveScript(t *testing.T, w *scriptWatcher) string {
 	t.Helper()
 	mux := http.NewServeMux()

@@ -145,3 +145,19 @@ func TestDepsFollowsImports(t *testing.T) {
 		t.Fatalf("deps %v, want b,c", deps)
 	}
 }
+
+// The command line reaches a server through the Go client: of the server's packages it
+// imports only server, for `herald serve`.
+func TestCLIImportsNoServerPackageButServer(t *testing.T) {
+	imps, err := imports(filepath.Join(moduleRoot(t), "internal", "cli"), Herald.Module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range imps {
+		for _, s := range []string{"engine", "standing", "watch", "delivery", "lockqueue", "namedqueue", "queue", "graph", "store", "auth", "httpapi", "rpcapi"} {
+			if imp == s || strings.HasPrefix(imp, s+"/") {
+				t.Errorf("internal/cli imports %s", imp)
+			}
+		}
+	}
+}

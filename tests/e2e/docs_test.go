@@ -20,7 +20,7 @@ import (
 // blocks TestDocsStatementsParse parses.
 var surveyedDocs = []string{
 	"docs/api.md", "docs/consume.md", "docs/watch.md", "docs/queues.md",
-	"docs/operations.md", "docs/security.md", "docs/language.md", "docs/storage.md",
+	"docs/operations.md", "docs/security.md", "docs/language.md", "docs/storage.md", "docs/cli.md",
 }
 
 // TestDocsRun runs each page's shell commands (```sh, ```bash, ```console and query-shell
