@@ -74,4 +74,7 @@ type Config struct {
 	// Follow: it commits nothing (a commit answers E5006 NOT_LEADER), and neither cleans
 	// the last run's sessions nor writes _Watch counters nor advances ticks.
 	Follower bool
+	// KeepBackend leaves Backend to the caller: Close does not close it (a node that
+	// changes role opens engines one after the other on one store).
+	KeepBackend bool
 }

@@ -63,7 +63,8 @@ type Engine struct {
 	// principalWatches counts the watches of each principal (layer0.go), under sessMu.
 	principalWatches map[string]int
 
-	// backendOwned: a successful Open takes the backend over, and Close closes it.
+	// backendOwned: a successful Open takes the backend over (unless Config.KeepBackend),
+	// and Close closes it.
 	backendOwned bool
 
 	closing  atomic.Bool
@@ -143,7 +144,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		sessions: map[string]*Session{},
 
 		principalWatches: map[string]int{},
-		backendOwned:     true,
+		backendOwned:     !cfg.KeepBackend,
 	}
 	switch {
 	case cfg.BodyCache == 0:

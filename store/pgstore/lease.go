@@ -116,3 +116,56 @@ func (s *Store) leaseCall(ctx context.Context, fn func(context.Context) error) e
 	defer cancel()
 	return fn(ctx)
 }
+
+// Node is one node sharing the store, as it last reported itself with Heartbeat.
+type Node struct {
+	Name    string
+	Address string
+	Role    string        // "leader" or "follower"
+	Seq     uint64        // the position it had applied
+	Behind  time.Duration // how far its graph was behind the newest commit it knew of
+	SeenAt  time.Time     // on the database's clock
+	Age     time.Duration // since SeenAt, by the database's clock when read
+}
+
+// Heartbeat records n (its SeenAt and Age are ignored) as the node's latest report.
+func (s *Store) Heartbeat(ctx context.Context, n Node) error {
+	err := s.leaseCall(ctx, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, s.q.heartbeat, n.Name, n.Address, n.Role, int64(n.Seq), n.Behind.Seconds())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("pgstore: heartbeat: %w", err)
+	}
+	return nil
+}
+
+// Nodes lists the nodes that have reported with Heartbeat, by name, with the age of
+// their last report.
+func (s *Store) Nodes(ctx context.Context) ([]Node, error) {
+	var out []Node
+	err := s.leaseCall(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, s.q.nodes)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n Node
+			var seq int64
+			var behind, age float64
+			if err := rows.Scan(&n.Name, &n.Address, &n.Role, &seq, &behind, &n.SeenAt, &age); err != nil {
+				return err
+			}
+			n.Seq = uint64(seq)
+			n.Behind = time.Duration(behind * float64(time.Second))
+			n.Age = time.Duration(age * float64(time.Second))
+			out = append(out, n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: nodes: %w", err)
+	}
+	return out, nil
+}

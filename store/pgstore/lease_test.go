@@ -135,3 +135,42 @@ func TestLeaseArguments(t *testing.T) {
 		t.Errorf("Leader after Close = %v", err)
 	}
 }
+
+// Nodes report themselves with Heartbeat; Nodes lists the latest report of each.
+func TestHeartbeats(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	s := mustOpen(t, schema, pgstore.Options{})
+	defer s.Close()
+	for _, n := range []pgstore.Node{
+		{Name: "b", Address: "http://b", Role: "follower", Seq: 3, Behind: 1500 * time.Millisecond},
+		{Name: "a", Address: "http://a", Role: "leader", Seq: 4},
+		{Name: "b", Address: "http://b", Role: "follower", Seq: 4},
+	} {
+		if err := s.Heartbeat(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes, err := s.Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 2 || nodes[0].Name != "a" || nodes[0].Role != "leader" || nodes[1].Seq != 4 || nodes[1].Behind != 0 || nodes[1].Age < 0 || nodes[1].Age > time.Minute {
+		t.Fatalf("nodes %+v", nodes)
+	}
+}
+
+// A schema of version 1 (before the cluster_nodes table) is upgraded when a store opens it.
+func TestUpgradeFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	schema := newSchema(t)
+	s := mustOpen(t, schema, pgstore.Options{})
+	s.Close()
+	admin(t, testDSN(t), `DROP TABLE `+schema+`.cluster_nodes`)
+	admin(t, testDSN(t), `UPDATE `+schema+`.schema_version SET version = 1`)
+	s = mustOpen(t, schema, pgstore.Options{})
+	defer s.Close()
+	if err := s.Heartbeat(ctx, pgstore.Node{Name: "a", Role: "leader"}); err != nil {
+		t.Fatalf("after the upgrade: %v", err)
+	}
+}

@@ -10,8 +10,24 @@ import (
 )
 
 // schemaVersion is the version of the tables below, kept in the schema_version table.
-// Open creates them in an empty schema and refuses a schema of a newer version.
-const schemaVersion = 1
+// Open creates them in an empty schema, upgrades an older one (upgrades), and refuses a
+// schema of a newer version.
+const schemaVersion = 2
+
+// upgrades[v] takes a schema from version v+1 to v+2: upgrades[0] is the cluster_nodes table
+// of version 2.
+var upgrades = []string{`
+-- The nodes sharing the store, as each last reported itself (Heartbeat): what
+-- herald status lists. seen_at is on the database's clock.
+CREATE TABLE {s}.cluster_nodes (
+	name     text PRIMARY KEY,
+	address  text NOT NULL,
+	role     text NOT NULL,
+	seq      bigint NOT NULL,
+	behind   double precision NOT NULL,
+	seen_at  timestamptz NOT NULL
+);
+`}
 
 // schemaDDL creates the tables of one store. {s} stands for the quoted schema name.
 //
@@ -112,6 +128,7 @@ type queries struct {
 	truncChanges, truncBodies, truncDead, setHorizon           string
 
 	acquire, renew, release, leader string
+	heartbeat, nodes                string
 }
 
 func newQueries(schema string) queries {
@@ -178,6 +195,12 @@ func newQueries(schema string) queries {
 			WHERE id = 1 AND term = $1 AND holder IS NOT NULL`),
 		leader: f(`SELECT term, coalesce(holder, ''), address, expires_at, holder IS NOT NULL AND expires_at > now()
 			FROM {s}.leader WHERE id = 1`),
+
+		heartbeat: f(`INSERT INTO {s}.cluster_nodes (name, address, role, seq, behind, seen_at) VALUES ($1, $2, $3, $4, $5, now())
+			ON CONFLICT (name) DO UPDATE SET address = excluded.address, role = excluded.role, seq = excluded.seq,
+				behind = excluded.behind, seen_at = excluded.seen_at`),
+		nodes: f(`SELECT name, address, role, seq, behind, seen_at, extract(epoch FROM now() - seen_at)::float8
+			FROM {s}.cluster_nodes ORDER BY name`),
 	}
 }
 
@@ -213,11 +236,19 @@ func migrate(ctx context.Context, tx pgx.Tx, schema string) error {
 		return fmt.Errorf("schema %s is at version %d; this build knows versions up to %d", schema, version, schemaVersion)
 	case version == schemaVersion:
 		return nil
-	case hasVersion:
+	case hasVersion && version < 1:
 		return fmt.Errorf("schema %s is at version %d, which this build cannot upgrade", schema, version)
 	}
-	if _, err := tx.Exec(ctx, strings.ReplaceAll(schemaDDL, "{s}", quoted)); err != nil {
-		return fmt.Errorf("creating the tables: %w", err)
+	if !hasVersion {
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(schemaDDL, "{s}", quoted)); err != nil {
+			return fmt.Errorf("creating the tables: %w", err)
+		}
+		version = 1
+	}
+	for ; version < schemaVersion; version++ {
+		if _, err := tx.Exec(ctx, strings.ReplaceAll(upgrades[version-1], "{s}", quoted)); err != nil {
+			return fmt.Errorf("upgrading the tables to version %d: %w", version+1, err)
+		}
 	}
 	_, err = tx.Exec(ctx, "UPDATE "+quoted+".schema_version SET version = $1", schemaVersion)
 	return err
