@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store/pgstore"
+)
+
+// fakeLease is the leadership lease on a manual clock, shared by several roles.
+type fakeLease struct {
+	mu       sync.Mutex
+	clk      *clock.Manual
+	term     uint64
+	holder   string
+	address  string
+	expires  time.Time
+	renewErr error // when set, Renew fails with it
+}
+
+func (f *fakeLease) Acquire(_ context.Context, holder, address string, ttl time.Duration) (uint64, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.holder != "" && f.holder != holder && f.clk.Now().Before(f.expires) {
+		return 0, false, nil
+	}
+	f.term++
+	f.holder, f.address, f.expires = holder, address, f.clk.Now().Add(ttl)
+	return f.term, true, nil
+}
+
+func (f *fakeLease) Renew(_ context.Context, term uint64, ttl time.Duration) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.renewErr != nil {
+		return false, f.renewErr
+	}
+	if term != f.term || f.holder == "" {
+		return false, nil
+	}
+	f.expires = f.clk.Now().Add(ttl)
+	return true, nil
+}
+
+func (f *fakeLease) Release(_ context.Context, term uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if term == f.term {
+		f.holder, f.address = "", ""
+	}
+	return nil
+}
+
+func (f *fakeLease) Leader(context.Context) (pgstore.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return pgstore.Lease{Term: f.term, Holder: f.holder, Address: f.address, Expires: f.expires,
+		Held: f.holder != "" && f.clk.Now().Before(f.expires)}, nil
+}
+
+// roleNode returns roles for a node named name on the lease, recording its role changes.
+func roleNode(l *fakeLease, name string, fail func(role string) error) (*roles, *[]string) {
+	var seen []string
+	r := &roles{lease: l, clock: l.clk, log: quietLogger(), name: name, address: "http://" + name, ttl: 4 * time.Second,
+		become: func(_ context.Context, role string, term uint64) error {
+			if fail != nil {
+				if err := fail(role); err != nil {
+					return err
+				}
+			}
+			seen = append(seen, role)
+			return nil
+		}}
+	return r, &seen
+}
+
+func wantRole(t *testing.T, r *roles, role, leader string) {
+	t.Helper()
+	if got, _, l, _ := r.state(); got != role || l != leader {
+		t.Fatalf("%s: role %q leader %q, want %q and %q", r.name, got, l, role, leader)
+	}
+}
+
+// One node leads, the other follows and knows where the leader is; when the leader
+// stops renewing, it steps down before its lease expires, and the follower takes over
+// once it has.
+func TestRolesFailover(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, aSeen := roleNode(l, "a", nil)
+	b, bSeen := roleNode(l, "b", nil)
+	for _, r := range []*roles{a, b} {
+		if err := r.step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantRole(t, a, RoleLeader, "http://a")
+	wantRole(t, b, RoleFollower, "http://a")
+
+	// The leader renews; the follower waits.
+	for range 8 {
+		l.clk.Advance(time.Second)
+		_ = a.step(ctx)
+		_ = b.step(ctx)
+	}
+	wantRole(t, a, RoleLeader, "http://a")
+	wantRole(t, b, RoleFollower, "http://a")
+
+	// The store stops answering the leader's renewals: it retries, then steps down
+	// before the lease (4 s) runs out.
+	l.mu.Lock()
+	l.renewErr = errors.New("connection refused")
+	l.mu.Unlock()
+	l.clk.Advance(time.Second)
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
+	l.clk.Advance(2 * time.Second)
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "")
+	_ = b.step(ctx)
+	wantRole(t, b, RoleFollower, "http://a") // the lease has not expired yet
+	l.clk.Advance(2 * time.Second)
+	_ = b.step(ctx)
+	wantRole(t, b, RoleLeader, "http://b")
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "http://b")
+	if _, term, _, changes := b.state(); term != 2 || changes != 1 {
+		t.Fatalf("b: term %d, %d changes", term, changes)
+	}
+	if len(*aSeen) != 2 || len(*bSeen) != 2 {
+		t.Fatalf("changes seen: a %v, b %v", *aSeen, *bSeen)
+	}
+}
+
+// A leader whose lease moved to another term steps down at its next renewal.
+func TestRolesDeposedLeaderStepsDown(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", nil)
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
+	// a is paused past its lease, and b takes over.
+	l.clk.Advance(5 * time.Second)
+	b, _ := roleNode(l, "b", nil)
+	_ = b.step(ctx)
+	wantRole(t, b, RoleLeader, "http://b")
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "")
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "http://b")
+}
+
+// A node that takes the lease but cannot start its leader's services gives the lease
+// back and follows, so that another can lead.
+func TestRolesLeaderThatCannotStart(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", func(role string) error {
+		if role == RoleLeader {
+			return errors.New("disk full")
+		}
+		return nil
+	})
+	if err := a.step(ctx); err == nil {
+		t.Fatal("no error from a failed start")
+	}
+	wantRole(t, a, RoleFollower, "")
+	b, _ := roleNode(l, "b", nil)
+	_ = b.step(ctx)
+	wantRole(t, b, RoleLeader, "http://b")
+}
+
+// The loop starts and stops with the node, and a leader gives its lease back on close.
+func TestRolesLoopStops(t *testing.T) {
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", nil)
+	if err := a.start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.close(context.Background())
+	if got, _ := l.Leader(context.Background()); got.Held {
+		t.Fatalf("lease still held after close: %+v", got)
+	}
+}
