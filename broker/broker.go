@@ -6,6 +6,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -200,4 +201,36 @@ func TakeReady(events <-chan herald.Event, dst []herald.Event, max int) ([]heral
 		}
 	}
 	return dst, false
+}
+
+// NotLeader is the detail of E5006 NOT_LEADER: where the leader serves clients, ""
+// when no node leads at the moment.
+type NotLeader struct{ Leader string }
+
+func (n *NotLeader) Error() string {
+	if n.Leader == "" {
+		return "no node leads at the moment"
+	}
+	return "the leader is at " + n.Leader
+}
+
+// NotLeaderError refuses what only the leader does (what names it) on a follower,
+// naming the leader.
+func NotLeaderError(leader, what string) error {
+	msg := what + " goes to the leader"
+	if leader != "" {
+		msg += ", at " + leader
+	} else {
+		msg += "; no node leads at the moment, retry shortly"
+	}
+	return &herald.Error{Code: herald.CodeNotLeader, Message: msg, Err: &NotLeader{Leader: leader}}
+}
+
+// LeaderOf returns the leader's address an E5006 error names, or "".
+func LeaderOf(err error) string {
+	var nl *NotLeader
+	if herald.CodeOf(err) == herald.CodeNotLeader && errors.As(err, &nl) {
+		return nl.Leader
+	}
+	return ""
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
 )
 
 // fakeEngine records calls and answers with canned results or errors.
@@ -358,5 +359,24 @@ func TestQueryBytes(t *testing.T) {
 		if d := decodeError(t, w); w.Code != 400 || d.Code != herald.CodeMalformedRequest {
 			t.Errorf("params %s: status %d, %+v", params, w.Code, d)
 		}
+	}
+}
+
+// A follower's refusal that names the leader redirects the request there, method and
+// body kept, with the error besides; one that names none answers 503.
+func TestNotLeaderRedirects(t *testing.T) {
+	f := &fakeEngine{err: broker.NotLeaderError("http://leader:7420", "a write")}
+	h := newTestHandler(t, f, Options{})
+	rec := do(t, h, http.MethodPost, "/v1/query?x=1", `{"query": "SPAWN j: Job"}`)
+	if rec.Code != http.StatusTemporaryRedirect || rec.Header().Get("Location") != "http://leader:7420/v1/query?x=1" {
+		t.Fatalf("status %d, location %q", rec.Code, rec.Header().Get("Location"))
+	}
+	if d := decodeError(t, rec); d.Code != herald.CodeNotLeader || d.Leader != "http://leader:7420" {
+		t.Fatalf("body %+v", d)
+	}
+	f.err = broker.NotLeaderError("", "a write")
+	rec = do(t, h, http.MethodPost, "/v1/query", `{"query": "SPAWN j: Job"}`)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Location") != "" {
+		t.Fatalf("without a leader: status %d, location %q", rec.Code, rec.Header().Get("Location"))
 	}
 }

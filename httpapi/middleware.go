@@ -19,6 +19,7 @@ type recorder struct {
 	status int
 	bytes  int
 	code   herald.Code // error code of an error answer
+	uri    string      // the request's path and query, for a redirect to the leader
 }
 
 func (r *recorder) WriteHeader(status int) {
@@ -55,7 +56,7 @@ func (h *Handler) handle(pattern, route string, fn http.HandlerFunc, methods ...
 	}
 	h.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &recorder{ResponseWriter: w}
+		rec := &recorder{ResponseWriter: w, uri: r.URL.RequestURI()}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

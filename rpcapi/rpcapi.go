@@ -431,6 +431,10 @@ func toProtoEvent(ev herald.Event) (*heraldv1.Event, error) {
 // error code of a failed call, e.g. "E8004".
 const HeaderCode = "herald-code"
 
+// HeaderLeader is the response metadata key that carries where the leader serves
+// clients, on E5006 NOT_LEADER from a follower.
+const HeaderLeader = "herald-leader"
+
 // toConnect converts err to a Connect error: the RPC code comes from the error table, the
 // Herald code travels in the herald-code metadata key and, with the name, message and
 // position, in a heraldv1.ErrorDetail. Errors that already are Connect errors pass through.
@@ -447,6 +451,9 @@ func toConnect(err error) error {
 	}
 	ce = connect.NewError(code, errors.New(he.Message))
 	ce.Meta().Set(HeaderCode, string(info.Code))
+	if leader := broker.LeaderOf(err); leader != "" {
+		ce.Meta().Set(HeaderLeader, leader)
+	}
 	if d, derr := connect.NewErrorDetail(errorDetail(err)); derr == nil {
 		ce.AddDetail(d)
 	}

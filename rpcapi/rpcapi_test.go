@@ -726,3 +726,16 @@ func TestQueryBytes(t *testing.T) {
 		t.Fatalf("row %#v, want %#v", row, want)
 	}
 }
+
+// A follower's refusal carries the leader's address in the herald-leader metadata.
+func TestNotLeaderNamesTheLeader(t *testing.T) {
+	c, _ := serve(t, &fakeEngine{err: broker.NotLeaderError("http://leader:7420", "a write")}, nil)
+	_, err := c.Query(context.Background(), connect.NewRequest(&heraldv1.QueryRequest{Query: "SPAWN j: Job"}))
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || ce.Meta().Get(HeaderLeader) != "http://leader:7420" {
+		t.Fatalf("error %v", err)
+	}
+	if he := heraldError(t, err); he.Code != herald.CodeNotLeader {
+		t.Fatalf("code %s", he.Code)
+	}
+}
