@@ -70,6 +70,7 @@ var Operations = map[string]OperationGrant{
 	"GET /readyz":               {Public: true},
 	"HEAD /readyz":              {Public: true},
 	"GET /metrics":              {},
+	"GET /v1/cluster":           {},
 	"* /":                       {}, // every other path: 404
 	"PUT /v1/principals/{name}": {Needs: []string{ActAdmin}},
 	"POST /v1/tokens":           {Needs: []string{ActAdmin}},

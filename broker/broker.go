@@ -21,6 +21,35 @@ type Broker interface {
 	Settlement
 	LockQueues
 	NamedQueues
+	Cluster
+}
+
+// Cluster reports a node's place among the nodes sharing its store.
+type Cluster interface {
+	Status(ctx context.Context) (Status, error)
+}
+
+// Status is a node's view of itself and of the nodes sharing its store. A node on a
+// store of its own (Pebble) is its leader, alone.
+type Status struct {
+	Name    string       `json:"name"`
+	Role    string       `json:"role"` // "leader" or "follower"
+	Address string       `json:"address"`
+	Leader  string       `json:"leader"` // the leader's address; "" when no node leads
+	Term    uint64       `json:"term"`   // the leadership term it knows of (0 on a store of its own)
+	Seq     uint64       `json:"seq"`    // the position it has applied
+	Store   string       `json:"store"`  // "pebble" or "postgres"
+	Nodes   []NodeStatus `json:"nodes"`
+}
+
+// NodeStatus is one node sharing the store, as it last reported itself.
+type NodeStatus struct {
+	Name    string  `json:"name"`
+	Address string  `json:"address"`
+	Role    string  `json:"role"`
+	Seq     uint64  `json:"seq"`
+	Behind  float64 `json:"behind_seconds"` // how far its graph was behind the newest commit it knew of
+	Age     float64 `json:"age_seconds"`    // since it last reported
 }
 
 // Statements run the query language: sessions, one-off and prepared statements, and

@@ -129,6 +129,7 @@ func New(b broker.Broker, opts Options) *Handler {
 	h.handle("/healthz", "healthz", h.healthz, http.MethodGet, http.MethodHead)
 	h.handle("/readyz", "readyz", h.readyz, http.MethodGet, http.MethodHead)
 	h.handle("/metrics", "metrics", h.metrics.serve, http.MethodGet)
+	h.handle("/v1/cluster", "cluster", h.cluster, http.MethodGet)
 	h.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herald.Errorf(herald.CodeNotFound, "no endpoint %s", r.URL.Path))
 	})
@@ -273,4 +274,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// cluster serves GET /v1/cluster: the node's role and the nodes sharing its store.
+func (h *Handler) cluster(w http.ResponseWriter, r *http.Request) {
+	st, err := h.b.Status(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if st.Nodes == nil {
+		st.Nodes = []broker.NodeStatus{}
+	}
+	writeJSON(w, http.StatusOK, st)
 }

@@ -23,13 +23,13 @@ import (
 // localPrincipal is a credential-less request from loopback.
 var localPrincipal = &herald.Principal{Name: "local", Grants: []string{herald.ActAdmin}}
 
-func (s *Server) authenticate(store *auth.Store, next http.Handler) http.Handler {
+func (s *Server) authenticate(tokens func() *auth.Store, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
 			next.ServeHTTP(w, r)
 			return
 		}
-		p, until, err := s.principalOf(store, r)
+		p, until, err := s.principalOf(tokens(), r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
 			if !rpcapi.WriteError(w, r, err) {
@@ -102,19 +102,19 @@ func fromLoopback(r *http.Request) bool {
 //	DELETE /v1/tokens/{id}                                 revoke
 //
 // Each route is checked against its entry in herald.Operations before it runs.
-func authAPI(store *auth.Store) (mux *http.ServeMux, routes []string) {
+func authAPI(tokens func() *auth.Store) (mux *http.ServeMux, routes []string) {
 	mux = http.NewServeMux()
-	handle := func(op string, h http.HandlerFunc) {
+	handle := func(op string, h func(http.ResponseWriter, *http.Request, *auth.Store)) {
 		routes = append(routes, op)
 		mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
 			if err := herald.CheckOperation(herald.PrincipalFrom(r.Context()), op); err != nil {
 				httpapi.WriteError(w, err)
 				return
 			}
-			h(w, r)
+			h(w, r, tokens())
 		})
 	}
-	handle("PUT /v1/principals/{name}", func(w http.ResponseWriter, r *http.Request) {
+	handle("PUT /v1/principals/{name}", func(w http.ResponseWriter, r *http.Request, store *auth.Store) {
 		var body struct {
 			Grants           []string `json:"grants"`
 			StatementTimeout string   `json:"statement_timeout"`
@@ -139,7 +139,7 @@ func authAPI(store *auth.Store) (mux *http.ServeMux, routes []string) {
 		}
 		writeJSON(w, map[string]any{"principal": r.PathValue("name"), "grants": store.Principal(r.PathValue("name")).Grants})
 	})
-	handle("POST /v1/tokens", func(w http.ResponseWriter, r *http.Request) {
+	handle("POST /v1/tokens", func(w http.ResponseWriter, r *http.Request, store *auth.Store) {
 		var body struct {
 			Principal string `json:"principal"`
 			Label     string `json:"label"`
@@ -155,10 +155,10 @@ func authAPI(store *auth.Store) (mux *http.ServeMux, routes []string) {
 		}
 		writeJSON(w, map[string]any{"token": token, "id": t.ID, "principal": t.Principal, "label": t.Label})
 	})
-	handle("GET /v1/tokens", func(w http.ResponseWriter, r *http.Request) {
+	handle("GET /v1/tokens", func(w http.ResponseWriter, r *http.Request, store *auth.Store) {
 		writeJSON(w, map[string]any{"tokens": store.Tokens()})
 	})
-	handle("DELETE /v1/tokens/{id}", func(w http.ResponseWriter, r *http.Request) {
+	handle("DELETE /v1/tokens/{id}", func(w http.ResponseWriter, r *http.Request, store *auth.Store) {
 		if err := store.Revoke(r.Context(), r.PathValue("id")); err != nil {
 			httpapi.WriteError(w, err)
 			return

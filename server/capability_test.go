@@ -32,7 +32,7 @@ func TestDeliveryIDsAreNotReadable(t *testing.T) {
 
 	// Every node of every type, as a client reads it.
 	var types []string
-	_ = e.srv.eng.View(func(tx *graph.Tx, _, _ uint64) error {
+	_ = e.srv.currentStack().eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		types = tx.Graph().NodeTypes()
 		return nil
 	})
@@ -54,7 +54,7 @@ func TestDeliveryIDsAreNotReadable(t *testing.T) {
 		}
 	}
 	// The change log, which resumable watches replay.
-	sets, err := e.srv.eng.Changes(context.Background(), 0, 1<<20)
+	sets, err := e.srv.currentStack().eng.Changes(context.Background(), 0, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

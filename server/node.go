@@ -24,6 +24,8 @@ type node struct {
 	wat *watch.Service
 	lq  *lockqueue.Service
 	nq  *namedqueue.Service
+	// status reports the node among its store's nodes (set by the server).
+	status func(ctx context.Context) (broker.Status, error)
 }
 
 var _ broker.Broker = (*node)(nil)
@@ -109,6 +111,8 @@ func (n *node) ExtendMessage(ctx context.Context, queue string, id herald.NodeID
 func (n *node) RedriveDeadLetters(ctx context.Context, queue string) (int, error) {
 	return n.nq.RedriveDeadLetters(ctx, queue)
 }
+
+func (n *node) Status(ctx context.Context) (broker.Status, error) { return n.status(ctx) }
 
 func (n *node) FrameBudget(done <-chan struct{}) (func(), bool) { return n.wat.FrameBudget(done) }
 

@@ -42,6 +42,7 @@ type roles struct {
 	address string // where this node serves clients
 	ttl     time.Duration
 	become  func(ctx context.Context, role string, term uint64) error
+	report  func(ctx context.Context) // after each round: the node reports itself
 
 	mu      sync.Mutex
 	role    string
@@ -95,6 +96,9 @@ func (r *roles) loop() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.ttl)
 		if err := r.step(ctx); err != nil {
 			r.log.Error("changing role", "err", err)
+		}
+		if r.report != nil {
+			r.report(ctx)
 		}
 		cancel()
 		t.Reset(r.tick())
@@ -166,13 +170,18 @@ func (r *roles) step(ctx context.Context) error {
 func (r *roles) change(ctx context.Context, role string, term uint64) error {
 	err := r.become(ctx, role, term)
 	if err != nil && role == RoleLeader {
+		r.log.Error("could not start as the leader: giving the lease back", "term", term, "err", err)
 		_ = r.lease.Release(ctx, term)
 		role, term = RoleFollower, 0
-		if ferr := r.become(ctx, role, 0); ferr != nil {
-			return ferr
-		}
+		err = r.become(ctx, role, 0)
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		// Neither role could start: the next round tries again.
+		r.role, r.term = "", 0
+		return err
+	}
 	if r.role != "" && r.role != role {
 		r.changes++
 	}
@@ -180,8 +189,7 @@ func (r *roles) change(ctx context.Context, role string, term uint64) error {
 	if role == RoleFollower && r.leader == r.address {
 		r.leader = ""
 	}
-	r.mu.Unlock()
-	return err
+	return nil
 }
 
 // state reports the node's role, term, the leader's address ("" when unknown) and the

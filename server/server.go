@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/auth"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/httpapi"
@@ -126,7 +127,30 @@ type Config struct {
 	PingInterval time.Duration
 	// WatchPolicy refuses WATCH patterns with E8001 in both modes.
 	WatchPolicy herald.WatchPolicy
+
+	// Store, when it is a postgres:// (or postgresql://) connection string, keeps the
+	// graph in PostgreSQL instead of the Pebble store in DataDir, shared with any other
+	// node started on the same database and schema: one of them leads (writes, consume
+	// streams, settlements), the others follow its change log and serve reads and
+	// watch-mode streams (see cluster.go and docs/scale.md).
+	Store string
+	// StoreSchema is the PostgreSQL schema of the store; "" means "herald".
+	StoreSchema string
+	// NodeName names this node among those sharing the store (unique; it holds the
+	// leadership lease under it). "" means the host name and the listen port.
+	NodeName string
+	// Advertise is where clients reach this node (http://host:port): followers send
+	// clients of the leader's work there. "" means the listen address, with the host
+	// name in place of an unspecified host.
+	Advertise string
+	// LeaseTTL is how long the leader's lease lasts without renewal: the longest a dead
+	// leader holds the cluster up. 0 means DefaultLeaseTTL.
+	LeaseTTL time.Duration
 }
+
+// DefaultLeaseTTL is Config.LeaseTTL's default: the leader renews every quarter of it,
+// and a follower takes over within about this long after the leader dies.
+const DefaultLeaseTTL = 3 * time.Second
 
 type state int
 
@@ -145,9 +169,13 @@ type Server struct {
 	mu      sync.Mutex
 	state   state
 	backend store.Backend
-	eng     *engine.Engine
-	del     *delivery.Service
-	wat     *watch.Service
+	cluster *cluster // nil on a store of the node's own (set by Start)
+
+	// smu guards the services of the node's current role, which change (cluster.go)
+	// while the server runs; mu is held by all of Start.
+	smu    sync.Mutex
+	stack  *stack
+	tokens *auth.Store
 	ln      net.Listener
 	tls     *tlsFiles // nil without TLS
 	http    *http.Server
@@ -270,7 +298,10 @@ func (s *Server) Done() <-chan struct{} { return s.served }
 func (s *Server) Delivery() *delivery.Service {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.del
+	if st := s.currentStack(); st != nil {
+		return st.del
+	}
+	return nil
 }
 
 // StoreCounters reports the work of the embedded store since Start: synced writes and
@@ -313,12 +344,11 @@ func (s *Server) ready() error {
 	if s.serve != nil {
 		return herald.Errorf(herald.CodeInternal, "http server failed: %v", s.serve)
 	}
-	if f, ok := any(s.eng).(interface{ Err() error }); ok {
-		if err := f.Err(); err != nil {
-			return err
-		}
+	st := s.currentStack()
+	if st == nil {
+		return herald.Errorf(herald.CodeShuttingDown, "the node is changing role")
 	}
-	return nil
+	return st.eng.Err()
 }
 
 // Stop shuts the server down: it stops accepting connections, ends the watch and consume
@@ -344,7 +374,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 	}
 	s.state = stateStopping
-	hs, eng, del, wat := s.http, s.eng, s.del, s.wat
+	hs, cl := s.http, s.cluster
 	s.mu.Unlock()
 
 	s.log.Info("stopping: draining requests")
@@ -355,19 +385,16 @@ func (s *Server) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("server: drain: %w", err))
 	}
 	<-s.served
-	if err := wat.Stop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("server: stop watch: %w", err))
-	}
-	// Leases stay durable and keep their deadlines across the restart.
-	if err := del.Stop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("server: stop delivery: %w", err))
-	}
-	// The engine waits for its in-flight commits; give it time even if ctx is spent.
-	engCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	// Closing the engine closes the store it took over.
-	if err := eng.Close(engCtx); err != nil {
-		errs = append(errs, fmt.Errorf("server: close engine and store: %w", err))
+	if cl != nil {
+		// No role changes from here on; a leader gives its lease back for another.
+		if err := s.stopCluster(context.WithoutCancel(ctx)); err != nil {
+			errs = append(errs, err)
+		}
+	} else if st := s.swapStack(nil); st != nil {
+		// Closing the engine closes the store it took over.
+		if err := st.close(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	s.mu.Lock()

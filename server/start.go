@@ -14,17 +14,12 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/auth"
-	"github.com/herald-mq/herald/delivery"
-	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/httpapi"
 	"github.com/herald-mq/herald/internal/clock"
-	"github.com/herald-mq/herald/lockqueue"
-	"github.com/herald-mq/herald/namedqueue"
 	"github.com/herald-mq/herald/rpcapi"
 	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/pebblestore"
-	"github.com/herald-mq/herald/watch"
 )
 
 // ErrStarted is returned by Start on a server that was already started or stopped.
@@ -74,15 +69,27 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	cleanup.add(func() { _ = ln.Close() })
 
-	backend, err := s.openStore()
-	if err != nil {
-		return err
+	var b broker.Broker
+	if IsPostgres(s.cfg.Store) {
+		if b, err = s.startCluster(ctx, ln.Addr().String()); err != nil {
+			return err
+		}
+		cleanup.add(func() { _ = s.stopCluster(context.Background()) })
+	} else {
+		backend, err := s.openStore()
+		if err != nil {
+			return err
+		}
+		st, err := s.openLeader(ctx, backend, false)
+		if err != nil {
+			return err
+		}
+		cleanup.add(func() { _ = st.close(context.Background()) })
+		s.backend = backend
+		s.swapStack(st)
+		b = st.b
 	}
-	nd, err := s.openNode(ctx, backend, &cleanup)
-	if err != nil {
-		return err
-	}
-	handler, api, rpc, err := s.handler(nd)
+	handler, api, rpc, err := s.handler(b)
 	if err != nil {
 		return err
 	}
@@ -92,14 +99,13 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.http.RegisterOnShutdown(api.CloseStreams)
 	s.http.RegisterOnShutdown(rpc.CloseStreams)
 	ln = s.wrapListener(ln)
-	s.backend, s.eng, s.del, s.wat, s.ln, s.state = backend, nd.eng, nd.del, nd.wat, ln, stateRunning
+	s.ln, s.state = ln, stateRunning
 	go s.run(s.http, ln)
 
-	seq, tick := nd.eng.Position()
+	seq, tick := b.Position()
 	s.log.Info("listening", "addr", ln.Addr().String(), "tls", s.tls != nil, "client_certs", s.tls != nil && s.cfg.TLSClientCAFile != "", "data", s.dataLabel(), "seq", seq, "tick", tick)
 	return nil
 }
-
 // loadTLS reads the certificate files, when TLS is asked for.
 func (s *Server) loadTLS() error {
 	if s.cfg.TLSCertFile == "" && s.cfg.TLSKeyFile == "" && s.cfg.TLSClientCAFile == "" {
@@ -134,86 +140,32 @@ func (s *Server) openStore() (store.Backend, error) {
 	return ps, nil
 }
 
-// openNode opens the engine on backend (which it takes over), then the consume and
-// watch engines and the queue contracts on it: the node the surfaces reach. What it
-// started goes on cleanup.
-func (s *Server) openNode(ctx context.Context, backend store.Backend, cleanup *undo) (*node, error) {
-	eng, err := engine.Open(ctx, engine.Config{
-		Backend:                backend,
-		Clock:                  s.cfg.Clock,
-		Logger:                 s.log.With("component", "engine"),
-		TickMode:               s.cfg.TickMode,
-		TickInterval:           s.cfg.TickInterval,
-		Retention:              s.cfg.Retention,
-		MaxWatchesPerSession:   s.cfg.MaxWatchesPerSession,
-		MaxWatchesPerPrincipal: s.cfg.MaxWatchesPerPrincipal,
-		MinFreeBytes:           s.cfg.MinFreeBytes,
-		Layer0Interval:         s.cfg.StatsInterval,
-		StatementTimeout:       s.cfg.StatementTimeout,
-		MaxRowsScanned:         s.cfg.MaxRowsScanned,
-	})
-	if err != nil {
-		_ = backend.Close() // a failed Open leaves the backend to its caller
-		return nil, fmt.Errorf("server: open engine: %w", err)
-	}
-	// The engine has the backend now: closing it closes the store.
-	cleanup.add(func() { _ = eng.Close(context.Background()) })
-
-	// The consume engine installs itself as the engine's statement extension (ACK, NACK,
-	// EXTEND over /v1/query), so it starts before anything is served. One handle names
-	// one watch in a session, whichever its mode: each service asks the other before
-	// binding one.
-	var wat *watch.Service
-	del := delivery.New(delivery.Config{
-		Engine:       eng,
-		Logger:       s.log.With("component", "delivery"),
-		MaxConsumers: s.cfg.MaxConsumers,
-		Policy:       s.cfg.WatchPolicy,
-		Handles:      func(session, name string) bool { return wat != nil && wat.HasHandle(session, name) },
-	})
-	if err := del.Start(ctx); err != nil {
-		return nil, fmt.Errorf("server: start delivery: %w", err)
-	}
-	cleanup.add(func() { _ = del.Stop(context.Background()) })
-
-	wat = watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, Consume: del, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare, FeedLinger: max(s.cfg.FeedLinger, 0)})
-	if err := wat.Start(ctx); err != nil {
-		return nil, fmt.Errorf("server: start watch: %w", err)
-	}
-	cleanup.add(func() { _ = wat.Stop(context.Background()) })
-	// The queue contracts translate onto the graph and the consume engine.
-	return &node{eng: eng, del: del, wat: wat, lq: lockqueue.New(eng, del), nq: namedqueue.New(eng, del)}, nil
-}
-
 // handler mounts the JSON API, the RPC services and the principal and token API on one
 // port, inside authentication, the rate limit and the body limits.
-func (s *Server) handler(nd *node) (http.Handler, *httpapi.Handler, *rpcapi.Service, error) {
+func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpcapi.Service, error) {
 	// Watch streams of both surfaces encode their events in the same few slots, so
 	// that a fan-out, over server-sent events and RPC alike, leaves CPU to the writers.
 	sendSlots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
-	api := httpapi.New(nd, httpapi.Options{
+	api := httpapi.New(b, httpapi.Options{
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log.With("component", "http"),
 		Ready:        s.ready,
 		Clock:        s.cfg.Clock,
 		PingInterval: s.cfg.PingInterval,
-		Metrics:      []herald.MetricSource{nd.eng, nd.del, nd.wat, nd.lq},
+		Metrics:      []herald.MetricSource{s},
 		WatchLinger:  positiveOrNone(s.cfg.SSELinger),
 		SendSlots:    sendSlots,
 	})
-	rpc := rpcapi.New(nd, rpcapi.Options{
+	rpc := rpcapi.New(b, rpcapi.Options{
 		Logger:       s.log.With("component", "rpc"),
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		WatchLinger:  s.cfg.WatchLinger,
-		Clock:        nd.eng.Clock(),
+		Clock:        s.clock(),
 		SendSlots:    sendSlots,
 
 		MaxInflightPublishes: s.cfg.MaxInflightPublishes,
 	})
-	tokens, err := auth.Open(nd.eng)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("server: load principals and tokens: %w", err)
-	}
+	tokens := s.currentTokens
 	// One port: the RPC services under their path prefixes, the JSON API everywhere
 	// else. gRPC needs HTTP/2, which the server speaks without TLS too (h2c).
 	mux := http.NewServeMux()

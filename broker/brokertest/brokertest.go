@@ -44,6 +44,8 @@ type Broker struct {
 	NackMessageFunc        func(ctx context.Context, queue string, id herald.NodeID, o broker.QueueNack) error
 	ExtendMessageFunc      func(ctx context.Context, queue string, id herald.NodeID, by time.Duration) (time.Time, error)
 	RedriveDeadLettersFunc func(ctx context.Context, queue string) (int, error)
+
+	StatusFunc func(ctx context.Context) (broker.Status, error)
 }
 
 var _ broker.Broker = (*Broker)(nil)
@@ -136,4 +138,11 @@ func (b *Broker) SettleAsync(ctx context.Context, items []broker.Settle, done fu
 		return
 	}
 	done(b.Settle(ctx, items))
+}
+
+func (b *Broker) Status(ctx context.Context) (broker.Status, error) {
+	if b.StatusFunc == nil {
+		return broker.Status{}, absent("Status")
+	}
+	return b.StatusFunc(ctx)
 }

@@ -421,3 +421,20 @@ func (s *Store) Close() error {
 	s.pool.Close()
 	return nil
 }
+
+// DropSchema removes a store's schema and everything in it from the database at dsn.
+// Nothing can undo it.
+func DropSchema(ctx context.Context, dsn, schema string) error {
+	if !schemaName.MatchString(schema) {
+		return fmt.Errorf("pgstore: schema name %q: use lower-case letters, digits and underscores, at most 40", schema)
+	}
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("pgstore: drop schema %s: %w", schema, err)
+	}
+	return nil
+}
