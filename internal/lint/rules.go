@@ -63,7 +63,7 @@ var Herald = Config{
 		// The surfaces know the seam only: never the engine, the standing queries or the
 		// queues behind it.
 		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
-		{Pkg: "server", Allow: []string{".", "broker", "engine", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
+		{Pkg: "server", Allow: []string{".", "broker", "engine", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
