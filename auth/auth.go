@@ -82,17 +82,11 @@ func Open(eng *engine.Engine) (*Store, error) {
 	s := &Store{eng: eng, principals: map[string]*herald.Principal{}, tokens: map[string]Token{}, tokenLife: map[string]*life{}, valid: map[string]*life{}}
 	err := eng.ViewSnapshot(func(tx *graph.Tx, _, _ uint64) error {
 		for _, id := range tx.NodesOfType(TypePrincipal) {
-			n := tx.Node(id)
-			s.principals[n.Attrs.Get("name").AsString()] = &herald.Principal{
-				Name:             n.Attrs.Get("name").AsString(),
-				Grants:           strings1(n.Attrs.Get("grants")),
-				StatementTimeout: n.Attrs.Get("statement_timeout").AsDuration(),
-				MaxRowsScanned:   int(n.Attrs.Get("max_rows_scanned").AsInt()),
-			}
+			p := principalOf(tx.Node(id))
+			s.principals[p.Name] = p
 		}
 		for _, id := range tx.NodesOfType(TypeToken) {
-			n := tx.Node(id)
-			t := Token{ID: string(id), Principal: n.Attrs.Get("principal").AsString(), Label: n.Attrs.Get("label").AsString(), hash: n.Attrs.Get("hash").AsString()}
+			t := tokenOf(tx.Node(id))
 			s.tokens[t.hash] = t
 		}
 		return nil
@@ -209,12 +203,7 @@ func (s *Store) SetPrincipal(ctx context.Context, name string, grants []string, 
 	}
 	s.mu.Lock()
 	s.principals[name] = &herald.Principal{Name: name, Grants: grants, StatementTimeout: lim.StatementTimeout, MaxRowsScanned: lim.MaxRowsScanned}
-	if l := s.valid[name]; l != nil {
-		// Requests and streams authenticated with the old grants end: they reconnect
-		// with the new ones.
-		l.cancel(herald.Errorf(herald.CodeUnauthenticated, "the grants of principal %s changed; authenticate again", name))
-		delete(s.valid, name)
-	}
+	s.endGrants(name)
 	s.mu.Unlock()
 	return nil
 }
@@ -276,13 +265,7 @@ func (s *Store) Revoke(ctx context.Context, id string) error {
 	if hash == "" {
 		return herald.Errorf(herald.CodeNotFound, "no token %q", id)
 	}
-	s.mu.Lock()
-	delete(s.tokens, hash) // refused at once, before the commit is durable
-	if l := s.tokenLife[hash]; l != nil {
-		l.cancel(herald.Errorf(herald.CodeUnauthenticated, "the token was revoked"))
-		delete(s.tokenLife, hash)
-	}
-	s.mu.Unlock()
+	s.dropToken(hash) // refused at once, before the commit is durable
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
 		if tx.Node(herald.NodeID(id)) != nil {
 			tx.DeleteNode(herald.NodeID(id))

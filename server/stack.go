@@ -144,7 +144,9 @@ func (s *Server) openFollower(ctx context.Context, backend store.Backend, wait f
 			s.log.Error("following the leader's change log stopped", "err", err)
 		}
 	}()
-	st := &stack{role: RoleFollower, eng: eng, wat: wat, auth: tokens, stopFollow: func() { cancel(); <-done }}
+	// Principals and tokens made or revoked on the leader reach this node's with its log.
+	stopAuth := tokens.Follow()
+	st := &stack{role: RoleFollower, eng: eng, wat: wat, auth: tokens, stopFollow: func() { cancel(); <-done; stopAuth() }}
 	st.b = &followerNode{eng: eng, wat: wat, leader: leader, status: s.status}
 	return st, nil
 }
