@@ -73,8 +73,8 @@ type subOptions struct {
 	params      map[string]any
 	drain       time.Duration // WithDrainTimeout: 0 waits for the handlers
 	warn        func(*herald.Error)
-	logLevel    *slog.Level   // WithLogLevel: the level of failure reports
-	reportEvery time.Duration // WithReportInterval
+	logLevel    *slog.Level    // WithLogLevel: the level of failure reports
+	reportEvery time.Duration  // WithReportInterval
 	processed   func(*Message) // test hook: called once a message is done with
 	readHook    func(event)    // test hook: called after each event is handled
 }
