@@ -233,6 +233,8 @@ func integral(x any) (int64, bool) {
 // kindOfPlain names what a plain value is, for errors.
 func kindOfPlain(x any) string {
 	switch x.(type) {
+	case nil:
+		return "null"
 	case bool:
 		return "Bool"
 	case int64:

@@ -67,15 +67,14 @@ func newFailureReport(log *slog.Logger, o subOptions, clock herald.Clock) *failu
 	return r
 }
 
-// start starts the reporting goroutine.
+// start arms the timer and starts the reporting goroutine.
 func (r *failureReport) start() {
 	r.stop, r.done = make(chan struct{}), make(chan struct{})
-	go r.loop()
+	go r.loop(r.clock.NewTimer(r.every))
 }
 
-func (r *failureReport) loop() {
+func (r *failureReport) loop(t herald.Timer) {
 	defer close(r.done)
-	t := r.clock.NewTimer(r.every)
 	defer t.Stop()
 	for {
 		select {

@@ -6,8 +6,9 @@ import (
 	"github.com/herald-mq/herald"
 )
 
-// Decode stores the message's match in the value v points to, through the client's
-// codec (JSON unless Dial's WithCodec set another; JSON for a Message built by hand).
+// Decode stores the message's match in the value v points to, through the message's
+// Codec: the client's (JSON unless Dial's WithCodec set another), JSON for a Message
+// built by hand without one.
 // For `RETURN m`, the whole node, a struct receives the node's attributes by name and
 // its id in a field named "id".
 func (m *Message) Decode(v any) error {
@@ -15,6 +16,9 @@ func (m *Message) Decode(v any) error {
 }
 
 func (m *Message) codec() Codec {
+	if m.Codec != nil {
+		return m.Codec
+	}
 	if m.sub != nil {
 		return m.sub.c.codec
 	}
