@@ -10,8 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/broker"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/broker"
 )
 
 // The queue RPC (the herald.v1.Queues service, docs/queues.md): named queues declared

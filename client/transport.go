@@ -29,7 +29,7 @@ type transport struct {
 	hc      *http.Client
 	rpc     heraldv1connect.HeraldClient
 	queues  heraldv1connect.QueuesClient // the queue RPC
-	watches watchMux // the watch-mode streams' shared call
+	watches watchMux                     // the watch-mode streams' shared call
 }
 
 // newHTTPClient returns the HTTP client of a new Client: HTTP/2 only, without TLS for
