@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,5 +164,66 @@ func TestConsumerConfigRetriesAndDeadLetters(t *testing.T) {
 	rows := srv.Exec(`MATCH d: _DeadLetter, _dead_letter_destination(d, #failed_jobs) RETURN d.subject_id`, nil).Last().Rows
 	if len(rows) != 1 || rows[0][0] != id {
 		t.Fatalf("letters linked to #failed_jobs: %v", rows)
+	}
+}
+
+// lockedBuffer is a log destination safe for the subscription's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A subscription whose handler fails logs each failure at DEBUG and reports them
+// together at the level it was given, not one WARN line each.
+func TestSubscriptionReportsFailuresTogether(t *testing.T) {
+	srv := heraldtest.NewServer(t)
+	srv.Exec(`node Job { n: Int }`, nil)
+	var logs lockedBuffer
+	ctx := context.Background()
+	c, err := client.Dial(ctx, srv.URL(), client.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for n := range 5 {
+		if _, err := c.Publish(ctx, "Job", map[string]any{"n": n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := c.Consume(ctx, client.ConsumerConfig{Type: "Job", MaxAttempts: 1}, func(ctx context.Context, m *client.Message) error {
+		if m.Match["n"] == int64(0) {
+			panic("zero")
+		}
+		return errors.New("no")
+	}, client.WithLogLevel(slog.LevelInfo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.WaitDrained("Job")
+	if err := sub.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-sub.Done()
+	out := logs.String()
+	if n := strings.Count(out, "level=DEBUG msg=\"handler failed\""); n != 5 {
+		t.Errorf("%d DEBUG lines of failures, want 5:\n%s", n, out)
+	}
+	if strings.Contains(out, "level=WARN") {
+		t.Errorf("a WARN line:\n%s", out)
+	}
+	if n := strings.Count(out, "level=INFO msg=\"failed attempts since the last report\" component=herald-subscription failed=5 panicked=1 nacked=5 rejected=0"); n != 1 {
+		t.Errorf("want one report of 5 failures at INFO:\n%s", out)
 	}
 }
