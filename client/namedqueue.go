@@ -189,7 +189,8 @@ type QueueConsumer struct {
 	err    error // why the stream ended, once done is closed
 }
 
-// Consume opens a consumer of the queue. ctx bounds the stream's life.
+// Consume opens a consumer of the queue. ctx bounds the stream's life; Close ends it
+// sooner, and frees it either way.
 func (q *NamedQueue) Consume(ctx context.Context) (*QueueConsumer, error) {
 	if q.c.isClosed() {
 		return nil, ErrClosed
@@ -204,12 +205,12 @@ func (q *NamedQueue) Consume(ctx context.Context) (*QueueConsumer, error) {
 		return nil, fromConnect(err)
 	}
 	qc := &QueueConsumer{call: call, cancel: cancel, msgs: make(chan QueueDelivery), stop: make(chan struct{}), done: make(chan struct{})}
-	go qc.read()
+	go qc.read(ctx)
 	return qc, nil
 }
 
 // read hands the stream's messages to Next until the stream ends.
-func (qc *QueueConsumer) read() {
+func (qc *QueueConsumer) read(ctx context.Context) {
 	defer close(qc.done)
 	defer func() {
 		qc.err = fromConnect(qc.call.Err())
@@ -226,6 +227,8 @@ func (qc *QueueConsumer) read() {
 		select {
 		case qc.msgs <- d:
 		case <-qc.stop:
+			return
+		case <-ctx.Done(): // the stream's context: the message goes back to the queue
 			return
 		}
 	}

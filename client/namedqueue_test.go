@@ -68,6 +68,19 @@ func TestNamedQueueRoundTrip(t *testing.T) {
 	if _, err := cons.Next(ctx); err == nil {
 		t.Fatalf("Next after Close: %v", err)
 	}
+	// A consumer whose context ends, with a message it was not asked for, lets it go.
+	cctx, cancel := context.WithCancel(ctx)
+	other, err := q.Consume(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := other.Next(ctx); err == nil {
+		t.Fatal("Next on a consumer whose context ended returned no error")
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := q.Delete(ctx); err != nil || n != 1 {
 		t.Fatalf("Delete: %d %v", n, err)
 	}
