@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/clock"
 )
 
 // Option configures Dial.
@@ -26,6 +28,8 @@ type options struct {
 	token   string
 	timeout time.Duration
 	log     *slog.Logger
+	codec   Codec
+	clock   herald.Clock
 }
 
 // WithToken sends a bearer token (herald token create) with every request, for a
@@ -83,11 +87,22 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // is slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
+// WithCodec sets the codec that Publish turns a struct into attributes with and
+// Message.Decode reads a match with; the default is JSON.
+func WithCodec(c Codec) Option { return func(o *options) { o.codec = c } }
+
+// WithClock sets the clock the client reads: the time a delayed publish becomes
+// available (WithDelay) and the interval of the subscriptions' failure reports. The
+// default is the real clock; tests give a manual one.
+func WithClock(c herald.Clock) Option { return func(o *options) { o.clock = c } }
+
 // Client is a connection to one Herald server. It is safe for concurrent use.
 type Client struct {
 	tr      *transport
 	timeout time.Duration
 	log     *slog.Logger
+	codec   Codec
+	clock   herald.Clock
 
 	pub publisher // coalesces publishes onto one stream (publish.go)
 
@@ -106,6 +121,12 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	if o.log == nil {
 		o.log = slog.Default()
 	}
+	if o.codec == nil {
+		o.codec = JSON
+	}
+	if o.clock == nil {
+		o.clock = clock.Real()
+	}
 	base := strings.TrimRight(url, "/")
 	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
 		return nil, setupError(nil, "url %q: want http:// or https://", url)
@@ -120,6 +141,8 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		tr:      newTransport(base, o.hc),
 		timeout: o.timeout,
 		log:     o.log,
+		codec:   o.codec,
+		clock:   o.clock,
 		subs:    make(map[*Subscription]struct{}),
 	}
 	c.pub.c = c
@@ -321,8 +344,11 @@ func (p *Prepared) exec(ctx context.Context, session string, params map[string]a
 type PublishOption func(*publishOptions)
 
 type publishOptions struct {
-	id      string
-	session *Session
+	id       string
+	session  *Session
+	delay    time.Duration
+	priority *int64
+	fairness *string
 }
 
 // WithID gives the published node an explicit id instead of a generated one; a node
@@ -332,19 +358,54 @@ func WithID(id string) PublishOption { return func(o *publishOptions) { o.id = i
 // InSession publishes within s, e.g. inside a transaction s has begun.
 func InSession(s *Session) PublishOption { return func(o *publishOptions) { o.session = s } }
 
-// Publish creates a node of type typ with the attributes attrs and returns its id once
-// the server has made it durable: a message for every consume watch whose pattern it
-// matches. It travels on the client's publish stream as a type and typed values, never
-// as query text, and publishes made meanwhile from other goroutines share its frame and
+// The attributes the publish options set, and that a ConsumerConfig reads when told
+// to: AvailableAt: AttrAvailableAt, OrderBy: ByPriority, Fairness: AttrFairnessKey.
+// They are the names the queue RPC gives its messages' attributes too.
+const (
+	AttrAvailableAt = "available_at"
+	AttrPriority    = "priority"
+	AttrFairnessKey = "fairness_key"
+)
+
+// WithDelay holds the message back for d: it sets the attribute available_at to the
+// client clock's now plus d, and a consumer whose WATCH has `available_at:
+// m.available_at` (ConsumerConfig.AvailableAt) receives it no earlier. A consumer
+// without that option receives it at once.
+func WithDelay(d time.Duration) PublishOption { return func(o *publishOptions) { o.delay = d } }
+
+// WithPriority sets the attribute priority, which a consumer ordering by it
+// (ConsumerConfig.OrderBy: ByPriority, `ordering: attribute(m.priority ASC)`) serves
+// lowest first: 0 is the highest, as in the queues.
+func WithPriority(p int64) PublishOption { return func(o *publishOptions) { o.priority = &p } }
+
+// WithFairnessKey sets the attribute fairness_key, by which a consumer with
+// ConsumerConfig.Fairness (`fairness: m.fairness_key`) shares its deliveries out
+// between keys in turn (deficit round robin).
+func WithFairnessKey(k string) PublishOption { return func(o *publishOptions) { o.fairness = &k } }
+
+// Publish creates a node of type typ from body and returns its id once the server has
+// made it durable: a message for every consume watch whose pattern it matches. body
+// is its attributes: a map[string]any of Herald values (see Exec's parameters, plus
+// herald.Value), or a struct (or anything else the client's codec takes: JSON unless
+// WithCodec says otherwise), whose fields become the attributes; nil has none. The
+// options WithDelay, WithPriority and WithFairnessKey add the attributes they name,
+// over body's own.
+//
+// It travels on the client's publish stream as a type and typed values, never as
+// query text, and publishes made meanwhile from other goroutines share its frame and
 // its commit. typ and the attribute names must be plain identifiers. In a session
 // (InSession) it runs as a SPAWN statement in the session's open transaction instead.
-func (c *Client) Publish(ctx context.Context, typ string, attrs map[string]any, opts ...PublishOption) (string, error) {
+func (c *Client) Publish(ctx context.Context, typ string, body any, opts ...PublishOption) (string, error) {
 	var o publishOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.session == nil {
-		return c.PublishAsync(typ, attrs, opts...).Wait(ctx)
+		return c.PublishAsync(typ, body, opts...).Wait(ctx)
+	}
+	attrs, err := c.attrsOf(body, &o)
+	if err != nil {
+		return "", err
 	}
 	q, params, err := spawnQuery(typ, attrs, o.id)
 	if err != nil {
@@ -363,6 +424,55 @@ func (c *Client) Publish(ctx context.Context, typ string, attrs map[string]any, 
 		return "", fmt.Errorf("client: publish: the id %v is not a string", last.Rows[0][0])
 	}
 	return id, nil
+}
+
+// attrsOf returns the attributes of a publish: body's, through the codec unless it is
+// a map of values already, and those the options set. A codec's "id" is the node's id
+// (unless WithID gave one), and "_type" is dropped: both come back in a whole node's
+// match, and neither is an attribute.
+func (c *Client) attrsOf(body any, o *publishOptions) (map[string]any, error) {
+	var attrs map[string]any
+	switch b := body.(type) {
+	case nil:
+	case map[string]any:
+		attrs = b
+	default:
+		vals, err := c.codec.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		attrs = make(map[string]any, len(vals)+3)
+		for k, v := range vals {
+			switch {
+			case k == "_type":
+			case k == "id" && v.Kind() == herald.KindString:
+				if o.id == "" {
+					o.id = v.AsString()
+				}
+			default:
+				attrs[k] = v
+			}
+		}
+	}
+	if o.delay == 0 && o.priority == nil && o.fairness == nil {
+		return attrs, nil
+	}
+	if _, ok := body.(map[string]any); ok || attrs == nil {
+		attrs = maps.Clone(attrs) // the caller's map stays as it was
+		if attrs == nil {
+			attrs = map[string]any{}
+		}
+	}
+	if o.delay != 0 {
+		attrs[AttrAvailableAt] = c.clock.Now().Add(o.delay)
+	}
+	if o.priority != nil {
+		attrs[AttrPriority] = *o.priority
+	}
+	if o.fairness != nil {
+		attrs[AttrFairnessKey] = *o.fairness
+	}
+	return attrs, nil
 }
 
 // spawnQuery builds the SPAWN statement of Publish: identifiers are checked and

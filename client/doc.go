@@ -1,8 +1,32 @@
-// Package client is the Go SDK of Herald: it runs queries, publishes messages,
-// consumes consume-mode watches with a handler and an ack policy, and drives the queue
-// REST API and the token administration. It speaks the herald.v1.Herald service over
-// Connect, on HTTP/2, and the JSON API for the few calls that have no RPC (see
-// Transport); the herald command line is built on it.
+// Package client is the Go SDK of Herald: it runs queries, publishes messages (typed
+// values through a codec), consumes consume-mode watches with a handler or a typed
+// worker and an ack policy, and drives both queue APIs and the token administration.
+// It speaks the herald.v1.Herald and herald.v1.Queues services over Connect, on
+// HTTP/2, and the JSON API for the few calls that have no RPC (see Transport); the
+// herald command line is built on it. docs/worker.md walks through a complete worker.
+//
+// # Typed payloads and workers
+//
+// Publish takes a struct as well as a map: the client's Codec (JSON's rules by
+// default, Proto for protocol buffers, WithCodec for another) turns its fields into
+// attributes of Herald's kinds — []byte stays Bytes, time.Time is a Timestamp — and
+// Message.Decode reads a match back. A Worker[T] receives a *Job[T], the message with
+// its payload decoded; Work starts one on a ConsumerConfig, and Typed adapts one to a
+// Handler for Subscribe. WithDelay, WithPriority and WithFairnessKey set the attributes
+// that a ConsumerConfig's AvailableAt, OrderBy (ByPriority) and Fairness read.
+//
+//	type Email struct{ To, Subject string }
+//	_, err := c.Publish(ctx, "Email", Email{To: "ann@example.com"}, client.WithPriority(1))
+//	sub, err := client.Work(ctx, c, client.ConsumerConfig{Type: "Email", Group: "mailers",
+//		MaxAttempts: 5, Backoff: client.Exponential(time.Second, 2, time.Minute)},
+//		client.WorkFunc[Email](func(ctx context.Context, j *client.Job[Email]) error {
+//			return send(ctx, j.Payload)
+//		}))
+//
+// A ConsumerConfig is the consume watch as Go values (group, filter, ordering,
+// fairness, ack timeout, attempts, backoff, dead letter, prefetch, concurrency,
+// policy); it builds its WATCH statement as a tree of the language and prints it, and
+// Statement shows it. What it does not cover is written as a WATCH statement.
 //
 // # Consuming
 //
@@ -92,6 +116,14 @@
 // and its handler has returned, its handler context ends with the cause ErrSettled; a
 // Manual message left unsettled keeps its context until it is settled or expires.
 //
+// # Logging
+//
+// A subscription reports what it cannot return — failed handlers, recovered panics,
+// automatic settlements the server refused — to the client's logger (WithLogger),
+// counted: one line per interval (WithReportInterval, DefaultReportInterval) at WARN
+// (WithLogLevel sets the level per subscription) saying how many failed and how they
+// were settled, with the last error, and each one on its own at DEBUG.
+//
 // # Flow control
 //
 // WithConcurrency(n) runs n handlers at once. WithPrefetch(n) caps how many unsettled
@@ -136,6 +168,12 @@
 // watches dead-lettered. The contract's refusals come back with codes: E4021 for a
 // pop of a locked queue, E4022 for a lock that expired first, E4001 for a wrong lock
 // id, E4007 for a queue without a lock.
+//
+// Client.NamedQueue is a queue of the queue RPC (herald.v1.Queues): Create declares it
+// with a visibility timeout, an attempt limit, a dead-letter queue and fairness
+// weights; Enqueue adds a message with a fairness key, a priority and a delay; Consume
+// streams leased messages, settled by id with Ack, Nack and Extend; RedriveDeadLetters
+// puts the dead letters back. Its values are the server's seam's (package broker).
 //
 // # Errors
 //

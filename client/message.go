@@ -40,6 +40,9 @@ type Message struct {
 	// Deadline is when the lease expires unless extended, as the server said on delivery
 	// (Extend does not update it); zero if the server did not say.
 	Deadline time.Time
+	// Codec is what Decode reads Match with. Nil, as it is on delivery, means the
+	// client's codec (WithCodec), and JSON for a Message built by hand.
+	Codec Codec
 
 	sub    *Subscription
 	ctx    context.Context // the handler's context; cancelled when the lease is gone

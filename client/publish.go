@@ -67,13 +67,17 @@ func failedFuture(err error) *PublishFuture {
 // PublishAsync queues a publish (see Publish) and returns at once: the future reports
 // its outcome. Publishes of one client keep their order: they are committed in the
 // order they were queued. InSession is not available here; use Publish.
-func (c *Client) PublishAsync(typ string, attrs map[string]any, opts ...PublishOption) *PublishFuture {
+func (c *Client) PublishAsync(typ string, body any, opts ...PublishOption) *PublishFuture {
 	var o publishOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.session != nil {
 		return failedFuture(invalid("PublishAsync cannot publish in a session; use Publish"))
+	}
+	attrs, err := c.attrsOf(body, &o)
+	if err != nil {
+		return failedFuture(err)
 	}
 	pub, err := newPublication(typ, attrs, o.id)
 	if err != nil {

@@ -73,6 +73,8 @@ type subOptions struct {
 	params      map[string]any
 	drain       time.Duration // WithDrainTimeout: 0 waits for the handlers
 	warn        func(*herald.Error)
+	logLevel    *slog.Level    // WithLogLevel: the level of failure reports
+	reportEvery time.Duration  // WithReportInterval
 	processed   func(*Message) // test hook: called once a message is done with
 	readHook    func(event)    // test hook: called after each event is handled
 }
@@ -127,6 +129,7 @@ type Subscription struct {
 	opts    subOptions
 	log     *slog.Logger
 	conn    *consumeConn
+	report  *failureReport // counts failed attempts, logs them once per interval
 
 	parent     context.Context // Subscribe's context: cancelling it drains the subscription
 	base       context.Context // parent of every handler context (the client's own)
@@ -202,6 +205,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 		done:        make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.report = newFailureReport(s.log, o, c.clock)
 	s.parent = ctx
 	s.base, s.cancelBase = context.WithCancelCause(own)
 
@@ -215,6 +219,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	c.subs[s] = struct{}{}
 	c.mu.Unlock()
 
+	s.report.start()
 	s.workers.Add(o.concurrency)
 	for range o.concurrency {
 		go s.work()
@@ -224,6 +229,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	go func() {
 		<-s.readerDone
 		<-s.workersDone
+		s.report.close()
 		c.mu.Lock()
 		delete(c.subs, s)
 		c.mu.Unlock()
@@ -459,7 +465,8 @@ func (s *Subscription) process(m *Message) {
 		if err := m.Ack(m.ctx); err != nil {
 			// The lease is not ours (or the answer was lost): the handler does not run,
 			// and the server redelivers the message if the ACK did not land.
-			s.log.Warn("ack on receipt failed; the handler does not run", "delivery_id", m.DeliveryID, "err", err)
+			// Counted with the failures, not logged each at WARN.
+			s.report.settleFailed(m, err)
 			s.forget(m)
 			m.finished(true)
 			return
@@ -477,12 +484,23 @@ func (s *Subscription) process(m *Message) {
 func (s *Subscription) call(m *Message) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			pe := &PanicError{Value: r, Stack: debug.Stack()}
-			s.log.Error("handler panicked", "delivery_id", m.DeliveryID, "panic", r, "stack", string(pe.Stack))
-			err = pe
+			err = &PanicError{Value: r, Stack: debug.Stack()} // logged with the failures
 		}
 	}()
 	return s.handler(m.ctx, m)
+}
+
+// settleBy makes the automatic settlement act of m.
+func settleBy(ctx context.Context, m *Message, act action, delay time.Duration) error {
+	switch act {
+	case actAck:
+		return m.Ack(ctx)
+	case actNack:
+		return m.NackAfter(ctx, delay)
+	case actReject:
+		return m.Reject(ctx)
+	}
+	return nil
 }
 
 // action is an automatic settlement.
@@ -521,22 +539,14 @@ func decide(p Policy, err error) (action, time.Duration) {
 
 func (s *Subscription) settleAfter(m *Message, herr error) {
 	act, delay := decide(s.opts.policy, herr)
-	if herr != nil {
-		s.log.Warn("handler failed", "delivery_id", m.DeliveryID, "attempt", m.Attempt, "policy", s.opts.policy.String(), "err", herr)
-	}
 	if act == actNone || m.Settled() {
-		return
+		act = actNone
 	}
-	var err error
-	switch act {
-	case actAck:
-		err = m.Ack(m.ctx)
-	case actNack:
-		err = m.NackAfter(m.ctx, delay)
-	case actReject:
-		err = m.Reject(m.ctx)
+	if herr != nil {
+		var pe *PanicError
+		s.report.failure(m, herr, act, errors.As(herr, &pe))
 	}
-	if err != nil && !errors.Is(err, ErrSettled) && !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, herald.CodeOutcomeUnknown) {
-		s.log.Warn("automatic settlement failed; the message will be redelivered", "delivery_id", m.DeliveryID, "err", err)
+	if err := settleBy(m.ctx, m, act, delay); err != nil && !errors.Is(err, ErrSettled) && !errors.Is(err, ErrLeaseExpired) && !errors.Is(err, herald.CodeOutcomeUnknown) {
+		s.report.settleFailed(m, err)
 	}
 }

@@ -28,7 +28,8 @@ type transport struct {
 	base    string
 	hc      *http.Client
 	rpc     heraldv1connect.HeraldClient
-	watches watchMux // the watch-mode streams' shared call
+	queues  heraldv1connect.QueuesClient // the queue RPC
+	watches watchMux                     // the watch-mode streams' shared call
 }
 
 // newHTTPClient returns the HTTP client of a new Client: HTTP/2 only, without TLS for
@@ -56,6 +57,7 @@ func newHTTPClient(base string, tc *tls.Config) *http.Client {
 
 func newTransport(base string, hc *http.Client) *transport {
 	t := &transport{base: base, hc: hc, rpc: heraldv1connect.NewHeraldClient(hc, base, connect.WithReadMaxBytes(64<<20), connect.WithCodec(convert.Codec{}))}
+	t.queues = heraldv1connect.NewQueuesClient(hc, base, connect.WithReadMaxBytes(64<<20))
 	t.watches.t = t
 	return t
 }

@@ -1,7 +1,12 @@
-// Package heraldtest starts an in-process Herald server for tests: on 127.0.0.1 with a
-// free port, an in-memory store by default, and cleanup through testing.TB.
-// With WithManualClock the server's time stands still until the test advances it, so
-// ack timeouts and delays are tested without sleeping.
+// Package heraldtest is the test kit of Herald's Go client. It starts an in-process
+// server for tests — on 127.0.0.1 with a free port, an in-memory store by default,
+// cleanup through testing.TB — and waits for what a worker test expects (WaitDrained,
+// RequireAcked, RequireDeadLettered); Work runs a client.Worker on a payload without
+// any server. With WithManualClock the server's time stands still until the test
+// advances it, so ack timeouts and delays are tested without sleeping.
+//
+// Importing heraldtest links the whole server (engine, storage, both APIs) into the
+// test binary, not into the program: see docs/worker.md for what it costs.
 package heraldtest
 
 import (
@@ -27,6 +32,7 @@ type config struct {
 	clockStart *time.Time
 	disk       bool
 	logger     *slog.Logger
+	wait       time.Duration
 }
 
 // WithManualClock gives the server a clock that reads start and moves only when the
@@ -48,6 +54,7 @@ type Server struct {
 	srv   *server.Server
 	url   string
 	clock *clock.Manual
+	wait  time.Duration // bounds the wait-until helpers
 
 	tempDir string
 
@@ -88,8 +95,11 @@ func start(ctx context.Context, tb testing.TB, opts []Option) (*Server, error) {
 	if cfg.logger == nil {
 		cfg.logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.wait <= 0 {
+		cfg.wait = DefaultWaitTimeout
+	}
 	sc := server.Config{Listen: "127.0.0.1:0", Logger: cfg.logger}
-	s := &Server{tb: tb}
+	s := &Server{tb: tb, wait: cfg.wait}
 	switch {
 	case cfg.disk && tb != nil:
 		sc.DataDir = tb.TempDir()

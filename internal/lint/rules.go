@@ -72,9 +72,15 @@ var Herald = Config{
 		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect},
 			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}, TestExternal: []string{modGoleak}},
 		// The client's tests check that no goroutine outlives them. It shares the seam's
-		// values (broker imports only the root package).
-		{Pkg: "client", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
-		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
+		// values (broker imports only the root package), builds the WATCH statement of a
+		// ConsumerConfig as a tree for the language's printer (lang/... is standard
+		// library only), and reads time from the real clock unless given another.
+		{Pkg: "client", Allow: []string{".", "broker", "api/...", "lang/...", "internal/clock"}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
+		// The test kit's wait-until helpers build their watch statements as trees too.
+		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock", "lang/..."}, TestExternal: []string{modGoleak}},
+		// The examples are programs a user could write: the client only, and the test kit
+		// in their tests.
+		{Pkg: "examples/...", Allow: []string{".", "client"}, TestAllow: []string{"heraldtest"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
 		// Every command but serve is a client of the server through the Go client; the
 		// statement of watch and consume is read with the language's front end. Its watch
@@ -97,6 +103,9 @@ var Herald = Config{
 		{Pkg: "bench/nats", Allow: []string{"bench"}, External: []string{modNATS}, TestAllow: []string{"bench/benchtest"}},
 		{Pkg: "bench/rabbit", Allow: []string{"bench"}, External: []string{modAMQP}, TestAllow: []string{"bench/benchtest"}},
 		{Pkg: "bench/redis", Allow: []string{"bench"}, External: []string{modRedis}, TestAllow: []string{"bench/benchtest"}},
+		// The worker example written against NATS JetStream, for the comparison in
+		// docs/worker.md.
+		{Pkg: "bench/examples/...", External: []string{modNATS}},
 	},
 	Exclusive: []Exclusive{
 		{Module: modPebble, Only: []string{"store/pebblestore"}},
@@ -105,7 +114,7 @@ var Herald = Config{
 		{Module: modCobra, Only: []string{"internal/cli", "bench/cmd/..."}},
 		{Module: modReadline, Only: []string{"internal/cli"}},
 		{Module: modPrometheus, Only: []string{"httpapi"}},
-		{Module: modNATS, Only: []string{"bench/nats"}},
+		{Module: modNATS, Only: []string{"bench/nats", "bench/examples/..."}},
 		{Module: modAMQP, Only: []string{"bench/rabbit"}},
 		{Module: modRedis, Only: []string{"bench/redis"}},
 		{Module: modBTree, Only: []string{"graph/..."}},
