@@ -3,13 +3,11 @@ package rpcapi
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
-	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 )
 
 // grants refuses a call whose principal lacks its procedure's grant in
@@ -49,12 +47,9 @@ var errorWriter = connect.NewErrorWriter()
 // of the services (authentication, limits) answers RPC callers with it, so that their
 // clients see the coded error and not an HTTP status they cannot read.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
-	// A JSON POST to /v1/query looks like a Connect call to the error writer: only the
-	// services' own paths are RPCs.
-	if !strings.HasPrefix(r.URL.Path, "/"+heraldv1connect.HeraldName+"/") && !strings.HasPrefix(r.URL.Path, "/"+heraldv1connect.QueuesName+"/") {
-		return false
-	}
-	if !errorWriter.IsSupported(r) {
+	// A JSON POST to /v1/query looks like a Connect call to the error writer: only a
+	// request to a procedure's path, or in an RPC content type, is an RPC (isRPC).
+	if !isRPC(r) || !errorWriter.IsSupported(r) {
 		return false
 	}
 	_ = errorWriter.Write(w, r, toConnect(err))

@@ -17,6 +17,9 @@ const (
 	modBTree      = "github.com/google/btree"
 	modGoleak     = "go.uber.org/goleak"
 	modPgx        = "github.com/jackc/pgx/v5"
+	modReflect    = "connectrpc.com/grpcreflect"
+	modHealth     = "connectrpc.com/grpchealth"
+	modTOML       = "github.com/BurntSushi/toml"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -67,9 +70,9 @@ var Herald = Config{
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
-		// rpcapi serves both RPC services on the seam; its queue tests put the real named
-		// queues behind the fake.
-		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect},
+		// rpcapi serves both RPC services on the seam, with gRPC server reflection and
+		// health beside them; its queue tests put the real named queues behind the fake.
+		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect, modReflect, modHealth},
 			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}, TestExternal: []string{modGoleak}},
 		// The client's tests check that no goroutine outlives them. It shares the seam's
 		// values (broker imports only the root package).
@@ -102,6 +105,8 @@ var Herald = Config{
 		{Module: modPebble, Only: []string{"store/pebblestore"}},
 		{Module: modPgx, Only: []string{"store/pgstore"}},
 		{Module: "connectrpc.com", Only: []string{"api/...", "rpcapi", "client"}},
+		{Module: modReflect, Only: []string{"rpcapi"}},
+		{Module: modHealth, Only: []string{"rpcapi"}},
 		{Module: modCobra, Only: []string{"internal/cli", "bench/cmd/..."}},
 		{Module: modReadline, Only: []string{"internal/cli"}},
 		{Module: modPrometheus, Only: []string{"httpapi"}},
