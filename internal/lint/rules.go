@@ -20,6 +20,7 @@ const (
 	modReflect    = "connectrpc.com/grpcreflect"
 	modHealth     = "connectrpc.com/grpchealth"
 	modTOML       = "github.com/BurntSushi/toml"
+	modPflag      = "github.com/spf13/pflag"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -80,10 +81,11 @@ var Herald = Config{
 		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
 		// Every command but serve is a client of the server through the Go client; the
-		// statement of watch and consume is read with the language's front end. Its watch
+		// statement of watch and consume is read with the language's front end. serve
+		// reads its settings from flags (cobra's pflag), the environment and a TOML file. Its watch
 		// tests serve the real RPC service over a scripted node, and its query tests a
 		// fake that answers sessions in the RPC's messages.
-		{Pkg: "internal/cli", Allow: []string{".", "server", "client", "lang/..."}, TestAllow: []string{"heraldtest", "rpcapi", "broker", "broker/brokertest", "api/heraldv1"}, External: []string{modCobra, modReadline}, TestExternal: []string{modProtobuf}},
+		{Pkg: "internal/cli", Allow: []string{".", "server", "client", "lang/..."}, TestAllow: []string{"heraldtest", "rpcapi", "broker", "broker/brokertest", "api/heraldv1"}, External: []string{modCobra, modPflag, modReadline, modTOML}, TestExternal: []string{modProtobuf}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/race"},
@@ -109,6 +111,7 @@ var Herald = Config{
 		{Module: modHealth, Only: []string{"rpcapi"}},
 		{Module: modCobra, Only: []string{"internal/cli", "bench/cmd/..."}},
 		{Module: modReadline, Only: []string{"internal/cli"}},
+		{Module: modTOML, Only: []string{"internal/cli"}},
 		{Module: modPrometheus, Only: []string{"httpapi"}},
 		{Module: modNATS, Only: []string{"bench/nats"}},
 		{Module: modAMQP, Only: []string{"bench/rabbit"}},
