@@ -210,22 +210,7 @@ func TestEveryCallIsObserved(t *testing.T) {
 		t.Errorf("a failed call: %+v", o)
 	}
 
-	sctx, cancel := context.WithCancel(ctx)
-	stream, err := c.Consume(sctx, connect.NewRequest(&heraldv1.ConsumeRequest{Query: "WATCH j: Job [mode: consume] RETURN j"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1}
-	if !stream.Receive() {
-		t.Fatal(stream.Err())
-	}
-	select {
-	case o := <-seen:
-		t.Fatalf("an open stream was observed: %+v", o)
-	default:
-	}
-	cancel()
-	_ = stream.Close()
+	consumeAndCancel(t, c, st, seen)
 	if o := next("a stream"); o.procedure != heraldv1connect.HeraldConsumeProcedure || o.code != "canceled" {
 		t.Errorf("a stream: %+v", o)
 	}
@@ -244,7 +229,13 @@ func TestEveryCallIsObserved(t *testing.T) {
 		t.Errorf("an unknown procedure: %+v", o)
 	}
 
-	out := logs.String()
+	checkCallLog(t, logs.String())
+}
+
+// checkCallLog: the log of TestEveryCallIsObserved's calls has a record of each, at its
+// level, with its code.
+func checkCallLog(t *testing.T, out string) {
+	t.Helper()
 	for _, want := range []string{
 		`level=INFO msg="rpc request" procedure=/herald.v1.Herald/Query protocol=grpc status=ok duration=`,
 		`level=INFO msg="rpc request" procedure=/herald.v1.Herald/CloseSession protocol=grpc status=not_found duration=`,
@@ -259,6 +250,29 @@ func TestEveryCallIsObserved(t *testing.T) {
 			t.Errorf("the log has no %q:\n%s", want, out)
 		}
 	}
+}
+
+// consumeAndCancel opens a Consume stream, receives one delivery, checks that the open
+// stream was not observed yet, and cancels it.
+func consumeAndCancel[T any](t *testing.T, c heraldv1connect.HeraldClient, st *fakeStream, seen chan T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := c.Consume(ctx, connect.NewRequest(&heraldv1.ConsumeRequest{Query: "WATCH j: Job [mode: consume] RETURN j"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.events <- herald.Event{Type: herald.EventConsumed, Match: herald.Int(1), DeliveryID: "d1", Attempt: 1}
+	if !stream.Receive() {
+		t.Fatal(stream.Err())
+	}
+	select {
+	case o := <-seen:
+		t.Fatalf("an open stream was observed: %+v", o)
+	default:
+	}
+	cancel()
+	_ = stream.Close()
 }
 
 // TestObservedLevels: a call that fails on the server's side logs at error level, as a

@@ -90,6 +90,90 @@ func envPairs(args string) map[string]string {
 	return out
 }
 
+// dockerStage is one stage of a Dockerfile: FROM image AS name, and its instructions.
+type dockerStage struct {
+	name string
+	from string
+	ins  []dockerInstr
+}
+
+// dockerStages splits a Dockerfile's instructions into its stages, and returns the
+// ARGs declared before the first.
+func dockerStages(ins []dockerInstr) (stages []dockerStage, args map[string]string) {
+	args = map[string]string{}
+	for _, in := range ins {
+		switch {
+		case in.Cmd == "FROM":
+			f := strings.Fields(in.Args)
+			st := dockerStage{from: f[0]}
+			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
+				st.name = f[2]
+			}
+			stages = append(stages, st)
+			continue
+		case len(stages) == 0 && in.Cmd == "ARG":
+			k, v, _ := strings.Cut(in.Args, "=")
+			args[k] = v
+			continue
+		}
+		if len(stages) > 0 {
+			stages[len(stages)-1].ins = append(stages[len(stages)-1].ins, in)
+		}
+	}
+	return stages, args
+}
+
+// runtimeImage is what a Dockerfile's last stage sets.
+type runtimeImage struct {
+	env          map[string]string
+	user, volume string
+	exposed      []string
+	healthcheck  []string          // the HEALTHCHECK's command, in exec form
+	entrypoint   string            // the program of ENTRYPOINT
+	copiesBinary string            // the stage the binary comes from
+	chowned      map[string]string // COPY --chown: destination → owner
+}
+
+// readRuntime reads the runtime stage st; build is the name of the build stage.
+func readRuntime(t *testing.T, st dockerStage, build string) runtimeImage {
+	t.Helper()
+	img := runtimeImage{env: map[string]string{}, chowned: map[string]string{}}
+	for _, in := range st.ins {
+		switch in.Cmd {
+		case "USER":
+			img.user = in.Args
+		case "ENV":
+			for k, v := range envPairs(in.Args) {
+				img.env[k] = v
+			}
+		case "VOLUME":
+			img.volume = in.Args
+		case "EXPOSE":
+			img.exposed = append(img.exposed, strings.Fields(in.Args)...)
+		case "HEALTHCHECK":
+			_, probe, ok := strings.Cut(in.Args, "CMD ")
+			if !ok {
+				t.Fatalf("Dockerfile:%d: HEALTHCHECK runs no command", in.Line)
+			}
+			img.healthcheck = execForm(t, dockerInstr{Cmd: in.Cmd, Args: probe, Line: in.Line})
+		case "ENTRYPOINT":
+			img.entrypoint = execForm(t, in)[0]
+		case "COPY":
+			if strings.Contains(in.Args, "--from="+build+" ") && strings.Contains(in.Args, "/herald ") {
+				img.copiesBinary = build
+			}
+			if _, after, ok := strings.Cut(in.Args, "--chown="); ok {
+				owner, _, _ := strings.Cut(after, " ")
+				f := strings.Fields(in.Args)
+				img.chowned[f[len(f)-1]] = owner
+			}
+		case "RUN":
+			t.Errorf("Dockerfile:%d: the runtime stage runs a command (its image has no shell): %s", in.Line, in.Args)
+		}
+	}
+	return img
+}
+
 // TestDockerfile holds the Dockerfile to its rules: a build stage and a runtime stage
 // that copies only the binary from it; a static build of ./cmd/herald with the
 // module's Go version; a user other than root; the data directory a volume owned by
@@ -97,110 +181,57 @@ func envPairs(args string) map[string]string {
 // health. The runtime stage's HERALD_* variables are settings herald serve accepts, and
 // its health check passes against a server that runs with them.
 func TestDockerfile(t *testing.T) {
-	ins := parseDockerfile(t, docPath(t, "Dockerfile"))
-	var stages [][]dockerInstr
-	var names []string
-	args := map[string]string{}
-	for _, in := range ins {
-		switch {
-		case in.Cmd == "FROM":
-			f := strings.Fields(in.Args)
-			name := ""
-			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
-				name = f[2]
-			}
-			stages, names = append(stages, nil), append(names, name)
-		case len(stages) == 0 && in.Cmd == "ARG":
-			k, v, _ := strings.Cut(in.Args, "=")
-			args[k] = v
-		}
-		if len(stages) > 0 {
-			stages[len(stages)-1] = append(stages[len(stages)-1], in)
-		}
+	stages, args := dockerStages(parseDockerfile(t, docPath(t, "Dockerfile")))
+	if len(stages) < 2 || stages[0].name == "" {
+		t.Fatalf("the Dockerfile has %d stages, want a named build stage and a runtime stage", len(stages))
 	}
-	if len(stages) < 2 {
-		t.Fatalf("the Dockerfile has %d stages, want a build stage and a runtime stage", len(stages))
+	checkDockerBuild(t, stages[0], args)
+	img := readRuntime(t, stages[len(stages)-1], stages[0].name)
+	if img.copiesBinary == "" {
+		t.Errorf("the runtime stage copies no herald binary from the build stage %q", stages[0].name)
 	}
-	build, runtime := stages[0], stages[len(stages)-1]
+	if uid, _, _ := strings.Cut(img.user, ":"); uid == "" || uid == "0" || uid == "root" {
+		t.Errorf("the runtime stage runs as %q: want a user without privileges", img.user)
+	}
+	data := img.env["HERALD_DATA"]
+	if data == "" || !strings.Contains(img.volume, `"`+data+`"`) {
+		t.Errorf("HERALD_DATA=%q is not a VOLUME (%s)", data, img.volume)
+	}
+	if img.chowned[data] != img.user {
+		t.Errorf("the data directory %s is not made for the user %s (COPY --chown): %v", data, img.user, img.chowned)
+	}
+	if _, port, err := net.SplitHostPort(img.env["HERALD_LISTEN"]); err != nil || !slices.Contains(img.exposed, port) {
+		t.Errorf("HERALD_LISTEN=%q, EXPOSE %v", img.env["HERALD_LISTEN"], img.exposed)
+	}
+	if len(img.healthcheck) == 0 || img.healthcheck[0] != img.entrypoint || !slices.Equal(img.healthcheck[1:], []string{"health"}) {
+		t.Errorf("HEALTHCHECK runs %v, want %s health", img.healthcheck, img.entrypoint)
+	}
 
-	// The build: the module's Go, a static binary of ./cmd/herald.
+	// The settings are herald serve's, and its health check passes against them.
+	s := startServerEnv(t, img.env)
+	check := exec.Command(binary, "health")
+	check.Env = append(os.Environ(), "HERALD_ADDR="+s.URL())
+	if out, err := check.CombinedOutput(); err != nil || string(out) != "ready\n" {
+		t.Errorf("herald health: %v %s", err, out)
+	}
+}
+
+// checkDockerBuild: the build stage uses go.mod's Go version and builds ./cmd/herald
+// statically.
+func checkDockerBuild(t *testing.T, build dockerStage, args map[string]string) {
+	t.Helper()
 	gomod, err := os.ReadFile(docPath(t, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	goVersion := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(gomod)
-	if goVersion == nil || args["GO_VERSION"] != string(goVersion[1]) || !strings.Contains(build[0].Args, "${GO_VERSION}") {
-		t.Errorf("the build stage's Go (ARG GO_VERSION=%s, %s) is not go.mod's (%s)", args["GO_VERSION"], build[0].Args, goVersion)
+	if goVersion == nil || args["GO_VERSION"] != string(goVersion[1]) || !strings.Contains(build.from, "${GO_VERSION}") {
+		t.Errorf("the build stage's Go (ARG GO_VERSION=%s, FROM %s) is not go.mod's (%s)", args["GO_VERSION"], build.from, goVersion)
 	}
-	if !slices.ContainsFunc(build, func(in dockerInstr) bool {
+	if !slices.ContainsFunc(build.ins, func(in dockerInstr) bool {
 		return in.Cmd == "RUN" && strings.Contains(in.Args, "CGO_ENABLED=0") && strings.Contains(in.Args, "go build") && strings.Contains(in.Args, "./cmd/herald")
 	}) {
 		t.Error("no RUN builds ./cmd/herald with CGO_ENABLED=0 (the runtime image has no C library)")
-	}
-
-	// The runtime stage.
-	env := map[string]string{}
-	var user, volume, healthcheck, entrypoint string
-	var exposed []string
-	var copied bool
-	for _, in := range runtime {
-		switch in.Cmd {
-		case "USER":
-			user = in.Args
-		case "ENV":
-			for k, v := range envPairs(in.Args) {
-				env[k] = v
-			}
-		case "VOLUME":
-			volume = in.Args
-		case "EXPOSE":
-			exposed = append(exposed, strings.Fields(in.Args)...)
-		case "HEALTHCHECK":
-			healthcheck = in.Args
-		case "ENTRYPOINT":
-			entrypoint = execForm(t, in)[0]
-		case "COPY":
-			if strings.Contains(in.Args, "--from="+names[0]+" ") && strings.Contains(in.Args, "herald") {
-				copied = true
-			}
-		case "RUN":
-			t.Errorf("Dockerfile:%d: the runtime stage runs a command (its image has no shell): %s", in.Line, in.Args)
-		}
-	}
-	if !copied {
-		t.Errorf("the runtime stage copies no herald binary from the build stage %q", names[0])
-	}
-	uid, _, _ := strings.Cut(user, ":")
-	if uid == "" || uid == "0" || uid == "root" {
-		t.Errorf("the runtime stage runs as %q: want a user without privileges", user)
-	}
-	data := env["HERALD_DATA"]
-	if data == "" || !strings.Contains(volume, `"`+data+`"`) {
-		t.Errorf("HERALD_DATA=%q is not a VOLUME (%s)", data, volume)
-	}
-	if !slices.ContainsFunc(runtime, func(in dockerInstr) bool {
-		return in.Cmd == "COPY" && strings.Contains(in.Args, "--chown="+user+" ") && strings.HasSuffix(in.Args, " "+data)
-	}) {
-		t.Errorf("the data directory %s is not made for the user %s (COPY --chown)", data, user)
-	}
-	if _, port, err := net.SplitHostPort(env["HERALD_LISTEN"]); err != nil || !slices.Contains(exposed, port) {
-		t.Errorf("HERALD_LISTEN=%q, EXPOSE %v", env["HERALD_LISTEN"], exposed)
-	}
-	_, probe, ok := strings.Cut(healthcheck, "CMD ")
-	if !ok {
-		t.Fatalf("HEALTHCHECK %q runs no command", healthcheck)
-	}
-	argv := execForm(t, dockerInstr{Cmd: "HEALTHCHECK", Args: probe})
-	if argv[0] != entrypoint || !slices.Equal(argv[1:], []string{"health"}) {
-		t.Errorf("HEALTHCHECK runs %v, want %s health", argv, entrypoint)
-	}
-
-	// The settings are herald serve's, and its health check passes against them.
-	s := startServerEnv(t, env)
-	check := exec.Command(binary, "health")
-	check.Env = append(os.Environ(), "HERALD_ADDR="+s.URL())
-	if out, err := check.CombinedOutput(); err != nil || string(out) != "ready\n" {
-		t.Errorf("herald health: %v %s", err, out)
 	}
 }
 
@@ -350,14 +381,24 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("deploy/herald.toml keeps the data outside the unit's state directory:\n%s", out)
 	}
 
+	analyzeUnit(t, path, exec0[0])
+}
+
+// analyzeUnit has systemd-analyze verify the unit at path (with the built binary in
+// place of its program) and rate its exposure, or skips where it is not installed.
+func analyzeUnit(t *testing.T, path, program string) {
+	t.Helper()
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		t.Skipf("systemd-analyze is not installed; the unit was checked against the list of its settings only")
 	}
-	// verify needs the program to exist: the built binary stands in for /usr/local/bin.
-	unit, _ := os.ReadFile(path)
+	// verify needs the program to exist: the built binary stands in for it.
+	unit, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	copyPath := filepath.Join(t.TempDir(), "herald.service")
-	if err := os.WriteFile(copyPath, []byte(strings.ReplaceAll(string(unit), exec0[0], binary)), 0o644); err != nil {
+	if err := os.WriteFile(copyPath, []byte(strings.ReplaceAll(string(unit), program, binary)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
