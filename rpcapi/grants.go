@@ -58,9 +58,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
 
 // StreamingRequests lists the procedures whose request is a stream (client or
 // bidirectional streaming): their request body lasts as long as the call, so a bound on
-// reading a request's body does not apply to them.
+// reading a request's body does not apply to them. Server reflection is one.
 func StreamingRequests() []string {
-	var out []string
+	out := []string{reflectV1, reflectV1Beta}
 	services := heraldv1.File_herald_proto.Services()
 	for i := 0; i < services.Len(); i++ {
 		sd := services.Get(i)

@@ -317,3 +317,18 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestStreamingRequestsIncludeReflection: a reflection call is a stream of requests
+// (grpcurl asks several questions on one), so the server's bound on reading a request
+// body must not apply to it, as it does not to Publish.
+func TestStreamingRequestsIncludeReflection(t *testing.T) {
+	got := StreamingRequests()
+	for _, want := range []string{reflectV1, reflectV1Beta, heraldv1connect.HeraldPublishProcedure} {
+		if !slices.Contains(got, want) {
+			t.Errorf("StreamingRequests() = %v, without %s", got, want)
+		}
+	}
+	if slices.Contains(got, heraldv1connect.HeraldQueryProcedure) || slices.Contains(got, healthCheck) {
+		t.Errorf("StreamingRequests() = %v lists unary calls", got)
+	}
+}
