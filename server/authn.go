@@ -15,11 +15,11 @@ import (
 )
 
 // Authentication (Config.Auth): every request but the health checks (over HTTP and
-// gRPC) acts for a
-// principal — the one a bearer token was issued to, or the one a verified client
-// certificate names (its subject's common name). A request from loopback that brings
-// no credentials acts as "local", with every grant, unless Config.AuthLoopback; that
-// is how the first principal and token are made on the server's own host.
+// gRPC) acts for a principal — the one a bearer token was issued to, or the one a
+// verified client certificate names (its subject's common name). A request from
+// loopback that brings no credentials acts as "local", with every grant, unless
+// Config.AuthLoopback; that is how the first principal and token are made on the
+// server's own host.
 
 // localPrincipal is a credential-less request from loopback.
 var localPrincipal = &herald.Principal{Name: "local", Grants: []string{herald.ActAdmin}}

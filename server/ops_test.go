@@ -20,7 +20,7 @@ import (
 // grpcCall makes one unary gRPC call of procedure over HTTP/2 without TLS, as a
 // Kubernetes probe or grpcurl would, with msg the encoded request message; it returns
 // the grpc-status and the reply message.
-func grpcCall(t *testing.T, addr, procedure string, msg []byte, header http.Header) (string, []byte) {
+func grpcCall(t *testing.T, addr, procedure string, msg []byte) (string, []byte) {
 	t.Helper()
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
@@ -29,9 +29,6 @@ func grpcCall(t *testing.T, addr, procedure string, msg []byte, header http.Head
 	frame := append([]byte{0, 0, 0, 0, 0}, msg...)
 	binary.BigEndian.PutUint32(frame[1:5], uint32(len(msg)))
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+procedure, bytes.NewReader(frame))
-	for k, v := range header {
-		req.Header[k] = v
-	}
 	req.Header.Set("Content-Type", "application/grpc")
 	req.Header.Set("TE", "trailers")
 	resp, err := hc.Do(req)
@@ -67,11 +64,11 @@ var (
 func TestGRPCHealthNeedsNoCredentials(t *testing.T) {
 	s := New(Config{Backend: memstore.New(), Listen: "127.0.0.1:0", Logger: quietLogger(), Auth: true, AuthLoopback: true})
 	start(t, s)
-	if status, reply := grpcCall(t, s.Addr(), "/grpc.health.v1.Health/Check", nil, nil); status != "0" || !bytes.Equal(reply, healthServing) {
+	if status, reply := grpcCall(t, s.Addr(), "/grpc.health.v1.Health/Check", nil); status != "0" || !bytes.Equal(reply, healthServing) {
 		t.Errorf("health check: grpc-status %q, reply %x", status, reply)
 	}
 	for _, procedure := range []string{"/herald.v1.Herald/OpenSession", "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"} {
-		if status, _ := grpcCall(t, s.Addr(), procedure, nil, nil); status != "16" { // UNAUTHENTICATED
+		if status, _ := grpcCall(t, s.Addr(), procedure, nil); status != "16" { // UNAUTHENTICATED
 			t.Errorf("%s without credentials: grpc-status %q", procedure, status)
 		}
 	}
@@ -98,7 +95,7 @@ func TestGRPCHealthFollowsReadiness(t *testing.T) {
 	if resp.StatusCode == http.StatusOK {
 		t.Fatalf("/readyz: %d", resp.StatusCode)
 	}
-	if status, reply := grpcCall(t, s.Addr(), "/grpc.health.v1.Health/Check", nil, nil); status != "0" || !bytes.Equal(reply, healthNotServing) {
+	if status, reply := grpcCall(t, s.Addr(), "/grpc.health.v1.Health/Check", nil); status != "0" || !bytes.Equal(reply, healthNotServing) {
 		t.Errorf("health check: grpc-status %q, reply %x", status, reply)
 	}
 }
