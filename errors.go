@@ -67,6 +67,7 @@ const (
 	CodeQueueLocked      Code = "E4021"
 	CodeLockExpired      Code = "E4022"
 	CodeOutcomeUnknown   Code = "E4023"
+	CodeUnknownMethod    Code = "E4024"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -145,6 +146,7 @@ var codeTable = []CodeInfo{
 	{CodeQueueLocked, "QUEUE_LOCKED", 423, "failed_precondition", "the queue has an active lock: pops are refused until it is acknowledged, released or expires (the queue REST API answers 423 with the lock's expiry)"},
 	{CodeLockExpired, "LOCK_EXPIRED", 410, "failed_precondition", "the queue lock expired before it was acknowledged or released; its items are back in the queue (the queue REST API answers 410 with error_code LOCK_EXPIRED)"},
 	{CodeOutcomeUnknown, "OUTCOME_UNKNOWN", 503, "unavailable", "the stream or connection ended before the server answered: the request (a settlement) may or may not have taken effect. Raised by the client"},
+	{CodeUnknownMethod, "UNKNOWN_METHOD", 404, "unimplemented", "an RPC (gRPC or Connect) names a procedure this server does not have; server reflection lists those it has"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

@@ -59,19 +59,30 @@ var Operations = map[string]OperationGrant{
 	"/herald.v1.Queues/Nack":               {Needs: []string{"settle:QueueMessage"}, Then: "holder"},
 	"/herald.v1.Queues/Extend":             {Needs: []string{"settle:QueueMessage"}, Then: "holder"},
 
+	// The standard gRPC services on the same port: the health checks answer without
+	// credentials, like /healthz (a Kubernetes probe brings none); reflection describes
+	// the services to any principal (grpcurl without -proto).
+	"/grpc.health.v1.Health/Check":                                   {Public: true},
+	"/grpc.health.v1.Health/Watch":                                   {Public: true},
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      {},
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": {},
+
 	// JSON over HTTP.
-	"POST /v1/query":            {Then: "statement"},
-	"GET /v1/watch":             {Then: "statement"},
-	"POST /v1/settle":           {Then: "delivery"},
-	"POST /v1/sessions":         {},
-	"DELETE /v1/sessions/{id}":  {Then: "owner"},
-	"GET /healthz":              {Public: true},
-	"HEAD /healthz":             {Public: true},
-	"GET /readyz":               {Public: true},
-	"HEAD /readyz":              {Public: true},
-	"GET /metrics":              {},
-	"GET /v1/cluster":           {},
-	"* /":                       {}, // every other path: 404
+	"POST /v1/query":           {Then: "statement"},
+	"GET /v1/watch":            {Then: "statement"},
+	"POST /v1/settle":          {Then: "delivery"},
+	"POST /v1/sessions":        {},
+	"DELETE /v1/sessions/{id}": {Then: "owner"},
+	"GET /healthz":             {Public: true},
+	"HEAD /healthz":            {Public: true},
+	"GET /readyz":              {Public: true},
+	"HEAD /readyz":             {Public: true},
+	"GET /metrics":             {},
+	"GET /v1/cluster":          {},
+	// The Go runtime's profiles show the server's code and timing: administrators only.
+	"GET /debug/pprof/":         {Needs: []string{ActAdmin}},
+	"POST /debug/pprof/":        {Needs: []string{ActAdmin}}, // symbol look-ups
+	"* /":                       {},                          // every other path: 404
 	"PUT /v1/principals/{name}": {Needs: []string{ActAdmin}},
 	"POST /v1/tokens":           {Needs: []string{ActAdmin}},
 	"GET /v1/tokens":            {Needs: []string{ActAdmin}},

@@ -37,6 +37,9 @@ the column counted in bytes):
 ` + "```" + `
 
 The RPC column is the Connect/gRPC status code the RPC API uses for the same error.
+A call of a procedure the server does not have answers ` + "`E4024`" + ` with ` + "`unimplemented`" + `
+(gRPC status 12) in the protocol the caller speaks, where the JSON API answers an unknown
+path with ` + "`404 E4007`" + `.
 
 The queue REST API keeps its contract's own bodies for its refusals (docs/queues.md):
 its 400 and 404 carry ` + "`E4001`" + ` and ` + "`E4007`" + ` in ` + "`error_code`" + `, its 410 carries ` + "`LOCK_EXPIRED`" + `,

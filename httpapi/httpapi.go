@@ -1,5 +1,6 @@
 // Package httpapi serves Herald's query API as JSON over HTTP, consume-mode watch streams
-// as server-sent events, and the health, readiness and Prometheus metrics endpoints.
+// as server-sent events, and the health, readiness, Prometheus metrics and profiling
+// (/debug/pprof/) endpoints.
 // It translates requests onto an Engine and maps every error to one status and body through the root error table.
 package httpapi
 
@@ -130,6 +131,7 @@ func New(b broker.Broker, opts Options) *Handler {
 	h.handle("/readyz", "readyz", h.readyz, http.MethodGet, http.MethodHead)
 	h.handle("/metrics", "metrics", h.metrics.serve, http.MethodGet)
 	h.handle("/v1/cluster", "cluster", h.cluster, http.MethodGet)
+	h.handle("/debug/pprof/", "pprof", pprofHandler().ServeHTTP, http.MethodGet, http.MethodPost)
 	h.handle("/", "other", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herald.Errorf(herald.CodeNotFound, "no endpoint %s", r.URL.Path))
 	})

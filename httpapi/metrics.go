@@ -13,9 +13,11 @@ import (
 
 // metrics holds the Prometheus collectors of one Handler.
 type metrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	handler  http.Handler
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	rpcs       *prometheus.CounterVec
+	rpcLatency *prometheus.HistogramVec
+	handler    http.Handler
 }
 
 // sources collects the services' own metrics (herald.MetricSource) at each scrape.
@@ -60,7 +62,16 @@ func newMetrics(reg *prometheus.Registry, eng interface{ Position() (seq, tick u
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"route", "code"}),
 	}
-	reg.MustRegister(m.requests, m.latency,
+	m.rpcs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "herald_rpc_requests_total",
+		Help: "RPCs (gRPC, gRPC-Web and Connect) served, by procedure and code; a stream counts when it ends.",
+	}, []string{"procedure", "code"})
+	m.rpcLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "herald_rpc_request_duration_seconds",
+		Help:    "RPC latency, by procedure and code; a stream's is its whole life.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"procedure", "code"})
+	reg.MustRegister(m.requests, m.latency, m.rpcs, m.rpcLatency,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "herald_commit_seq",
 			Help: "Sequence number of the last committed transaction.",
@@ -81,6 +92,16 @@ func (m *metrics) observe(route string, status int, elapsed time.Duration) {
 	code := statusLabel(status)
 	m.requests.WithLabelValues(route, code).Inc()
 	m.latency.WithLabelValues(route, code).Observe(elapsed.Seconds())
+}
+
+// ObserveRPC counts one finished RPC in herald_rpc_requests_total and
+// herald_rpc_request_duration_seconds: procedure as the RPC service names it
+// ("/herald.v1.Herald/Publish"), code its RPC code's name ("ok", "not_found"). The
+// server hands it to the RPC service (rpcapi.Options.Observe), so that RPCs show on
+// /metrics beside the JSON API's requests.
+func (h *Handler) ObserveRPC(procedure, code string, elapsed time.Duration) {
+	h.metrics.rpcs.WithLabelValues(procedure, code).Inc()
+	h.metrics.rpcLatency.WithLabelValues(procedure, code).Observe(elapsed.Seconds())
 }
 
 func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }

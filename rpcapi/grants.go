@@ -3,13 +3,11 @@ package rpcapi
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
-	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 )
 
 // grants refuses a call whose principal lacks its procedure's grant in
@@ -49,12 +47,9 @@ var errorWriter = connect.NewErrorWriter()
 // of the services (authentication, limits) answers RPC callers with it, so that their
 // clients see the coded error and not an HTTP status they cannot read.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
-	// A JSON POST to /v1/query looks like a Connect call to the error writer: only the
-	// services' own paths are RPCs.
-	if !strings.HasPrefix(r.URL.Path, "/"+heraldv1connect.HeraldName+"/") && !strings.HasPrefix(r.URL.Path, "/"+heraldv1connect.QueuesName+"/") {
-		return false
-	}
-	if !errorWriter.IsSupported(r) {
+	// A JSON POST to /v1/query looks like a Connect call to the error writer: only a
+	// request to a procedure's path, or in an RPC content type, is an RPC (isRPC).
+	if !isRPC(r) || !errorWriter.IsSupported(r) {
 		return false
 	}
 	_ = errorWriter.Write(w, r, toConnect(err))
@@ -63,9 +58,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) bool {
 
 // StreamingRequests lists the procedures whose request is a stream (client or
 // bidirectional streaming): their request body lasts as long as the call, so a bound on
-// reading a request's body does not apply to them.
+// reading a request's body does not apply to them. Server reflection is one.
 func StreamingRequests() []string {
-	var out []string
+	out := []string{reflectV1, reflectV1Beta}
 	services := heraldv1.File_herald_proto.Services()
 	for i := 0; i < services.Len(); i++ {
 		sd := services.Get(i)

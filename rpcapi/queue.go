@@ -28,7 +28,7 @@ var _ heraldv1connect.QueuesHandler = queueService{}
 // QueuesHandler returns the path prefix and HTTP handler of the herald.v1.Queues service,
 // to mount next to Handler's.
 func (s *Service) QueuesHandler(opts ...connect.HandlerOption) (string, http.Handler) {
-	opts = append([]connect.HandlerOption{connect.WithInterceptors(grants{}), withBoundedGzip(s.maxBody)}, opts...)
+	opts = append([]connect.HandlerOption{connect.WithInterceptors(observer{s}, grants{}), withBoundedGzip(s.maxBody)}, opts...)
 	if s.maxBody > 0 && s.maxBody <= math.MaxInt32 {
 		opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(int(s.maxBody))}, opts...)
 	}

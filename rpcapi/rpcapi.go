@@ -28,7 +28,8 @@ import (
 
 // Options configures a Service.
 type Options struct {
-	// Logger receives stream failures. nil means slog.Default().
+	// Logger receives one record per call ("rpc request", see observe.go) and stream
+	// failures. nil means slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes caps request messages; 0 means no limit beyond Connect's own.
 	MaxBodyBytes int64
@@ -47,6 +48,15 @@ type Options struct {
 	// not yet durable across its publish streams; past it a frame's messages answer
 	// E4015. 0 means DefaultMaxInflightPublishes.
 	MaxInflightPublishes int
+	// Ready reports whether the server can take calls: grpc.health.v1.Health answers
+	// NOT_SERVING while it returns an error (the readiness of /readyz). nil means
+	// always ready.
+	Ready func() error
+	// Observe, when set, is told of every call when it ends (a stream once, at its
+	// end): its procedure (OtherProcedure for one this server does not have), its
+	// code's name ("ok", "not_found": CodeName) and how long it took. The server
+	// counts calls with it.
+	Observe func(procedure, code string, elapsed time.Duration)
 }
 
 // Service implements heraldv1connect.HeraldHandler. Create it with New.
@@ -62,6 +72,8 @@ type Service struct {
 	sendSlots chan struct{}
 	linger    time.Duration
 	clock     herald.Clock
+	ready     func() error                                        // Options.Ready
+	onCall    func(procedure, code string, elapsed time.Duration) // Options.Observe
 }
 
 // DefaultWatchLinger is Options.WatchLinger's default.
@@ -71,7 +83,10 @@ var _ heraldv1connect.HeraldHandler = (*Service)(nil)
 
 // New returns the services over a node.
 func New(b broker.Broker, opts Options) *Service {
-	s := &Service{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes}
+	s := &Service{b: b, log: opts.Logger, maxBody: opts.MaxBodyBytes, ready: opts.Ready, onCall: opts.Observe}
+	if s.ready == nil {
+		s.ready = func() error { return nil }
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -100,7 +115,7 @@ func (s *Service) Handler(opts ...connect.HandlerOption) (string, http.Handler) 
 	// Responses go uncompressed: gzip on every frame of the message streams costs more
 	// CPU than the bytes it saves on the networks a broker runs on (it took half the
 	// server's CPU with a thousand watch streams). Compressed requests are still read.
-	opts = append([]connect.HandlerOption{connect.WithCompressMinBytes(math.MaxInt32), connect.WithInterceptors(grants{}), withBoundedGzip(s.maxBody)}, opts...)
+	opts = append([]connect.HandlerOption{connect.WithCompressMinBytes(math.MaxInt32), connect.WithInterceptors(observer{s}, grants{}), withBoundedGzip(s.maxBody)}, opts...)
 	if s.maxBody > 0 && s.maxBody <= math.MaxInt32 {
 		opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(int(s.maxBody))}, opts...)
 	}

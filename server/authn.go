@@ -14,18 +14,19 @@ import (
 	"github.com/herald-mq/herald/rpcapi"
 )
 
-// Authentication (Config.Auth): every request but the health checks acts for a
-// principal — the one a bearer token was issued to, or the one a verified client
-// certificate names (its subject's common name). A request from loopback that brings
-// no credentials acts as "local", with every grant, unless Config.AuthLoopback; that
-// is how the first principal and token are made on the server's own host.
+// Authentication (Config.Auth): every request but the health checks (over HTTP and
+// gRPC) acts for a principal — the one a bearer token was issued to, or the one a
+// verified client certificate names (its subject's common name). A request from
+// loopback that brings no credentials acts as "local", with every grant, unless
+// Config.AuthLoopback; that is how the first principal and token are made on the
+// server's own host.
 
 // localPrincipal is a credential-less request from loopback.
 var localPrincipal = &herald.Principal{Name: "local", Grants: []string{herald.ActAdmin}}
 
 func (s *Server) authenticate(tokens func() *auth.Store, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		if public(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -83,6 +84,12 @@ func (s *Server) principalOf(store *auth.Store, r *http.Request) (*herald.Princi
 		return localPrincipal, nil, nil
 	}
 	return nil, nil, herald.Errorf(herald.CodeUnauthenticated, "this server requires credentials: a bearer token (Authorization: Bearer …) or a client certificate")
+}
+
+// public: r is an operation that needs no credentials (herald.Operations: the health
+// checks, over HTTP and gRPC), so a probe that brings none is answered.
+func public(r *http.Request) bool {
+	return herald.Operations[r.Method+" "+r.URL.Path].Public || herald.Operations[r.URL.Path].Public
 }
 
 func fromLoopback(r *http.Request) bool {

@@ -186,8 +186,8 @@ type Server struct {
 	routes  []string // the HTTP operations served, as herald.Operations names them
 }
 
-// Routes lists the HTTP operations the running server serves, as herald.Operations
-// names them (its RPC methods are the services' descriptors').
+// Routes lists the operations the running server serves, as herald.Operations names
+// them: its HTTP routes and its RPC procedures (Herald's services, reflection, health).
 func (s *Server) Routes() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

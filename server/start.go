@@ -164,19 +164,21 @@ func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpca
 		SendSlots:    sendSlots,
 
 		MaxInflightPublishes: s.cfg.MaxInflightPublishes,
+		Ready:                s.ready,
+		Observe:              api.ObserveRPC,
 	})
 	tokens := s.currentTokens
-	// One port: the RPC services under their path prefixes, the JSON API everywhere
+	// One port: the RPC services on their procedures' paths, the JSON API everywhere
 	// else. gRPC needs HTTP/2, which the server speaks without TLS too (h2c).
 	mux := http.NewServeMux()
 	admin, adminRoutes := authAPI(tokens)
 	mux.Handle("/v1/principals/", admin)
 	mux.Handle("/v1/tokens", admin)
 	mux.Handle("/v1/tokens/", admin)
-	s.routes = append(api.Routes(), adminRoutes...)
-	mux.Handle(rpc.Handler())
-	mux.Handle(rpc.QueuesHandler())
-	mux.Handle("/", api)
+	s.routes = append(append(api.Routes(), adminRoutes...), rpc.Procedures()...)
+	// The RPC services, reflection and health; any other RPC answers UNIMPLEMENTED,
+	// and every other request goes to the JSON API.
+	rpc.Mount(mux, api)
 
 	var handler http.Handler = mux
 	if s.cfg.Auth {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -41,6 +42,8 @@ type serveFlags struct {
 	rate                float64
 	minFree             int64
 	principalPubs       int
+	config              string // --config: the TOML file of settings
+	printConfig         bool
 }
 
 // DefaultRetention is how many change sets the change log keeps unless --retention says
@@ -49,7 +52,10 @@ type serveFlags struct {
 // that grows with every message the broker ever carried.
 const DefaultRetention = 100_000
 
-func newServeCmd() *cobra.Command {
+func newServeCmd() *cobra.Command { return newServeCmdEnv(os.LookupEnv) }
+
+// newServeCmdEnv is herald serve reading its environment variables through lookup.
+func newServeCmdEnv(lookup func(string) (string, bool)) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -61,7 +67,12 @@ The logical clock (tick) advances with every commit by default; --tick=manual le
 it to the TICK statement, and --tick=interval:100ms advances it on a timer.
 
 SIGINT or SIGTERM stops the broker gracefully: it stops accepting connections, lets
-requests in flight finish (up to --shutdown-timeout), then closes the store.`,
+requests in flight finish (up to --shutdown-timeout), then closes the store.
+
+Every flag can also be set by its environment variable (HERALD_ and the flag's name in
+capitals, dashes as underscores: HERALD_MAX_BODY for --max-body) and by its key in the
+TOML file --config names (max-body = 1048576). A flag wins over its variable, and the
+variable over the file. --print-config prints the settings that result, as such a file.`,
 		Example: `  herald serve
   herald serve --listen 127.0.0.1:0 --log-format json   # pick a free port, log it
   herald serve --tick interval:100ms --retention 1000000
@@ -73,6 +84,16 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
     --tls-cert /etc/herald/server.pem --tls-key /etc/herald/server-key.pem --auth`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sources, err := applySources(cmd.Flags(), lookup)
+			if err != nil {
+				return usageError(err)
+			}
+			if f.printConfig {
+				if err := f.check(); err != nil {
+					return err
+				}
+				return printConfig(cmd.OutOrStdout(), cmd.Flags(), sources)
+			}
 			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
 		},
 	}
@@ -108,48 +129,18 @@ requests in flight finish (up to --shutdown-timeout), then closes the store.`,
 	fl.IntVar(&f.preparedLogs, "prepared-logs", server.DefaultPreparedLogs, "write-ahead log files of 64 MB that a new data directory writes before it serves (9 covers all its first logs: 576 MB, 1.4 s on the benchmark machine), so that its first syncs overwrite files rather than grow them; on a new store the benchmark's S2 p99 was 3.6 ms with 9 against 5.2 ms without, and its S1 publish rate 67.7k against 60.3k msg/s (medians of seven pairs, docs/benchmarks.md). An existing store writes none. Default 0: none")
 	fl.BoolVar(&f.acceptLoss, "accept-data-loss", false, "open a store whose write-ahead log lost synced commits, at the position it reaches (without it such a store is refused)")
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
+	fl.StringVar(&f.config, "config", "", "TOML file of settings, one key per flag (listen = \"127.0.0.1:7420\"); flags and environment variables win over it")
+	fl.BoolVar(&f.printConfig, "print-config", false, "print the settings that flags, environment variables, --config and the defaults make, as TOML, and exit")
+	documentEnv(fl)
 	return cmd
 }
 
 func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
-	mode, interval, err := parseTick(f.tick)
-	if err != nil {
-		return usageError(err)
+	if err := f.check(); err != nil {
+		return err
 	}
-	logger, err := newLogger(stderr, f.logLevel, f.logFormat)
-	if err != nil {
-		return usageError(err)
-	}
-	if f.maxBody <= 0 {
-		return usageError(fmt.Errorf("--max-body must be positive, got %d", f.maxBody))
-	}
-	if f.stmtTimeout < 0 || f.maxScanned < 0 {
-		return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned must not be negative (got %s and %d)", f.stmtTimeout, f.maxScanned))
-	}
-	if f.sseLinger < 0 {
-		return usageError(fmt.Errorf("--sse-linger must not be negative, got %s", f.sseLinger))
-	}
-	if f.watchLinger < 0 {
-		return usageError(fmt.Errorf("--watch-linger must not be negative, got %s", f.watchLinger))
-	}
-	if f.watchCPU <= 0 {
-		return usageError(fmt.Errorf("--watch-cpu must be positive, got %g", f.watchCPU))
-	}
-	if f.watchBytes < 1 {
-		return usageError(fmt.Errorf("--watch-buffer-bytes must be positive, got %d", f.watchBytes))
-	}
-	if f.minFree < 0 {
-		return usageError(fmt.Errorf("--min-free-space must not be negative, got %d", f.minFree))
-	}
-	if f.maxConns < 1 || f.rate < 0 {
-		return usageError(fmt.Errorf("--max-connections must be at least 1 and --rate-limit not negative (got %d and %g)", f.maxConns, f.rate))
-	}
-	if f.principalWatches < 1 || f.principalPubs < 1 {
-		return usageError(fmt.Errorf("--max-principal-watches and --max-principal-inflight must be at least 1, got %d and %d", f.principalWatches, f.principalPubs))
-	}
-	if f.sessionWatches < 1 || f.statsInterval <= 0 {
-		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
-	}
+	mode, interval, _ := parseTick(f.tick)
+	logger, _ := newLogger(stderr, f.logLevel, f.logFormat)
 	s := server.New(server.Config{
 		DataDir:      f.data,
 		Listen:       f.listen,
@@ -203,6 +194,47 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		return err
 	}
 	return stopErr
+}
+
+// check refuses flag values herald serve cannot run with, as usage errors.
+func (f serveFlags) check() error {
+	if _, _, err := parseTick(f.tick); err != nil {
+		return usageError(err)
+	}
+	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
+		return usageError(err)
+	}
+	if f.maxBody <= 0 {
+		return usageError(fmt.Errorf("--max-body must be positive, got %d", f.maxBody))
+	}
+	if f.stmtTimeout < 0 || f.maxScanned < 0 {
+		return usageError(fmt.Errorf("--statement-timeout and --max-rows-scanned must not be negative (got %s and %d)", f.stmtTimeout, f.maxScanned))
+	}
+	if f.sseLinger < 0 {
+		return usageError(fmt.Errorf("--sse-linger must not be negative, got %s", f.sseLinger))
+	}
+	if f.watchLinger < 0 {
+		return usageError(fmt.Errorf("--watch-linger must not be negative, got %s", f.watchLinger))
+	}
+	if f.watchCPU <= 0 {
+		return usageError(fmt.Errorf("--watch-cpu must be positive, got %g", f.watchCPU))
+	}
+	if f.watchBytes < 1 {
+		return usageError(fmt.Errorf("--watch-buffer-bytes must be positive, got %d", f.watchBytes))
+	}
+	if f.minFree < 0 {
+		return usageError(fmt.Errorf("--min-free-space must not be negative, got %d", f.minFree))
+	}
+	if f.maxConns < 1 || f.rate < 0 {
+		return usageError(fmt.Errorf("--max-connections must be at least 1 and --rate-limit not negative (got %d and %g)", f.maxConns, f.rate))
+	}
+	if f.principalWatches < 1 || f.principalPubs < 1 {
+		return usageError(fmt.Errorf("--max-principal-watches and --max-principal-inflight must be at least 1, got %d and %d", f.principalWatches, f.principalPubs))
+	}
+	if f.sessionWatches < 1 || f.statsInterval <= 0 {
+		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
+	}
+	return nil
 }
 
 // parseTick reads the --tick flag.

@@ -17,6 +17,10 @@ const (
 	modBTree      = "github.com/google/btree"
 	modGoleak     = "go.uber.org/goleak"
 	modPgx        = "github.com/jackc/pgx/v5"
+	modReflect    = "connectrpc.com/grpcreflect"
+	modHealth     = "connectrpc.com/grpchealth"
+	modTOML       = "github.com/BurntSushi/toml"
+	modPflag      = "github.com/spf13/pflag"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -67,9 +71,9 @@ var Herald = Config{
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
-		// rpcapi serves both RPC services on the seam; its queue tests put the real named
-		// queues behind the fake.
-		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect},
+		// rpcapi serves both RPC services on the seam, with gRPC server reflection and
+		// health beside them; its queue tests put the real named queues behind the fake.
+		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect, modReflect, modHealth},
 			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}, TestExternal: []string{modGoleak}},
 		// The client's tests check that no goroutine outlives them. It shares the seam's
 		// values (broker imports only the root package), builds the WATCH statement of a
@@ -83,10 +87,11 @@ var Herald = Config{
 		{Pkg: "examples/...", Allow: []string{".", "client"}, TestAllow: []string{"heraldtest"}},
 		{Pkg: "cmd/...", Allow: []string{"internal/cli"}},
 		// Every command but serve is a client of the server through the Go client; the
-		// statement of watch and consume is read with the language's front end. Its watch
+		// statement of watch and consume is read with the language's front end. serve
+		// reads its settings from flags (cobra's pflag), the environment and a TOML file. Its watch
 		// tests serve the real RPC service over a scripted node, and its query tests a
 		// fake that answers sessions in the RPC's messages.
-		{Pkg: "internal/cli", Allow: []string{".", "server", "client", "lang/..."}, TestAllow: []string{"heraldtest", "rpcapi", "broker", "broker/brokertest", "api/heraldv1"}, External: []string{modCobra, modReadline}, TestExternal: []string{modProtobuf}},
+		{Pkg: "internal/cli", Allow: []string{".", "server", "client", "lang/..."}, TestAllow: []string{"heraldtest", "rpcapi", "broker", "broker/brokertest", "api/heraldv1"}, External: []string{modCobra, modPflag, modReadline, modTOML}, TestExternal: []string{modProtobuf}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/race"},
@@ -111,8 +116,11 @@ var Herald = Config{
 		{Module: modPebble, Only: []string{"store/pebblestore"}},
 		{Module: modPgx, Only: []string{"store/pgstore"}},
 		{Module: "connectrpc.com", Only: []string{"api/...", "rpcapi", "client"}},
+		{Module: modReflect, Only: []string{"rpcapi"}},
+		{Module: modHealth, Only: []string{"rpcapi"}},
 		{Module: modCobra, Only: []string{"internal/cli", "bench/cmd/..."}},
 		{Module: modReadline, Only: []string{"internal/cli"}},
+		{Module: modTOML, Only: []string{"internal/cli"}},
 		{Module: modPrometheus, Only: []string{"httpapi"}},
 		{Module: modNATS, Only: []string{"bench/nats", "bench/examples/..."}},
 		{Module: modAMQP, Only: []string{"bench/rabbit"}},
