@@ -22,6 +22,7 @@ import (
 	"github.com/herald-mq/herald/rpcapi"
 	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/pebblestore"
+	"github.com/herald-mq/herald/store/pgstore"
 	"github.com/herald-mq/herald/watch"
 )
 
@@ -263,8 +264,15 @@ const DefaultWatchBufferBytes = watch.DefaultMaxBufferBytes
 const maxStreamsPerConn = 10000
 
 func (s *Server) dataLabel() string {
-	if s.cfg.Backend != nil {
+	switch {
+	case s.cfg.Backend != nil:
 		return "(custom backend)"
+	case IsPostgres(s.cfg.Store):
+		schema := s.cfg.StoreSchema
+		if schema == "" {
+			schema = pgstore.DefaultSchema
+		}
+		return "postgres schema " + schema
 	}
 	return s.cfg.DataDir
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ type serveFlags struct {
 	principalPubs       int
 	config              string // --config: the TOML file of settings
 	printConfig         bool
+	store, storeSchema  string // --store postgres://…: a store shared with other nodes
+	nodeName, advertise string
+	leaseTTL            time.Duration
 }
 
 // DefaultRetention is how many change sets the change log keeps unless --retention says
@@ -131,6 +135,11 @@ variable over the file. --print-config prints the settings that result, as such 
 	fl.StringSliceVar(&f.denyWatch, "deny-watch", nil, "node or edge types no WATCH may mention (comma-separated); such patterns answer E8001")
 	fl.StringVar(&f.config, "config", "", "TOML file of settings, one key per flag (listen = \"127.0.0.1:7420\"); flags and environment variables win over it")
 	fl.BoolVar(&f.printConfig, "print-config", false, "print the settings that flags, environment variables, --config and the defaults make, as TOML, and exit")
+	fl.StringVar(&f.store, "store", "", "keep the graph in PostgreSQL instead of --data: a postgres:// connection string. Nodes started on one database and schema share it: one leads, the others follow and serve reads and watch-mode streams (docs/scale.md)")
+	fl.StringVar(&f.storeSchema, "store-schema", "herald", "the PostgreSQL schema of --store")
+	fl.StringVar(&f.nodeName, "node-name", "", "this node's name among those sharing --store, unique (default: the host name and the port)")
+	fl.StringVar(&f.advertise, "advertise", "", "the URL clients reach this node at, which followers send them to when it leads (default: http(s)://<listen address>, with the host name for an unspecified host)")
+	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "with --store, how long the leader's lease lasts without renewal: about the longest a dead leader holds the cluster up")
 	documentEnv(fl)
 	return cmd
 }
@@ -174,6 +183,11 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		StatementTimeout:       noLimit(f.stmtTimeout),
 		MaxRowsScanned:         noLimit(f.maxScanned),
 		StatsInterval:          f.statsInterval,
+		Store:                  f.store,
+		StoreSchema:            f.storeSchema,
+		NodeName:               f.nodeName,
+		Advertise:              f.advertise,
+		LeaseTTL:               f.leaseTTL,
 	})
 	if err := s.Start(ctx); err != nil {
 		return err
@@ -230,6 +244,12 @@ func (f serveFlags) check() error {
 	}
 	if f.principalWatches < 1 || f.principalPubs < 1 {
 		return usageError(fmt.Errorf("--max-principal-watches and --max-principal-inflight must be at least 1, got %d and %d", f.principalWatches, f.principalPubs))
+	}
+	if f.store != "" && !server.IsPostgres(f.store) {
+		return usageError(fmt.Errorf("--store %q: want a postgres:// connection string (without --store the graph stays in --data)", redactDSN(f.store)))
+	}
+	if f.leaseTTL < 100*time.Millisecond {
+		return usageError(fmt.Errorf("--lease-ttl must be at least 100ms, got %s", f.leaseTTL))
 	}
 	if f.sessionWatches < 1 || f.statsInterval <= 0 {
 		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
@@ -295,4 +315,15 @@ func bodyTimeoutOf(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// redactDSN hides the password of a connection string in messages.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	return dsn
 }
