@@ -138,7 +138,9 @@ func (r *roles) step(ctx context.Context) error {
 		}
 		return nil
 	}
-	if l.Held {
+	// A lease held under this node's own name is a past run's (names are unique among
+	// live nodes): take it back at once rather than follow a leader that is gone.
+	if l.Held && l.Holder != r.name {
 		r.mu.Lock()
 		r.leader = l.Address
 		r.mu.Unlock()

@@ -186,3 +186,18 @@ func TestRolesLoopStops(t *testing.T) {
 		t.Fatalf("lease still held after close: %+v", got)
 	}
 }
+
+// A node restarted under its name while its past run's lease is still held takes it
+// back at once, instead of following (and sending clients to) a leader that is gone.
+func TestRolesRestartedLeaderTakesItsLeaseBack(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", nil)
+	_ = a.step(ctx)
+	again, _ := roleNode(l, "a", nil) // the same name, a new process
+	_ = again.step(ctx)
+	wantRole(t, again, RoleLeader, "http://a")
+	if _, term, _, _ := again.state(); term != 2 {
+		t.Fatalf("term %d, want a new one", term)
+	}
+}

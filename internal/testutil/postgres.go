@@ -90,3 +90,11 @@ func SchemaName() string {
 	_, _ = rand.Read(b[:])
 	return "herald_test_" + hex.EncodeToString(b[:])
 }
+
+// DropSchema removes a test's schema with psql, when psql is installed (best effort:
+// CI drops its whole database at the end anyway).
+func DropSchema(dsn, schema string) {
+	if psql, err := exec.LookPath("psql"); err == nil {
+		_ = exec.Command(psql, dsn, "-qc", "DROP SCHEMA IF EXISTS "+schema+" CASCADE").Run()
+	}
+}

@@ -179,3 +179,4 @@ func ModuleRoot(dir string) (string, error) {
 		dir = parent
 	}
 }
+
