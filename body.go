@@ -253,6 +253,20 @@ func HoldBodies(nodes []*Node) []*Body {
 	return held
 }
 
+// Hold makes the body resident, reading it from its source when it is not in memory,
+// and reports whether it did: the caller then releases it. A body that cannot be read
+// is left as it was, to be read (and its error reported) when it is needed.
+func (b *Body) Hold(id NodeID) bool {
+	if b.data.Load() != nil || b.src == nil {
+		return false
+	}
+	data, err := b.src.LoadBody(id, b.Seq)
+	if err != nil {
+		return false
+	}
+	return b.data.CompareAndSwap(nil, &data)
+}
+
 // Release drops the body's encoding from memory; it is read from its source from then
 // on.
 func (b *Body) Release() { b.data.Store(nil) }

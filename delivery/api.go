@@ -10,6 +10,14 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/lang/option"
+)
+
+// Defaults of consume-mode options (see lang/option).
+const (
+	DefaultAckTimeout      = option.DefaultAckTimeout
+	DefaultMaxRedeliveries = option.DefaultMaxRedeliveries
+	DefaultBuffer          = option.DefaultBuffer
 )
 
 // Event types sent to consumers (the stream types are the root package's).

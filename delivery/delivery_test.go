@@ -62,7 +62,7 @@ func (h *harness) open() {
 	}
 	// Watch management (PAUSE, RESUME, CANCEL, ALTER WATCH) runs through the watch
 	// service, which hands consume watches to the delivery service.
-	h.wat = watch.New(watch.Config{Engine: h.eng, Logger: quiet, Consume: h.svc})
+	h.wat = watch.New(watch.Config{Engine: h.eng, Logger: quiet})
 	if err := h.wat.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}

@@ -14,14 +14,14 @@ import (
 // Handles reports the statements ExecStmt runs (engine.Extension).
 func (s *Service) Handles(st ast.Stmt) bool {
 	switch st.(type) {
-	case *ast.AckStmt, *ast.NackStmt, *ast.ExtendStmt, *ast.RedriveStmt, *ast.WatchStmt:
+	case *ast.AckStmt, *ast.NackStmt, *ast.ExtendStmt, *ast.RedriveStmt:
 		return true
 	}
 	return false
 }
 
 // ExecStmt runs the consume-mode statements that arrive through the query API
-// (engine.Extension): ACK, NACK, EXTEND and REDRIVE. WATCH itself needs a stream.
+// (engine.Extension): ACK, NACK, EXTEND and REDRIVE.
 func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt) (engine.Result, error) {
 	errAt := func(code herald.Code, pos token.Pos, format string, args ...any) error {
 		return eval.ErrorAt(env.File, code, pos, format, args...)
@@ -81,7 +81,7 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 		observe(env, r.at)
 		return engine.Result{}, err
 	}
-	if _, ok := st.(*ast.WatchStmt); !ok && env.InTx {
+	if env.InTx {
 		switch st.(type) {
 		case *ast.ExtendStmt, *ast.RedriveStmt:
 			return engine.Result{}, errAt(herald.CodeTxState, st.Pos(), "EXTEND and REDRIVE commit on their own; run them outside BEGIN … COMMIT")
@@ -140,8 +140,6 @@ func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt)
 			return engine.Result{}, err
 		}
 		return engine.Result{Columns: []string{"id"}, Rows: [][]herald.Value{{herald.String(string(n))}}, Stats: engine.Stats{NodesCreated: 1, NodesDeleted: 1}}, nil
-	case *ast.WatchStmt:
-		return engine.Result{}, errAt(herald.CodeStreamRequired, st.Pos(), "WATCH streams its events: open it with GET /v1/watch?query=… or the Consume RPC")
 	}
 	return engine.Result{}, errAt(herald.CodeNotImplemented, st.Pos(), "not a consume-mode statement")
 }

@@ -7,11 +7,12 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/standing"
 )
 
 // group is the consumers sharing one ready queue: a named group, or one consumer.
 //
-// A lazy group (spec.lazy: the subject alone, in arrival order, without fairness) reads
+// A lazy group (Query.Lazy: the subject alone, in arrival order, without fairness) reads
 // its backlog from the type's arrival index as it delivers: every node up to cursor has
 // been decided, nodes after it are read in order when members have room, and ready holds
 // only what came back behind the cursor (NACKs, expired leases, nodes that changed to
@@ -19,8 +20,16 @@ import (
 // message it has not reached. Any other group queues every match when it starts and
 // keeps that queue up to date as commits change the graph.
 type group struct {
-	key       string
-	spec      *spec
+	svc *Service
+	key string
+	q   *standing.Query // the statement it runs (ALTER WATCH replaces it)
+	// opened holds the query the group was made with, shared with identical opens (nil
+	// once given back); ident and text are that statement's, which members agree on.
+	opened    *standing.Opened
+	ident     string
+	text      string
+	typ       string        // the subject's type
+	seedRow   eval.Row      // projections of plain matches bind the subject here (under the service's lock)
 	watch     herald.NodeID // its _Watch node
 	members   []*consumer
 	rr        int
@@ -34,26 +43,29 @@ type group struct {
 	idleSince time.Time              // named groups: without members since (zero: has some)
 	paused    bool                   // PAUSE WATCH: nothing new is leased until RESUME
 	cancelled bool                   // CANCEL WATCH: its _Watch node stays, cancelled
-	stats     *engine.WatchStats     // deliveries, for its _Watch node
-	// owner is the principal that made the group ("" without authentication): only it,
+	stats     *standing.Stats        // deliveries, for its _Watch node
+	// owner is the principal that made the group (nil without authentication): only it,
 	// or a principal with admin, may join or manage it. limits bound each evaluation of
 	// its pattern (the owner's statement limits).
-	owner  string
+	owner  *herald.Principal
 	limits engine.Limits
 }
 
-func newGroup(key string, sp *spec, watch herald.NodeID) *group {
-	g := &group{key: key, spec: sp, watch: watch, lazy: sp.lazy(), matches: map[herald.NodeID]*entry{}, delayed: newDelayQueue()}
+func newGroup(s *Service, key string, op *standing.Opened, watch herald.NodeID) *group {
+	q := op.Query
+	_, typ := q.Subject()
+	g := &group{svc: s, key: key, q: q, opened: op, ident: q.Ident, text: q.Describe(), typ: typ, seedRow: make(eval.Row, 1),
+		watch: watch, lazy: q.Lazy(), matches: map[herald.NodeID]*entry{}, delayed: newDelayQueue(), owner: op.Principal, limits: op.Limits}
 	g.ready = newReadyQueue(g.less)
 	return g
 }
 
 // joinable refuses principal p a group another principal owns, unless p has admin.
 func (g *group) joinable(p *herald.Principal) error {
-	if g.owner == "" || p == nil || p.Name == g.owner || p.Can(herald.ActAdmin, "") {
+	if g.owner == nil || p == nil || p.Name == g.owner.Name || p.Can(herald.ActAdmin, "") {
 		return nil
 	}
-	return herald.Errorf(herald.CodePermissionDenied, "%s may not join consume group %q: it belongs to %s (a group is its creator's; choose a group name of your own)", p.Name, g.spec.group, g.owner)
+	return herald.Errorf(herald.CodePermissionDenied, "%s may not join consume group %q: it belongs to %s (a group is its creator's; choose a group name of your own)", p.Name, g.q.Opts.Group, g.owner.Name)
 }
 
 // scanLimit bounds how many nodes a lazy group's cursor passes in one round, so that a
@@ -77,7 +89,7 @@ func (g *group) nextMember() (c *consumer, next int) {
 // candidate is a message a group may lease now.
 type candidate struct {
 	node *herald.Node
-	info *matchInfo
+	info *standing.Info
 	row  eval.Row
 }
 
@@ -88,8 +100,8 @@ func (s *Service) nextReadyLocked(tx *graph.Tx, g *group, now time.Time, scanned
 	for g.ready.len() > 0 {
 		e := g.ready.pop()
 		n := tx.Node(e.subj.id)
-		if n == nil || e.subj.lease != nil {
-			continue
+		if n == nil || e.subj.lease != nil || s.picking[n.ID] {
+			continue // leased, or picked in a round that reads its body: requeued if not leased
 		}
 		info, row := s.evalLocked(tx, g, n)
 		if info == nil {
@@ -106,7 +118,7 @@ func (s *Service) nextReadyLocked(tx *graph.Tx, g *group, now time.Time, scanned
 	}
 	var found candidate
 	ok := false
-	tx.Graph().AscendType(g.spec.subjectTyp, g.cursor, func(n *herald.Node) bool {
+	tx.Graph().AscendType(g.typ, g.cursor, func(n *herald.Node) bool {
 		if *scanned >= scanLimit {
 			s.kick() // more next round
 			return false
@@ -114,8 +126,8 @@ func (s *Service) nextReadyLocked(tx *graph.Tx, g *group, now time.Time, scanned
 		*scanned++
 		g.cursor = graph.PosOf(n)
 		sub := s.subjects[n.ID]
-		if sub != nil && sub.lease != nil {
-			return true // leased elsewhere: it comes back through requeue
+		if (sub != nil && sub.lease != nil) || s.picking[n.ID] {
+			return true // leased or picked elsewhere: it comes back through requeue
 		}
 		info, row := s.evalLocked(tx, g, n)
 		if info == nil {
@@ -134,13 +146,13 @@ func (s *Service) nextReadyLocked(tx *graph.Tx, g *group, now time.Time, scanned
 
 // holdUntil returns when a subject may be delivered: after its NACK delay or backoff and
 // its available_at.
-func (s *Service) holdUntil(sub *subject, info *matchInfo) time.Time {
+func (s *Service) holdUntil(sub *subject, info *standing.Info) time.Time {
 	var until time.Time
 	if sub != nil {
 		until = sub.notBefore
 	}
-	if info.availableAt.After(until) {
-		until = info.availableAt
+	if info.AvailableAt.After(until) {
+		until = info.AvailableAt
 	}
 	return until
 }
@@ -174,7 +186,7 @@ func (s *Service) decideBehindLocked(tx *graph.Tx, g *group, n *herald.Node) {
 }
 
 // setEntryLocked records that g matches n with info, queueing it when it is deliverable.
-func (s *Service) setEntryLocked(g *group, n *herald.Node, info *matchInfo) *entry {
+func (s *Service) setEntryLocked(g *group, n *herald.Node, info *standing.Info) *entry {
 	sub := s.subjectLocked(n)
 	e := g.matches[n.ID]
 	if e == nil {
@@ -187,7 +199,7 @@ func (s *Service) setEntryLocked(g *group, n *herald.Node, info *matchInfo) *ent
 		s.queueLocked(e)
 		return e
 	}
-	if e.where == inReady && e.info.fairKey == info.fairKey && !info.availableAt.After(s.clock.Now()) {
+	if e.where == inReady && e.info.FairKey == info.FairKey && !info.AvailableAt.After(s.clock.Now()) {
 		e.info = info
 		g.ready.fix(e)
 		return e

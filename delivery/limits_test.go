@@ -82,7 +82,7 @@ func TestConsumerLimits(t *testing.T) {
 // and consume streams together (E8006), and a closed one of either mode frees a place.
 func TestSessionLimitCountsBothModes(t *testing.T) {
 	eng, svc := openServicePerSession(t, delivery.Config{}, 2)
-	wat := watch.New(watch.Config{Engine: eng, Logger: quiet, Consume: svc})
+	wat := watch.New(watch.Config{Engine: eng, Logger: quiet})
 	if err := wat.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestSessionLimitCountsBothModes(t *testing.T) {
 // both modes, with or without sessions; another principal has its own.
 func TestPrincipalLimitCountsBothModes(t *testing.T) {
 	eng, svc := openServicePerSession(t, delivery.Config{}, 2)
-	wat := watch.New(watch.Config{Engine: eng, Logger: quiet, Consume: svc})
+	wat := watch.New(watch.Config{Engine: eng, Logger: quiet})
 	if err := wat.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

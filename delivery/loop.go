@@ -9,7 +9,10 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
+	hid "github.com/herald-mq/herald/internal/id"
 	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/option"
+	"github.com/herald-mq/herald/standing"
 )
 
 // The dispatcher: one goroutine owned by the Service that follows commits, expires
@@ -123,6 +126,7 @@ func (s *Service) runOnce() time.Time {
 		return time.Time{}
 	}
 	var now time.Time
+	var picks []pick
 	w := &work{}
 	err := s.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		s.catchUpLocked(tx)
@@ -141,9 +145,12 @@ func (s *Service) runOnce() time.Time {
 				s.queueLocked(e)
 			}
 		}
-		s.dispatchLocked(tx, now, w)
+		picks = s.dispatchLocked(tx, now, w)
 		return nil
 	})
+	if err == nil && len(picks) > 0 {
+		err = s.leaseAfterRead(picks, now, w)
+	}
 	if err != nil {
 		s.log.Error("consume: a dispatcher round failed", "err", err)
 	}
@@ -259,29 +266,13 @@ func (s *Service) write(tx *engine.SysTx, w *work, now time.Time) {
 		d.apply(tx)
 	}
 	for _, id := range w.retired {
-		retireWatch(tx.Tx, id)
+		standing.RetireIn(tx.Tx, id)
 	}
 	for _, st := range w.states {
 		if tx.Node(st.subject) != nil {
 			st.put(tx)
 		}
 	}
-}
-
-// retireWatch ends the _Watch node of a group of one whose consumer left: it is deleted,
-// or, when dead letters hang from it, kept with status "cancelled" so they stay linked.
-func retireWatch(tx *graph.Tx, id herald.NodeID) {
-	w := tx.Node(id)
-	if w == nil || w.Type != typeWatch {
-		return
-	}
-	for _, k := range tx.Incident(id) {
-		if e := tx.Edge(k); e != nil && e.Type == edgeWatchLetter {
-			tx.PutNode(&herald.Node{ID: w.ID, Type: w.Type, Attrs: w.Attrs.With("status", herald.String("cancelled"))})
-			return
-		}
-	}
-	tx.DeleteNode(id)
 }
 
 // expireLocked turns expired leases into implicit NACKs and tells their holders.
@@ -307,18 +298,18 @@ func (s *Service) settledLocked(l *lease, w *work) {
 	sub := l.subj
 	spent := l.spent()
 	sub.attempts = spent
-	sp := l.spec()
-	max, dest, bo := sp.maxRedeliveries, sp.deadLetter, sp.backoff
+	sp := l.opts()
+	max, dest, bo := sp.MaxRedeliveries, sp.DeadLetter, sp.Backoff
 	if spent >= 1+max {
-		w.letters = append(w.letters, letter{drop: dropLocked(sub), watch: l.watch, dest: dest, reason: ReasonMaxRedeliveries, attempts: spent, match: l.match})
+		w.letters = append(w.letters, letter{drop: dropLocked(sub), watch: l.watch, dest: herald.NodeID(dest), reason: ReasonMaxRedeliveries, attempts: spent, match: l.match})
 		s.dropSubjectLocked(sub)
 		s.lettering[sub.id] = true
 		return
 	}
 	if !l.sent {
-		bo = backoff{}
+		bo = option.Backoff{}
 	}
-	if d := bo.delay(spent); d > 0 {
+	if d := bo.Delay(spent); d > 0 {
 		sub.notBefore = s.clock.Now().Add(d)
 	}
 	w.states = append(w.states, stateLocked(sub, nil))
@@ -337,72 +328,16 @@ func (s *Service) dropSubjectLocked(sub *subject) {
 	delete(s.subjects, sub.id)
 }
 
-// dispatchLocked leases ready messages to members with room, round robin.
-func (s *Service) dispatchLocked(tx *graph.Tx, now time.Time, w *work) {
-	for _, g := range s.groups {
-		if len(g.recheck) > 0 {
-			s.recheckLocked(tx, g)
-		}
-		if g.paused {
-			continue // PAUSE WATCH: held leases stay, nothing new goes out
-		}
-		// Pick first, then read the bodies of every pick in one pass (they usually lie
-		// together in the store), then lease them in the order picked.
-		scanned := 0
-		picks := s.picks[:0]
-		for {
-			c, next := g.nextMember()
-			if c == nil {
-				break
-			}
-			cand, ok := s.nextReadyLocked(tx, g, now, &scanned)
-			if !ok {
-				break
-			}
-			g.rr = next
-			c.reserved++
-			picks = append(picks, pick{c, cand})
-		}
-		if len(picks) == 0 {
-			continue
-		}
-		nodes := s.pickNodes[:0]
-		for _, p := range picks {
-			nodes = append(nodes, p.cand.node)
-			p.c.reserved = 0
-		}
-		held := herald.HoldBodies(nodes)
-		for _, p := range picks {
-			if l := s.leaseLocked(tx, g, p.c, p.c.principal, p.cand, now); l != nil {
-				w.leases = append(w.leases, l)
-			}
-		}
-		for _, b := range held {
-			b.Release()
-		}
-		// The scratch is kept for the next round, without what it pointed to.
-		clear(picks)
-		clear(nodes)
-		s.picks, s.pickNodes = picks[:0], nodes[:0]
-	}
-}
-
-// pick is a candidate chosen for a consumer in a dispatch round.
-type pick struct {
-	c    *consumer
-	cand candidate
-}
-
 // leaseLocked leases a candidate to c (nil for a pull lease) for principal holder: a new
 // delivery id, the match projected now, the deadline from the watch's ack_timeout.
 func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, holder string, cand candidate, now time.Time) *lease {
-	match, err := g.spec.project(tx, cand.node, cand.row)
+	match, err := g.q.ProjectMatch(tx, cand.node, cand.row, g.seedRow)
 	if err != nil {
 		s.failingLocked(g, cand.node.ID, err)
 		return nil
 	}
 	sub := s.subjectLocked(cand.node)
-	id := newDeliveryID()
+	id := hid.Delivery()
 	l := &lease{
 		key:      HandleOf(id),
 		id:       id,
@@ -410,8 +345,8 @@ func (s *Service) leaseLocked(tx *graph.Tx, g *group, c *consumer, holder string
 		cons:     c,
 		watch:    g.watch,
 		grp:      g,
-		deadline: now.Add(g.spec.ackTimeout),
-		sp:       g.spec,
+		deadline: now.Add(g.q.Opts.AckTimeout),
+		q:        g.q,
 		attempt:  sub.attempts + 1,
 		releases: sub.releases,
 		index:    -1,
@@ -468,15 +403,11 @@ func (s *Service) applyChangesLocked(tx *graph.Tx, sets []*herald.ChangeSet) {
 			case herald.NodeChange:
 				s.nodeChangedLocked(tx, ch, full)
 			case herald.EdgeChange:
-				typ := ch.EdgeBefore
-				if ch.EdgeAfter != nil {
-					typ = ch.EdgeAfter
-				}
-				for _, g := range s.groups {
-					if !g.spec.single && g.spec.types[typ.Type] {
+				s.index.Touch(*ch, func(g *group) {
+					if !g.q.Alone() {
 						full[g] = true
 					}
-				}
+				})
 			}
 		}
 	}
@@ -489,13 +420,7 @@ func (s *Service) applyChangesLocked(tx *graph.Tx, sets []*herald.ChangeSet) {
 // of its type decide it again (a lazy group only when its cursor has passed it: a new
 // node is always ahead); join groups over its type are marked in full to run again.
 func (s *Service) nodeChangedLocked(tx *graph.Tx, ch *herald.Change, full map[*group]bool) {
-	n := ch.NodeAfter
-	id, typ := herald.NodeID(""), ""
-	if n != nil {
-		id, typ = n.ID, n.Type
-	} else {
-		id, typ = ch.NodeBefore.ID, ch.NodeBefore.Type
-	}
+	id := standing.NodeOf(*ch).ID
 	now := tx.Node(id)
 	if now == nil {
 		delete(s.lettering, id) // its dead letter, if any, has applied
@@ -512,40 +437,24 @@ func (s *Service) nodeChangedLocked(tx *graph.Tx, ch *herald.Change, full map[*g
 			}
 		}
 	}
-	types := []string{typ}
-	if ch.NodeBefore != nil && ch.NodeAfter != nil && ch.NodeBefore.Type != ch.NodeAfter.Type {
-		types = append(types, ch.NodeBefore.Type)
-	}
-	for _, t := range types {
-		for _, g := range s.byType[t] {
-			if !g.spec.single {
-				continue
+	s.index.Touch(*ch, func(g *group) {
+		switch {
+		case !g.q.Alone():
+			full[g] = true // a join over the type: run again in full
+		case now == nil || now.Type != g.typ:
+			s.dropEntryLocked(g, id)
+		case g.lazy:
+			if !g.cursor.Less(graph.PosOf(now)) {
+				s.decideBehindLocked(tx, g, now)
 			}
-			switch {
-			case now == nil || now.Type != g.spec.subjectTyp:
+		default:
+			if info, _ := s.evalLocked(tx, g, now); info == nil {
 				s.dropEntryLocked(g, id)
-			case g.lazy:
-				if !g.cursor.Less(graph.PosOf(now)) {
-					s.decideBehindLocked(tx, g, now)
-				}
-			default:
-				if info, _ := s.evalLocked(tx, g, now); info == nil {
-					s.dropEntryLocked(g, id)
-				} else {
-					s.setEntryLocked(g, now, info)
-				}
+			} else {
+				s.setEntryLocked(g, now, info)
 			}
 		}
-	}
-	for _, g := range s.groups {
-		if !g.spec.single && !full[g] {
-			for _, t := range types {
-				if g.spec.types[t] {
-					full[g] = true
-				}
-			}
-		}
-	}
+	})
 }
 
 // rematchLocked re-runs a join pattern and applies the difference. A run stopped by
@@ -553,7 +462,7 @@ func (s *Service) nodeChangedLocked(tx *graph.Tx, ch *herald.Change, full map[*g
 // cannot be served faithfully, and its members hear why.
 func (s *Service) rematchLocked(tx *graph.Tx, g *group) {
 	now := map[herald.NodeID]bool{}
-	err := s.runLocked(tx, g, nil, func(n *herald.Node, info *matchInfo) {
+	err := s.runLocked(tx, g, nil, func(n *herald.Node, info *standing.Info) {
 		now[n.ID] = true
 		s.setEntryLocked(g, n, info)
 	})
@@ -574,35 +483,14 @@ func (s *Service) rematchLocked(tx *graph.Tx, g *group) {
 // evaluate is left out and logged (once per subject while it keeps failing); it never
 // holds up the other messages. The run stops with E4012 past the group's limits, and
 // with E4011 once gone (nil: never) reports its client gone.
-func (s *Service) runLocked(tx *graph.Tx, g *group, gone func() bool, found func(*herald.Node, *matchInfo)) error {
-	sp := g.spec
-	ctx := sp.ctx()
-	ctx.Node = tx.Node
-	ctx.Interrupt = s.eng.Interrupt(g.limits, gone)
-	slot, _, _ := sp.full.Scope.Lookup(sp.subjectVar)
-	seen := map[herald.NodeID]bool{}
-	_, err := sp.full.RunLenient(tx, ctx, func(row eval.Row) error {
-		n := row[slot].Node
-		if n == nil || seen[n.ID] || s.lettering[n.ID] {
-			return nil
-		}
-		info, err := sp.info(ctx, row)
-		if err != nil {
-			s.failingLocked(g, n.ID, err)
-			return nil
-		}
-		seen[n.ID] = true
-		delete(g.failing, n.ID)
-		found(n, info)
-		return nil
-	}, func(row eval.Row, err error) {
-		var id herald.NodeID
-		if n := row[slot].Node; n != nil {
-			id = n.ID
-		}
-		s.failingLocked(g, id, err)
-	})
-	return err
+func (s *Service) runLocked(tx *graph.Tx, g *group, gone func() bool, found func(*herald.Node, *standing.Info)) error {
+	return g.q.Each(tx, s.eng.Interrupt(g.limits, gone),
+		func(id herald.NodeID) bool { return s.lettering[id] },
+		func(n *herald.Node, info *standing.Info) {
+			delete(g.failing, n.ID)
+			found(n, info)
+		},
+		func(id herald.NodeID, err error) { s.failingLocked(g, id, err) })
 }
 
 // failingLocked logs, once per node while it keeps failing, that a node cannot be
@@ -621,15 +509,15 @@ func (s *Service) failingLocked(g *group, id herald.NodeID, err error) {
 // evalLocked decides whether g matches node n (nil: it does not), with the binding row.
 // A node whose evaluation fails (say, a division by zero in WHERE) does not match: it is
 // logged once and decided again when it changes; it never holds up the other messages.
-func (s *Service) evalLocked(tx *graph.Tx, g *group, n *herald.Node) (*matchInfo, eval.Row) {
+func (s *Service) evalLocked(tx *graph.Tx, g *group, n *herald.Node) (*standing.Info, eval.Row) {
 	if s.lettering[n.ID] {
 		return nil, nil // its dead letter is committing
 	}
 	var intr func() error
-	if !g.spec.single {
+	if !g.q.Alone() {
 		intr = s.eng.Interrupt(g.limits, nil) // a join around n: bounded like any evaluation
 	}
-	info, row, err := g.spec.evalMatch(tx, n, intr)
+	info, row, err := g.q.Match(tx, n, intr)
 	if err == nil {
 		if n != nil && g.failing != nil {
 			delete(g.failing, n.ID)

@@ -2,68 +2,49 @@ package delivery
 
 import (
 	"context"
-	"strings"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/engine"
-	"github.com/herald-mq/herald/lang/ast"
-	"github.com/herald-mq/herald/lang/printer"
 	"github.com/herald-mq/herald/lang/token"
+	"github.com/herald-mq/herald/standing"
 )
 
-// Managing consume watches: PAUSE, RESUME, CANCEL and ALTER WATCH reach a consume watch
-// through a handle its stream bound (`c = WATCH … [mode: consume]`) or its _Watch node
-// id. The statement applies to the whole group the stream belongs to: a group is one
-// watch with one _Watch node, however many members consume it.
+// Managing consume watches: a group is a standing.Watch, which the engine's
+// standing.Core names by a member stream's handle (`c = WATCH … [mode: consume]`) or
+// by its _Watch id, and on which it runs PAUSE, RESUME, CANCEL and ALTER WATCH. A
+// statement applies to the whole group: a group is one watch with one _Watch node,
+// however many members consume it.
 
-// handleKey names a handle: the session that bound it and its name.
-type handleKey struct{ session, name string }
+var _ standing.Watch = (*group)(nil)
 
-// alterable are the options ALTER WATCH may change on a live consume watch: how
-// failures are handled. The others decide which messages the group holds, in what
-// order, or how the stream is shaped; changing them means starting another group.
-var alterable = map[string]bool{"ack_timeout": true, "max_redeliveries": true, "backoff": true, "dead_letter": true}
+// Node is the group's _Watch node (standing.Watch).
+func (g *group) Node() herald.NodeID { return g.watch }
 
-// HasHandle reports whether a consume stream of session is bound to name.
-func (s *Service) HasHandle(session, name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.handles[handleKey{session, name}] != nil
+// Query is the statement the group runs now (standing.Watch).
+func (g *group) Query() *standing.Query {
+	g.svc.mu.Lock()
+	defer g.svc.mu.Unlock()
+	return g.q
 }
 
-// findGroupLocked returns the group name denotes in session: a stream's handle bound
-// there (or without a session), or a group's _Watch node id.
-// own is true for a handle of the caller's own session.
-func (s *Service) findGroupLocked(session, name string) (g *group, own bool) {
-	for _, key := range []handleKey{{session, name}, {"", name}} {
-		if c := s.handles[key]; c != nil && !c.closed {
-			return c.grp, key.session != ""
-		}
-	}
-	for _, g := range s.groups {
-		if string(g.watch) == name {
-			return g, false
-		}
-	}
-	return nil, false
+// Owner is the principal that made the group (standing.Watch).
+func (g *group) Owner() *herald.Principal { return g.owner }
+
+// Record is what the group's _Watch node shows (standing.Watch); its counters are the
+// core's flusher's.
+func (g *group) Record(status string) standing.Record {
+	return standing.Record{ID: g.watch, Query: g.Query(), Status: status}
 }
 
-// ControlWatch runs PAUSE, RESUME, CANCEL or (with opts) ALTER WATCH on the consume
-// watch name denotes; found is false when there is none (watch.ConsumeWatches).
-func (s *Service) ControlWatch(ctx context.Context, session, name string, op token.Token, opts []*ast.OptionList) (found bool, err error) {
+// Control pauses, resumes or cancels the group (standing.Watch). PAUSE keeps the
+// leases held (they may be settled) and leases nothing new until RESUME; CANCEL ends
+// every member's stream with E8002 and releases their leases (the attempt is not
+// counted).
+func (g *group) Control(_ context.Context, op token.Token) (string, error) {
+	s := g.svc
 	s.mu.Lock()
-	g, own := s.findGroupLocked(session, name)
-	if g == nil {
+	if s.groups[g.key] != g {
 		s.mu.Unlock()
-		return false, nil
-	}
-	if !own {
-		// As for watch mode (watch's manageCheck): beyond its own sessions' handles a
-		// principal needs the admin grant.
-		if err := herald.PrincipalFrom(ctx).Check(herald.ActAdmin, ""); err != nil {
-			s.mu.Unlock()
-			return true, err
-		}
+		return "", herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
 	}
 	status := ""
 	switch op {
@@ -72,21 +53,12 @@ func (s *Service) ControlWatch(ctx context.Context, session, name string, op tok
 	case token.RESUME:
 		g.paused, status = false, "active"
 	case token.CANCEL:
-		s.cancelGroupLocked(g)
+		s.endGroupLocked(g, herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled"))
 		status = "cancelled"
-	case token.ALTER:
-		s.mu.Unlock()
-		return true, s.alterGroup(ctx, g, opts)
 	}
 	s.mu.Unlock()
 	s.kick()
-	return true, s.setWatchStatus(ctx, g.watch, status)
-}
-
-// cancelGroupLocked ends every member's stream with E8002 and forgets the group; the
-// leases they held are released (the attempt is not counted).
-func (s *Service) cancelGroupLocked(g *group) {
-	s.endGroupLocked(g, herald.Errorf(herald.CodeWatchNotFound, "the watch was cancelled"))
+	return status, nil
 }
 
 // endGroupLocked ends every member's stream with cause and forgets the group, its
@@ -101,61 +73,26 @@ func (s *Service) endGroupLocked(g *group, cause *herald.Error) {
 	}
 }
 
-// setWatchStatus writes the status of a _Watch node. A cancelled one stays, so that
-// what its stream did remains visible; a restart clears those of groups of one.
-func (s *Service) setWatchStatus(ctx context.Context, id herald.NodeID, status string) error {
-	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
-		if n := tx.Node(id); n != nil && n.Type == typeWatch {
-			tx.PutNode(&herald.Node{ID: n.ID, Type: n.Type, Attrs: n.Attrs.With("status", herald.String(status))})
-		}
-		return nil
-	})
-	return err
-}
-
-// alterGroup applies ALTER WATCH … SET to a group: the options in opts replace the
-// statement's, which must still compile, and only the failure handling may change.
-// Leases held keep their deadlines; every failure from now on, theirs included, is
-// handled by the new options, and new leases take the new ack_timeout.
-func (s *Service) alterGroup(ctx context.Context, g *group, opts []*ast.OptionList) error {
-	for _, ol := range opts {
-		for _, o := range ol.Options {
-			if name := strings.ToLower(o.Name.Name); !alterable[name] {
-				return herald.Errorf(herald.CodeInvalidQuery, "ALTER WATCH on a consume watch changes ack_timeout, max_redeliveries, backoff or dead_letter; %s decides which messages the group holds or how they reach it: start another group for that", name)
-			}
-		}
-	}
+// Alter runs the group with q from now on (standing.Watch): only the failure handling
+// may change (the core refuses the other options). Leases held keep their deadlines;
+// every failure from now on, theirs included, is handled by the new options, and new
+// leases take the new ack_timeout.
+func (g *group) Alter(_ context.Context, q *standing.Query) (string, error) {
+	s := g.svc
 	s.mu.Lock()
-	old := g.spec
-	s.mu.Unlock()
-	w, file, err := engine.ParseWatch(old.effective(), old.params)
-	if err != nil {
-		return err
-	}
-	w.Options = engine.MergeOptions(w.Options, opts)
-	sp, err := compileWatch(w, file, old.params, old.actor, old.session, s.clock)
-	if err != nil {
-		return err
-	}
-	altered := printer.String(w)
-	sp.text, sp.ident, sp.shown, sp.handle, sp.canRead = old.text, old.ident, altered, old.handle, old.canRead
-	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.groups[g.key] != g {
-		s.mu.Unlock()
-		return herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
+		return "", herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
 	}
-	g.spec = sp
+	g.q = q
+	g.opened.Release() // the altered statement is the group's own
 	for _, l := range s.leases {
 		if l.grp == g {
-			l.sp = sp
+			l.q = q
 		}
 	}
-	s.mu.Unlock()
-	if err := s.saveWatch(ctx, g.watch, sp, nil); err != nil {
-		return err
-	}
 	if g.paused {
-		return s.setWatchStatus(ctx, g.watch, "paused")
+		return "paused", nil
 	}
-	return nil
+	return "active", nil
 }

@@ -30,7 +30,7 @@ func openOn(t *testing.T, backend store.Backend) (*engine.Engine, *delivery.Serv
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.Stop(ctx) })
-	wat := watch.New(watch.Config{Engine: eng, Logger: quiet, Consume: svc})
+	wat := watch.New(watch.Config{Engine: eng, Logger: quiet})
 	if err := wat.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -12,14 +11,15 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/option"
+	"github.com/herald-mq/herald/standing"
 	"github.com/herald-mq/herald/store"
 )
 
-// Layer 0 types written by consume mode.
+// Layer 0 types written by consume mode (its _Watch nodes are the standing core's).
 const (
-	typeWatch       = "_Watch"
 	typeDeadLetter  = "_DeadLetter"
-	edgeWatchLetter = "_watch_dead_letter"       // (_Watch, _DeadLetter)
+	edgeWatchLetter = standing.EdgeDeadLetter    // (_Watch, _DeadLetter)
 	edgeLetterDest  = "_dead_letter_destination" // (_DeadLetter, destination node)
 	// typeOldDelivery is how delivery state was kept before it moved out of the graph;
 	// Start converts such nodes.
@@ -214,50 +214,6 @@ func (st deliveryState) put(tx *engine.SysTx) {
 	tx.PutAux(st.key, st.encode())
 }
 
-// saveWatch records the group's _Watch node (kept across restarts for named groups).
-// A stream's session slot, when given, is linked to it in the same commit.
-func (s *Service) saveWatch(ctx context.Context, id herald.NodeID, sp *spec, slot *engine.WatchSlot) error {
-	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
-		old := tx.Node(id)
-		attrs := map[string]herald.Value{
-			"pattern":          herald.String(sp.effective()),
-			"mode":             herald.String("consume"),
-			"status":           herald.String("active"),
-			"ordering":         herald.String(sp.ordering),
-			"delivery":         herald.String("reliable"),
-			"visibility":       herald.String("committed"),
-			"buffer_size":      herald.Int(int64(sp.buffer)),
-			"on_full":          herald.String("block"),
-			"ack_timeout":      herald.Duration(sp.ackTimeout),
-			"max_redeliveries": herald.Int(int64(sp.maxRedeliveries)),
-		}
-		if sp.group != "" {
-			attrs["group"] = herald.String(sp.group)
-		}
-		if sp.deadLetter != "" {
-			attrs["dead_letter"] = herald.String(string(sp.deadLetter))
-		}
-		if old != nil {
-			attrs["created_at"] = old.Attrs.Get("created_at")
-			for _, k := range []string{"events_delivered", "events_pending", "last_event_at"} {
-				if v := old.Attrs.Get(k); !v.IsNull() {
-					attrs[k] = v // the counters are the flusher's (engine.WatchStats)
-				}
-			}
-			if old.Attrs.Equal(herald.AttrsOf(attrs)) {
-				slot.LinkIn(tx, id)
-				return nil
-			}
-		} else {
-			attrs["created_at"] = herald.Timestamp(s.clock.Now())
-		}
-		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: herald.AttrsOf(attrs)})
-		slot.LinkIn(tx, id)
-		return nil
-	})
-	return err
-}
-
 // recoverAll rebuilds the delivery state of every subject from its record at start:
 // leases keep their deadlines (those that expired while the server was down are
 // redelivered by the first round); records of subjects that are gone are cleaned up.
@@ -315,7 +271,7 @@ func (s *Service) recover(tx *graph.Tx, st deliveryState) {
 		key:      st.handle,
 		subj:     sub,
 		watch:    st.watch,
-		sp:       s.recoveredSpec(tx, st.watch),
+		q:        s.recoveredQuery(tx, st.watch),
 		deadline: st.deadline,
 		attempt:  st.attempts,
 		releases: st.releases,
@@ -365,24 +321,27 @@ func (s *Service) convertOldState(ctx context.Context) error {
 	return err
 }
 
-// recoveredSpec compiles the statement recorded on a _Watch node again, so a lease that
-// survived a restart keeps its watch's ack timeout, redelivery limit, backoff and dead
-// letter. A statement that needs parameters cannot be compiled again; nil (the defaults)
-// is returned then.
-func (s *Service) recoveredSpec(tx *graph.Tx, watch herald.NodeID) *spec {
-	if sp, ok := s.specs[watch]; ok {
-		return sp
+// recoveredQuery compiles the statement recorded on a _Watch node again, so a lease
+// that survived a restart keeps its watch's ack timeout, redelivery limit, backoff and
+// dead letter. A statement that needs parameters cannot be compiled again; nil (the
+// defaults) is returned then.
+func (s *Service) recoveredQuery(tx *graph.Tx, watch herald.NodeID) *standing.Query {
+	if q, ok := s.recovered[watch]; ok {
+		return q
 	}
-	var sp *spec
-	if w := tx.Node(watch); w != nil && w.Type == typeWatch {
-		if c, err := compileSpec(s.eng, w.Attrs.Get("pattern").AsString(), nil, "", ""); err == nil {
-			sp = c
-		} else {
+	var q *standing.Query
+	if w := tx.Node(watch); w != nil && w.Type == standing.TypeWatch {
+		stmt, file, err := standing.Parse(w.Attrs.Get("pattern").AsString(), nil)
+		if err == nil {
+			q, err = standing.Compile(standing.Source{Stmt: stmt, File: file, Mode: option.Consume, Clock: s.clock})
+		}
+		if err != nil {
+			q = nil
 			s.log.Warn("consume: a recovered lease's watch cannot be compiled again; it uses the default options", "watch", watch, "err", err)
 		}
 	}
-	s.specs[watch] = sp
-	return sp
+	s.recovered[watch] = q
+	return q
 }
 
 // deadLetter moves a subject to a _DeadLetter node in tx (the caller forgets the
@@ -405,7 +364,7 @@ func (s *Service) deadLetter(tx *engine.SysTx, drop recordDrop, watch herald.Nod
 		match, _ = eval.NodeValue(whole)
 	}
 	mj, _ := json.Marshal(match)
-	letterID := newNodeID("dl")
+	letterID := herald.NewID("dl")
 	attrs := map[string]herald.Value{
 		"original_match":    herald.String(string(mj)),
 		"failure_reason":    herald.String(reason),
@@ -454,7 +413,7 @@ func (s *Service) Redrive(ctx context.Context, letter herald.NodeID) (herald.Nod
 			return herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
 		}
 		if tx.Node(n.ID) != nil {
-			n.ID = newNodeID("n")
+			n.ID = herald.NewID("n")
 		}
 		tx.PutNode(&herald.Node{ID: n.ID, Type: n.Type, Attrs: n.Attrs})
 		tx.DeleteNode(letter)
@@ -463,19 +422,6 @@ func (s *Service) Redrive(ctx context.Context, letter herald.NodeID) (herald.Nod
 	})
 	return id, err
 }
-
-// newDeliveryID returns a delivery id: "d" and 128 random bits in lower-case base32. It is
-// URL-safe and can be written as a string, a $param or an `#ident` in ACK and NACK.
-func newDeliveryID() string {
-	var raw [16]byte
-	_, _ = rand.Read(raw[:])
-	var b [1 + 26]byte // "d" and 16 bytes in unpadded base32
-	b[0] = 'd'
-	idEncoding.Encode(b[1:], raw[:])
-	return string(b[:])
-}
-
-func newNodeID(prefix string) herald.NodeID { return herald.NewID(prefix) }
 
 // Record is a subject's durable delivery state, as stored: for operators' tools and
 // tests. It holds the lease's handle, never its delivery id.

@@ -24,20 +24,21 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 	if n < 1 {
 		return nil, nil
 	}
-	sp, err := s.compile(ctx, sessionID, query, params)
+	op, err := s.open(ctx, sessionID, query, params)
 	if err != nil {
 		return nil, err
 	}
-	key := "g:" + sp.group
-	if sp.group == "" {
-		sum := sha256.Sum256([]byte(sp.text))
+	key := "g:" + op.Query.Opts.Group
+	if op.Query.Opts.Group == "" {
+		sum := sha256.Sum256([]byte(op.Query.Text))
 		key = "p:" + hex.EncodeToString(sum[:12])
 	}
-	g, err := s.group(ctx, key, sp, nil)
+	g, err := s.group(ctx, key, op, nil)
 	if err != nil {
 		return nil, err
 	}
 	var now time.Time
+	var picks []pick // waiting for their bodies to be read (see pick.go)
 	w := &work{}
 	s.mu.Lock()
 	if s.groups[key] != g {
@@ -56,18 +57,23 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 		for _, e := range g.delayed.due(now) {
 			s.queueLocked(e)
 		}
-		scanned := 0
-		for len(w.leases) < n {
+		scanned, holder := 0, principalName(ctx)
+		for len(w.leases)+len(picks) < n {
 			cand, ok := s.nextReadyLocked(tx, g, now, &scanned)
 			if !ok {
 				break
 			}
-			if l := s.leaseLocked(tx, g, nil, principalName(ctx), cand, now); l != nil {
+			if p := (pick{g: g, holder: holder, cand: cand}); len(picks) > 0 || p.needsRead() {
+				picks = s.holdBackLocked(picks, []pick{p})
+			} else if l := s.leaseLocked(tx, g, nil, holder, cand, now); l != nil {
 				w.leases = append(w.leases, l)
 			}
 		}
 		return nil
 	})
+	if err == nil && len(picks) > 0 {
+		err = s.leaseAfterRead(picks, now, w)
+	}
 	for _, l := range w.leases {
 		w.states = append(w.states, stateLocked(l.subj, l))
 	}

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/standing"
 )
 
 // entry is one subject in one group's queue.
 type entry struct {
 	subj  *subject
-	info  *matchInfo
+	info  *standing.Info
 	grp   *group
 	index int       // position in its heap, -1 when in none
 	until time.Time // while delayed: when it becomes ready
@@ -28,16 +29,16 @@ const (
 // that created the subject), then id. A redelivered subject keeps its keys and so its
 // original position.
 func (g *group) less(a, b *entry) bool {
-	for i, k := range g.spec.keys {
+	for i := range g.q.OrderKeys() {
 		var x, y herald.Value
-		if i < len(a.info.keys) {
-			x = a.info.keys[i]
+		if i < len(a.info.Keys) {
+			x = a.info.Keys[i]
 		}
-		if i < len(b.info.keys) {
-			y = b.info.keys[i]
+		if i < len(b.info.Keys) {
+			y = b.info.Keys[i]
 		}
 		if c := herald.Compare(x, y); c != 0 {
-			if k.desc {
+			if g.q.OrderDesc(i) {
 				return c > 0
 			}
 			return c < 0
@@ -98,9 +99,9 @@ func newReadyQueue(less func(a, b *entry) bool) *readyQueue {
 }
 
 func (q *readyQueue) push(e *entry) {
-	k := q.keys[e.info.fairKey]
+	k := q.keys[e.info.FairKey]
 	if k == nil {
-		k = &fairKey{name: e.info.fairKey, h: entryHeap{less: q.less}}
+		k = &fairKey{name: e.info.FairKey, h: entryHeap{less: q.less}}
 		q.keys[k.name] = k
 	}
 	heap.Push(&k.h, e)
@@ -113,7 +114,7 @@ func (q *readyQueue) push(e *entry) {
 }
 
 func (q *readyQueue) remove(e *entry) {
-	k := q.keys[e.info.fairKey]
+	k := q.keys[e.info.FairKey]
 	if k == nil || e.index < 0 || e.index >= k.h.Len() || k.h.items[e.index] != e {
 		return
 	}
@@ -122,9 +123,9 @@ func (q *readyQueue) remove(e *entry) {
 	q.n--
 }
 
-// fix restores order after e's keys changed; e.info.fairKey must be unchanged.
+// fix restores order after e's keys changed; e.info.FairKey must be unchanged.
 func (q *readyQueue) fix(e *entry) {
-	if k := q.keys[e.info.fairKey]; k != nil && e.index >= 0 {
+	if k := q.keys[e.info.FairKey]; k != nil && e.index >= 0 {
 		heap.Fix(&k.h, e.index)
 	}
 }
@@ -145,7 +146,7 @@ func (q *readyQueue) pop() *entry {
 			continue
 		}
 		if k.deficit < 1 {
-			k.deficit += k.h.items[0].info.weight
+			k.deficit += k.h.items[0].info.Weight
 		}
 		e := heap.Pop(&k.h).(*entry)
 		e.where = inNone

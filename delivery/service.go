@@ -3,10 +3,7 @@ package delivery
 import (
 	"container/heap"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base32"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"log/slog"
@@ -16,6 +13,9 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
+	hid "github.com/herald-mq/herald/internal/id"
+	"github.com/herald-mq/herald/lang/option"
+	"github.com/herald-mq/herald/standing"
 )
 
 // Config configures a Service.
@@ -24,9 +24,6 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxConsumers caps consumers server-wide (0: 10,000); beyond it Consume answers E8006.
 	MaxConsumers int
-	// Handles, when set, reports whether a watch-mode stream of the session is bound
-	// to a handle, so that one name denotes one watch in a session.
-	Handles func(session, name string) bool
 	// Policy refuses patterns with E8001 (consume mode never takes a system type).
 	Policy herald.WatchPolicy
 	// GroupIdle is how long a named group (and a pull statement's group) is kept without
@@ -60,8 +57,8 @@ type lease struct {
 	subj     *subject
 	cons     *consumer // nil for a pull lease, or one recovered after a restart
 	watch    herald.NodeID
-	grp      *group // nil for a recovered lease, or when its group is gone
-	sp       *spec  // the options it was leased under (recovered from its _Watch)
+	grp      *group          // nil for a recovered lease, or when its group is gone
+	q        *standing.Query // the options it was leased under (recovered from its _Watch; nil: the defaults)
 	deadline time.Time
 	attempt  int
 	releases int  // the subject's releases when it was leased (shown on the delivery)
@@ -73,7 +70,7 @@ type lease struct {
 	sent  bool
 	index int // in the deadline heap
 	match herald.Value
-	stats *engine.WatchStats // its group's counters, while the lease is out
+	stats *standing.Stats // its group's counters, while the lease is out
 	// holder is the principal the lease was made for ("" without one): surfaces that
 	// settle by message id rather than by delivery id settle only their own leases.
 	holder string
@@ -110,7 +107,7 @@ type consumer struct {
 	done      chan struct{}
 	unctx     func() bool       // stops closing the consumer when its context ends
 	slot      *engine.WatchSlot // its place in its session's watches
-	handle    string            // `h = WATCH …`, "" when unbound
+	handle    string            // `h = WATCH …`, bound to its group ("" when unbound)
 	principal string            // who opened it ("" without authentication)
 }
 
@@ -123,26 +120,28 @@ type Service struct {
 	log   *slog.Logger
 
 	mu        sync.Mutex
+	core      *standing.Core // the engine's standing queries (attached while started)
+	unext     func()         // removes the service's statement extension
 	subjects  map[herald.NodeID]*subject
 	leases    map[Handle]*lease
 	deadlines leaseHeap
 	groups    map[string]*group
 	consumers map[string]*consumer
-	handles   map[handleKey]*consumer // streams bound with `h = WATCH …` (manage.go)
-	byType    map[string][]*group     // groups by subject type
+	index     *standing.Index[*group] // groups by the types their patterns mention
 	cleanup   map[herald.NodeID]recordDrop
-	specs     map[herald.NodeID]*spec // recovered watches' options, by _Watch id
-	released  []*lease                // leases whose consumer left: requeued, not yet persisted
-	retired   []herald.NodeID         // _Watch nodes of ended groups of one
+	recovered map[herald.NodeID]*standing.Query // recovered watches' options, by _Watch id
+	released  []*lease                          // leases whose consumer left: requeued, not yet persisted
+	retired   []herald.NodeID                   // _Watch nodes of ended groups of one
 	// lettering holds the subjects a round dead-lettered (their lease ran out for the
 	// last time) until the commit that deletes them applies: untracked but still in the
 	// graph meanwhile, they must not be leased again. redecide holds those whose letter
 	// did not commit: the next round decides them again.
 	lettering map[herald.NodeID]bool
 	redecide  []herald.NodeID
-	// picks and pickNodes are dispatchLocked's scratch, kept between rounds.
-	picks     []pick
-	pickNodes []*herald.Node
+	// picks is dispatchLocked's scratch, kept between rounds; picking holds the
+	// messages picked by a round or a pull that is reading their bodies (pick.go).
+	picks   []pick
+	picking map[herald.NodeID]bool
 
 	pendMu  sync.Mutex
 	pending []*herald.ChangeSet
@@ -190,11 +189,11 @@ func New(cfg Config) *Service {
 		leases:    map[Handle]*lease{},
 		groups:    map[string]*group{},
 		consumers: map[string]*consumer{},
-		handles:   map[handleKey]*consumer{},
-		byType:    map[string][]*group{},
+		index:     standing.NewIndex[*group](),
 		cleanup:   map[herald.NodeID]recordDrop{},
-		specs:     map[herald.NodeID]*spec{},
+		recovered: map[herald.NodeID]*standing.Query{},
 		lettering: map[herald.NodeID]bool{},
+		picking:   map[herald.NodeID]bool{},
 		wake:      make(chan struct{}, 1),
 		setWake:   make(chan struct{}, 1),
 		setDone:   make(chan struct{}),
@@ -219,8 +218,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err := s.recoverAll(ctx); err != nil {
 		return err
 	}
+	s.core = standing.Attach(s.eng)
 	s.unlisten = s.eng.ListenApplied(s.onCommit)
-	s.eng.AddExtension(s)
+	s.unext = s.eng.AddExtension(s)
 	s.started = true
 	go s.loop()
 	go s.settler()
@@ -242,9 +242,14 @@ func (s *Service) Stop(ctx context.Context) error {
 	for _, c := range s.consumers {
 		s.endConsumerLocked(c, nil, false)
 	}
+	for _, g := range s.groups {
+		s.core.Unregister(g) // the core no longer reaches the groups of a stopped service
+	}
 	s.mu.Unlock()
+	s.unext()
 	s.unlisten()
 	close(s.stop)
+	defer s.core.Detach()
 	s.movers.Wait() // each gives up on its transport at the stop, and closes its channel
 	for _, done := range []chan struct{}{s.done, s.setDone} {
 		select {
@@ -293,37 +298,42 @@ func (s *Service) Consume(ctx context.Context, sessionID, query string, params m
 // deliveries are out to the consumer at once (0: the statement's buffer), and
 // SetCredit may later change that up to maxCredit (0: the initial credit).
 func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params map[string]herald.Value, credit, maxCredit int) (Consumer, error) {
-	sp, err := s.compile(ctx, sessionID, query, params)
+	op, err := s.open(ctx, sessionID, query, params)
 	if err != nil {
 		return nil, err
 	}
+	q := op.Query
 	if credit < 0 || maxCredit < 0 {
+		op.Release()
 		return nil, herald.Errorf(herald.CodeMalformedRequest, "credit must not be negative")
 	}
 	if credit == 0 {
-		credit = sp.buffer
+		credit = q.Opts.Buffer
 	}
 	maxCredit = max(maxCredit, credit)
 	if maxCredit > MaxCredit {
+		op.Release()
 		return nil, herald.Errorf(herald.CodeMalformedRequest, "credit %d is larger than the most a stream may have, %d", maxCredit, MaxCredit)
 	}
-	cid := randToken(12)
+	cid := hid.Token(12)
 	key := "c:" + cid
-	if sp.group != "" {
-		key = "g:" + sp.group
+	if q.Opts.Group != "" {
+		key = "g:" + q.Opts.Group
 	}
 	// The session's limit counts watches of both modes (E8006).
 	slot, err := s.eng.AttachWatch(ctx, sessionID)
 	if err != nil {
+		op.Release()
 		return nil, err
 	}
-	g, err := s.group(ctx, key, sp, slot)
+	warning, handle := op.Warning, op.Handle
+	g, err := s.group(ctx, key, op, slot)
 	if err != nil {
 		slot.Release()
 		return nil, err
 	}
 	c := &consumer{
-		id: cid, svc: s, grp: g, session: sessionID, slot: slot, handle: sp.handle, principal: principalName(ctx),
+		id: cid, svc: s, grp: g, session: sessionID, slot: slot, principal: principalName(ctx),
 		events:    make(chan Event, chanCapFor(credit, maxCredit)),
 		gone:      ctx.Done(),
 		leases:    map[Handle]*lease{},
@@ -332,36 +342,33 @@ func (s *Service) Subscribe(ctx context.Context, sessionID, query string, params
 		done:      make(chan struct{}),
 	}
 	s.mu.Lock()
-	hkey := handleKey{sessionID, sp.handle}
 	switch {
 	case s.stopped:
-		s.mu.Unlock()
-		slot.Release()
-		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
+		err = herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
 	case len(s.consumers) >= s.cfg.MaxConsumers:
-		s.mu.Unlock()
-		slot.Release()
-		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d consumers", len(s.consumers))
-	case sp.handle != "" && (s.handles[hkey] != nil || (s.cfg.Handles != nil && s.cfg.Handles(sessionID, sp.handle))):
-		s.mu.Unlock()
-		slot.Release()
-		return nil, herald.Errorf(herald.CodeInvalidQuery, "the handle %s is already bound to a watch in this session; CANCEL it first", sp.handle)
+		err = herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d consumers", len(s.consumers))
 	case s.groups[key] != g:
 		// The group was dropped while this consumer was being set up.
 		s.mu.Unlock()
 		slot.Release()
 		return s.Subscribe(ctx, sessionID, query, params, credit, maxCredit)
+	case handle != "":
+		if err = s.core.Bind(sessionID, handle, g); err == nil {
+			c.handle = handle
+		}
+	}
+	if err != nil {
+		s.mu.Unlock()
+		slot.Release()
+		return nil, err
 	}
 	g.members = append(g.members, c)
 	g.idleSince = time.Time{}
-	if sp.warning != nil {
+	if warning != nil {
 		// Before anything the dispatcher may lease to it: it runs under s.mu too.
-		c.send(Event{Type: EventWarning, Code: sp.warning.Code, Message: sp.warning.Message})
+		c.send(Event{Type: EventWarning, Code: warning.Code, Message: warning.Message})
 	}
 	s.consumers[c.id] = c
-	if sp.handle != "" {
-		s.handles[hkey] = c
-	}
 	s.mu.Unlock()
 	s.kick()
 	// The consumer ends with ctx; the registration is released when it ends first.
@@ -387,155 +394,140 @@ func principalName(ctx context.Context) string {
 // MaxCredit is the largest credit a consume stream may have.
 const MaxCredit = 100000
 
-// compile compiles a consume statement for a session and checks it against the
-// grants of the principal ctx carries (engine.AuthorizeWatch) and the policy.
-func (s *Service) compile(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*spec, error) {
-	var actor herald.NodeID
-	if sessionID != "" {
-		var err error
-		if actor, err = s.eng.SessionActor(ctx, sessionID); err != nil {
-			return nil, err
-		}
+// open runs the open-time checks of a consume statement for a session and the
+// principal ctx carries (standing.Core.Open).
+func (s *Service) open(ctx context.Context, sessionID, query string, params map[string]herald.Value) (*standing.Opened, error) {
+	s.mu.Lock()
+	core := s.core
+	s.mu.Unlock()
+	if core == nil {
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
 	}
-	w, file, err := engine.ParseWatch(query, params)
-	if err != nil {
-		return nil, err
-	}
-	acc, err := s.eng.AuthorizeWatch(ctx, w, file, params, actor)
-	if err != nil {
-		return nil, err
-	}
-	sp, err := compileWatch(w, file, params, actor, sessionID, s.eng.Clock())
-	if err != nil {
-		return nil, err
-	}
-	if sp.selfRef != nil && actor == "" {
-		return nil, herald.Errorf(herald.CodeSession, "#self needs a session bound to an actor (BEGIN SESSION AS #actor); open the stream in that session")
-	}
-	if err := s.cfg.Policy.Check("consume", sp.subjectTyp, acc.Types()); err != nil {
-		return nil, err
-	}
-	warning, err := s.eng.CheckWatchNames(w, file)
-	if err != nil {
-		return nil, err
-	}
-	sp.warning = warning
-	sp.canRead = engine.WatchReads(herald.PrincipalFrom(ctx), herald.ActConsume, s.cfg.Policy)
-	return sp, nil
+	return core.Open(ctx, standing.OpenRequest{Session: sessionID, Query: query, Params: params, Mode: option.Consume, Policy: s.cfg.Policy})
 }
 
-// group returns the group key, creating it (with its _Watch node) when it does not exist.
+// group returns the group key, creating it (with its _Watch node) when it does not
+// exist; it takes op over, and gives it back when it joins a group that has its own.
 // Members of a named group must all use the same statement with the same $params
 // (E1004 otherwise) while any is connected; a statement that differs, once none is,
 // takes the group over (see takeOver). The stream's session (slot) is linked to the
 // group's _Watch node.
-func (s *Service) group(ctx context.Context, key string, sp *spec, slot *engine.WatchSlot) (*group, error) {
+func (s *Service) group(ctx context.Context, key string, op *standing.Opened, slot *engine.WatchSlot) (*group, error) {
 	s.mu.Lock()
 	if !s.started || s.stopped {
 		s.mu.Unlock()
+		op.Release()
 		return nil, herald.Errorf(herald.CodeShuttingDown, "the delivery service is not running")
 	}
 	g := s.groups[key]
 	s.mu.Unlock()
-	p := herald.PrincipalFrom(ctx)
+	q, p := op.Query, herald.PrincipalFrom(ctx)
 	if g != nil {
 		if err := g.joinable(p); err != nil {
+			op.Release()
 			return nil, err
 		}
-		if g.spec.ident == sp.ident {
+		if g.ident == q.Ident {
+			op.Release()
 			slot.Link(g.watch)
 			return g, nil
 		}
-		if err := s.takeOver(g, sp); err != nil {
+		if err := s.takeOver(g, q); err != nil {
+			op.Release()
 			return nil, err
 		}
 	}
-	watchID := newNodeID("w")
+	watchID := herald.NewID("w")
 	if named := key[:2] != "c:"; named {
 		sum := sha256.Sum256([]byte(key[2:]))
 		watchID = herald.NodeID("w" + key[:1] + hex.EncodeToString(sum[:10]))
 	}
-	if err := s.saveWatch(ctx, watchID, sp, slot); err != nil {
+	rec := standing.Record{ID: watchID, Query: q, Status: "active"}
+	if slot != nil {
+		rec.Link = func(tx *engine.SysTx) { slot.LinkIn(tx, watchID) }
+	}
+	if err := s.core.Save(ctx, rec); err != nil {
+		op.Release()
 		return nil, err
 	}
-	g, err := s.addGroup(key, sp, watchID, p, func() bool { return ctx.Err() != nil })
+	g, err := s.addGroup(key, op, watchID, func() bool { return ctx.Err() != nil })
 	if err != nil && key[:2] == "c:" {
-		_, _, _ = s.eng.System(ctx, func(tx *engine.SysTx) error { retireWatch(tx.Tx, watchID); return nil })
+		_, _, _ = s.eng.System(ctx, func(tx *engine.SysTx) error { standing.RetireIn(tx.Tx, watchID); return nil })
 	}
 	return g, err
 }
 
-// takeOver lets sp take group g over when g has no member connected: g is forgotten,
+// takeOver lets q take group g over when g has no member connected: g is forgotten,
 // and the caller makes the group again under the same name and _Watch node with the new
 // statement. Its messages are nodes of the graph, so the new statement finds those it
 // selects; leases out (pulls, or recovered after a restart) keep their deadlines and
 // settle as before; a message's attempts and delay stay with it. With a member
-// connected the group keeps its statement and sp is refused with E1004.
-func (s *Service) takeOver(g *group, sp *spec) error {
+// connected the group keeps its statement and q is refused with E1004.
+func (s *Service) takeOver(g *group, q *standing.Query) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.groups[g.key] != g {
 		return nil // dropped meanwhile: the caller makes it anew
 	}
 	if len(g.members) > 0 {
-		return g.differs(sp)
+		return g.differs(q)
 	}
-	s.log.Info("consume: a new statement takes an idle group over", "group", sp.group, "watch", g.watch, "was", g.spec.describe(), "now", sp.describe())
+	s.log.Info("consume: a new statement takes an idle group over", "group", q.Opts.Group, "watch", g.watch, "was", g.text, "now", q.Describe())
 	s.dropGroupLocked(g)
 	return nil
 }
 
 // differs is the E1004 a statement gets that differs from a group's with members.
-func (g *group) differs(sp *spec) error {
-	return herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming %s; it has %d connected member(s), and its members must all open the same statement with the same $params (once none is connected, a new statement takes the group over)", sp.group, g.spec.describe(), len(g.members))
+func (g *group) differs(q *standing.Query) error {
+	return herald.Errorf(herald.CodeInvalidQuery, "group %q is consuming %s; it has %d connected member(s), and its members must all open the same statement with the same $params (once none is connected, a new statement takes the group over)", q.Opts.Group, g.text, len(g.members))
 }
 
-// addGroup creates a group owned by p. A lazy group starts with its cursor before the
-// type's first node and reads its backlog as it delivers; any other reads its whole
-// backlog now, within p's statement limits, and stops when gone reports its client
-// gone.
-func (s *Service) addGroup(key string, sp *spec, watchID herald.NodeID, p *herald.Principal, gone func() bool) (*group, error) {
+// addGroup creates the group of op's statement, owned by op's principal, which holds
+// op from now on. A lazy group starts with its cursor before the type's first node and
+// reads its backlog as it delivers; any other reads its whole backlog now, within the
+// principal's statement limits, and stops when gone reports its client gone.
+func (s *Service) addGroup(key string, op *standing.Opened, watchID herald.NodeID, gone func() bool) (*group, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	q := op.Query
 	if g := s.groups[key]; g != nil {
-		if err := g.joinable(p); err != nil {
+		op.Release()
+		if err := g.joinable(op.Principal); err != nil {
 			return nil, err
 		}
-		if g.spec.ident != sp.ident {
-			return nil, g.differs(sp)
+		if g.ident != q.Ident {
+			return nil, g.differs(q)
 		}
 		return g, nil
 	}
-	g := newGroup(key, sp, watchID)
-	g.limits = s.eng.LimitsFor(p)
-	if p != nil {
-		g.owner = p.Name
-	}
-	g.stats = s.eng.TrackWatch(watchID, nil)
+	g := newGroup(s, key, op, watchID)
+	g.stats = s.core.Track(watchID, nil)
 	err := s.eng.View(func(tx *graph.Tx, seq, _ uint64) error {
 		if g.lazy {
-			if sp.initialNone {
+			if q.Opts.Initial == "none" {
 				// Skip what exists now: start after the type's newest node.
-				if last := lastOfType(tx, sp.subjectTyp); last != nil {
+				if last := lastOfType(tx, g.typ); last != nil {
 					g.cursor = graph.PosOf(last)
 				}
 			}
 			return nil
 		}
-		return s.runLocked(tx, g, gone, func(n *herald.Node, info *matchInfo) {
+		return s.runLocked(tx, g, gone, func(n *herald.Node, info *standing.Info) {
 			e := s.setEntryLocked(g, n, info)
-			e.skip = sp.initialNone
+			e.skip = q.Opts.Initial == "none"
 			if e.skip {
 				s.unqueueLocked(e)
 			}
 		})
 	})
 	if err != nil {
-		s.eng.UntrackWatch(g.stats)
+		s.core.Untrack(g.stats)
+		op.Release()
 		return nil, err
 	}
 	s.groups[key] = g
-	s.byType[sp.subjectTyp] = append(s.byType[sp.subjectTyp], g)
+	s.index.Add(q, g)
+	s.core.Register(g)
 	return g, nil
 }
 
@@ -613,8 +605,8 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 	c.endEventsLocked(ending)
 	close(c.done)
 	delete(s.consumers, c.id)
-	if k := (handleKey{c.session, c.handle}); c.handle != "" && s.handles[k] == c {
-		delete(s.handles, k)
+	if c.handle != "" {
+		s.core.Unbind(c.session, c.handle, c.grp)
 	}
 	c.slot.Release()
 	g := c.grp
@@ -632,7 +624,7 @@ func (s *Service) endConsumerLocked(c *consumer, cause *herald.Error, release bo
 	}
 	c.leases = nil
 	if len(g.members) == 0 {
-		if g.spec.group == "" {
+		if g.q.Opts.Group == "" {
 			s.dropGroupLocked(g) // a group of one ends with its consumer
 		} else {
 			g.idleSince = s.clock.Now()
@@ -659,17 +651,13 @@ func (s *Service) releaseLocked(l *lease) {
 // for too long.
 func (s *Service) dropGroupLocked(g *group) {
 	delete(s.groups, g.key)
-	if g.spec.group == "" && g.key[:2] == "c:" && !g.cancelled {
+	if g.q.Opts.Group == "" && g.key[:2] == "c:" && !g.cancelled {
 		s.retired = append(s.retired, g.watch)
 	}
-	s.eng.UntrackWatch(g.stats)
-	list := s.byType[g.spec.subjectTyp]
-	for i, x := range list {
-		if x == g {
-			s.byType[g.spec.subjectTyp] = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
+	s.core.Untrack(g.stats)
+	s.index.Remove(g.q, g)
+	s.core.Unregister(g)
+	g.opened.Release()
 	for id := range g.matches {
 		s.dropEntryLocked(g, id)
 	}
@@ -704,23 +692,14 @@ func (s *Service) requeueLocked(sub *subject) {
 	for _, e := range sub.entries {
 		s.queueLocked(e)
 	}
-	for _, g := range s.byType[sub.typ] {
+	s.index.OfType(sub.typ, func(g *group) {
 		if g.lazy && sub.entries[g] == nil && !g.cursor.Less(sub.pos()) {
 			g.recheck = append(g.recheck, sub.id)
 		}
-	}
+	})
 	s.forgetLocked(sub)
 	s.kick()
 }
-
-// randToken returns n random bytes, URL-safe base64.
-func randToken(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // invalidDelivery is the E8004 answer.
 func invalidDelivery(id string) error {

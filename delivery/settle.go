@@ -6,6 +6,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/lang/option"
 )
 
 // beginLocked claims a lease for settlement: it must exist, have reached its consumer,
@@ -164,18 +165,18 @@ func (st *settlement) afterAck() error {
 // dead letter.
 func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 	now := s.clock.Now()
-	sp := l.spec()
+	sp := l.opts()
 	reason := ""
 	switch {
 	case o.NoRetry:
 		reason = ReasonNoRetry
-	case l.attempt >= 1+sp.maxRedeliveries:
+	case l.attempt >= 1+sp.MaxRedeliveries:
 		reason = ReasonMaxRedeliveries
 	}
 	var notBefore time.Time
 	if d := o.Delay; d > 0 {
 		notBefore = now.Add(d)
-	} else if d := sp.backoff.delay(l.attempt); d > 0 {
+	} else if d := sp.Backoff.Delay(l.attempt); d > 0 {
 		notBefore = now.Add(d)
 	}
 	sub := l.subj
@@ -195,7 +196,7 @@ func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 		l: l,
 		apply: func(tx *engine.SysTx) {
 			if reason != "" {
-				_, dlErr, readErr = s.deadLetter(tx, drop, l.watch, sp.deadLetter, reason, l.attempt, l.match, now)
+				_, dlErr, readErr = s.deadLetter(tx, drop, l.watch, herald.NodeID(sp.DeadLetter), reason, l.attempt, l.match, now)
 				return
 			}
 			if tx.Node(sub.id) != nil {
@@ -235,7 +236,7 @@ func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 // extendLocked prepares an EXTEND: the lease's record with the new deadline.
 func (s *Service) extendLocked(l *lease, by time.Duration) *settlement {
 	if by <= 0 {
-		by = l.spec().ackTimeout
+		by = l.opts().AckTimeout
 	}
 	deadline := s.clock.Now().Add(by)
 	st := stateLocked(l.subj, l)
@@ -384,16 +385,16 @@ func (s *Service) goneLocked(sub *subject) {
 	s.dropSubjectLocked(sub)
 }
 
-// defaultSpec governs a recovered lease whose watch could not be compiled again (its
+// defaultOptions govern a recovered lease whose watch could not be compiled again (its
 // statement used parameters): the option defaults.
-var defaultSpec = &spec{ackTimeout: DefaultAckTimeout, maxRedeliveries: DefaultMaxRedeliveries}
+var defaultOptions = option.Defaults(option.Consume)
 
-// spec returns the options l was leased under.
-func (l *lease) spec() *spec {
-	if l.sp != nil {
-		return l.sp
+// opts returns the options l was leased under.
+func (l *lease) opts() *option.Set {
+	if l.q != nil {
+		return &l.q.Opts
 	}
-	return defaultSpec
+	return &defaultOptions
 }
 
 // LeaseOf returns the handle of a message's current lease and the principal it was

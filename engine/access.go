@@ -2,11 +2,11 @@ package engine
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/lang/option"
 	"github.com/herald-mq/herald/lang/token"
 )
 
@@ -76,7 +76,7 @@ func AccessOf(st ast.Stmt, env AccessEnv) Access {
 		b.refs(s)
 	case *ast.WatchStmt:
 		b.read = herald.ActWatch
-		if WatchMode(s) == "consume" {
+		if option.ModeOf(s) == option.Consume {
 			b.read = herald.ActConsume
 		}
 		b.watching = true
@@ -97,20 +97,6 @@ func AccessOf(st ast.Stmt, env AccessEnv) Access {
 		b.refs(s)
 	}
 	return b.acc
-}
-
-// WatchMode is the mode a WATCH statement asks for: "consume" or "watch" (the default).
-func WatchMode(w *ast.WatchStmt) string {
-	for _, ol := range w.Options {
-		for _, o := range ol.Options {
-			if strings.EqualFold(o.Name.Name, "mode") {
-				if id, ok := o.Value.(*ast.Ident); ok && strings.EqualFold(id.Name, "consume") {
-					return "consume"
-				}
-			}
-		}
-	}
-	return "watch"
 }
 
 type accessBuilder struct {

@@ -207,6 +207,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	return err
 }
 
+// IsFollower reports whether the engine follows another node's change log
+// (Config.Follower): it commits nothing, so what it serves writes no node.
+func (e *Engine) IsFollower() bool { return e.cfg.Follower }
+
 // snapshot returns a read-only copy of the committed graph and its position. Reads
 // that start between two commits share one copy; a copy costs constant time, and the
 // writer pays for it by copying the tree nodes it next changes.

@@ -170,12 +170,26 @@ type Extension interface {
 	ExecStmt(ctx context.Context, env StmtEnv, st ast.Stmt) (Result, error)
 }
 
-// AddExtension installs x; a statement goes to the first extension that handles it. It
-// must be called before the engine serves requests.
-func (e *Engine) AddExtension(x Extension) {
+// AddExtension installs x; a statement goes to the first extension that handles it. A
+// service installs its extension when it starts and removes it (with the returned
+// function) when it stops, so a stopped service handles no statement.
+func (e *Engine) AddExtension(x Extension) (remove func()) {
 	e.extMu.Lock()
 	e.exts = append(e.exts, x)
 	e.extMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.extMu.Lock()
+			defer e.extMu.Unlock()
+			for i, y := range e.exts {
+				if y == x {
+					e.exts = append(e.exts[:i:i], e.exts[i+1:]...)
+					return
+				}
+			}
+		})
+	}
 }
 
 func (e *Engine) extension(st ast.Stmt) Extension {

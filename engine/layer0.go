@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -15,10 +12,11 @@ import (
 
 // Layer 0 upkeep: the _Session nodes and _session_has_watch edges that show which
 // session holds which watch (a session's node is written with its first watch and
-// removed when the session ends), the per-session watch limit shared by both modes (E8006),
-// and the periodic flush through which services write their _Watch counters. None of
-// it is durable: Open deletes the _Session nodes a previous run left, and counters are
-// written at most once per Config.Layer0Interval.
+// removed when the session ends), the per-session watch limit shared by both modes
+// (E8006), and the periodic commits of flushers, through which services write what
+// changes too often to write each time (the standing queries' _Watch counters). None of
+// it is durable: Open deletes the _Session nodes a previous run left, and flushers
+// write at most once per Config.Layer0Interval.
 
 const (
 	// TypeSession is the Layer 0 node type of an open session.
@@ -41,6 +39,14 @@ func SessionNodeID(session string) herald.NodeID {
 	return herald.NodeID("ss" + hex.EncodeToString(sum[:10]))
 }
 
+// Flusher writes, in a Layer 0 commit every Config.Layer0Interval, what a service keeps
+// up to date that way. It must only touch nodes that exist and should write nothing
+// when nothing changed. A round of writes too large for one commit is spread over the
+// interval: the flusher writes a share and returns how many more commits its round
+// takes (rest) and how many it takes in all (round); the loop calls it again after
+// interval/round until rest is 0.
+type Flusher func(tx *SysTx) (rest, round int)
+
 // layer0 queues Layer 0 writes and commits them from one goroutine, so that callers
 // holding their own locks never wait on a commit.
 type layer0 struct {
@@ -49,20 +55,22 @@ type layer0 struct {
 
 	mu       sync.Mutex
 	ops      []func(tx *SysTx)
-	flushers []func(tx *SysTx)
-	stats    map[herald.NodeID]*WatchStats
-	gone     []*WatchStats // untracked since the last flush: their last counts go out
-	statsOn  bool          // flushStats is among the flushers
-	todo     []*WatchStats // counters of the round under way, for the next commits
-	round    int           // commits the round under way takes
+	flushers map[int]*flusher
+	next     int
 
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
 
+// flusher is a registered Flusher and what its last call said of its round.
+type flusher struct {
+	fn          Flusher
+	rest, round int
+}
+
 func newLayer0(e *Engine, interval time.Duration) *layer0 {
-	return &layer0{e: e, interval: interval, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &layer0{e: e, interval: interval, flushers: map[int]*flusher{}, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // queue adds a write to the next Layer 0 commit.
@@ -108,11 +116,8 @@ func (l *layer0) loop() {
 		l.mu.Lock()
 		ops := l.ops
 		l.ops = nil
-		switch {
-		case flush && len(l.todo) > 0:
-			ops = append(ops, l.flushStats) // the next share of the round under way
-		case flush:
-			ops = append(ops, l.flushers...)
+		if flush {
+			ops = append(ops, l.flushOpsLocked(l.roundUnderWayLocked())...)
 		}
 		if t == nil && len(l.flushers) > 0 {
 			t = l.e.clock.NewTimer(l.interval)
@@ -130,23 +135,47 @@ func (l *layer0) loop() {
 	}
 }
 
-// nextTick is the wait before the next flush commit: a round of statsPerCommit-node
-// commits is spread evenly over the interval, so the writes of thousands of watches'
-// counters never come as one burst.
+// roundUnderWayLocked reports whether a flusher has commits of its round left.
+func (l *layer0) roundUnderWayLocked() bool {
+	for _, f := range l.flushers {
+		if f.rest > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// flushOpsLocked returns one commit's share of the flushers: those with a round under
+// way when onlyRounds (the next share of it), else every flusher.
+func (l *layer0) flushOpsLocked(onlyRounds bool) []func(tx *SysTx) {
+	var ops []func(tx *SysTx)
+	for _, f := range l.flushers {
+		if onlyRounds && f.rest == 0 {
+			continue
+		}
+		ops = append(ops, func(tx *SysTx) {
+			rest, round := f.fn(tx)
+			l.mu.Lock()
+			f.rest, f.round = rest, round
+			l.mu.Unlock()
+		})
+	}
+	return ops
+}
+
+// nextTick is the wait before the next flush commit: the commits of a round are spread
+// evenly over the interval, so that a round of thousands of nodes never comes as one
+// burst.
 func (l *layer0) nextTick() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.todo) == 0 || l.round <= 1 {
-		return l.interval
+	round := 1
+	for _, f := range l.flushers {
+		if f.rest > 0 {
+			round = max(round, f.round)
+		}
 	}
-	return l.interval / time.Duration(l.round)
-}
-
-// flushing reports whether a stats flush has counters left for further commits.
-func (l *layer0) flushing() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.todo) > 0
+	return l.interval / time.Duration(round)
 }
 
 func (l *layer0) close() {
@@ -154,14 +183,24 @@ func (l *layer0) close() {
 	<-l.done
 }
 
-// AddFlusher registers fn to run in a Layer 0 commit every Config.Layer0Interval.
-// Services write their _Watch counters this way; fn must only touch nodes that exist
-// and should write nothing when nothing changed.
-func (e *Engine) AddFlusher(fn func(tx *SysTx)) {
-	e.l0.mu.Lock()
-	e.l0.flushers = append(e.l0.flushers, fn)
-	e.l0.mu.Unlock()
-	e.l0.arm()
+// AddFlusher registers fn to run in a Layer 0 commit every Config.Layer0Interval; the
+// returned function unregisters it.
+func (e *Engine) AddFlusher(fn Flusher) (remove func()) {
+	l := e.l0
+	if l == nil { // a follower writes nothing
+		return func() {}
+	}
+	l.mu.Lock()
+	id := l.next
+	l.next++
+	l.flushers[id] = &flusher{fn: fn}
+	l.mu.Unlock()
+	l.arm()
+	return func() {
+		l.mu.Lock()
+		delete(l.flushers, id)
+		l.mu.Unlock()
+	}
 }
 
 // cleanSessions deletes the _Session nodes of a previous run: their sessions are gone.
@@ -327,138 +366,25 @@ func (e *Engine) dropSessionNode(id string) {
 	})
 }
 
-// WatchStats are a watch's counters as its _Watch node shows them: events (or, in
-// consume mode, deliveries) sent, those not yet taken up, and the time of the last one.
-// Services update them as they go; the engine writes those that changed to the _Watch
-// node every Config.Layer0Interval, so the node may lag the stream by that much.
-type WatchStats struct {
-	id        herald.NodeID
-	delivered atomic.Int64
-	pending   atomic.Int64
-	last      atomic.Int64 // unix nanoseconds; 0: none yet
-	pendingFn func() int64 // when set, read at each flush instead of pending
-
-	refs    int // guarded by layer0.mu: members of one group share the stats
-	flushed [3]int64
-}
-
-// Delivered counts n events sent at t.
-func (st *WatchStats) Delivered(n int, t time.Time) {
-	if st == nil {
-		return
-	}
-	st.delivered.Add(int64(n))
-	st.last.Store(t.UnixNano())
-}
-
-// AddPending moves the pending count by n.
-func (st *WatchStats) AddPending(n int) {
-	if st != nil {
-		st.pending.Add(int64(n))
-	}
-}
-
-// TrackWatch returns the counters of the _Watch node id, shared by every caller until
-// each has called UntrackWatch. pending, when not nil, is read at each flush for the
-// events_pending figure; it must not take locks that are held around engine calls.
-func (e *Engine) TrackWatch(id herald.NodeID, pending func() int64) *WatchStats {
-	l := e.l0
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stats == nil {
-		l.stats = map[herald.NodeID]*WatchStats{}
-	}
-	st := l.stats[id]
-	if st == nil {
-		st = &WatchStats{id: id, pendingFn: pending}
-		l.stats[id] = st
-		if !l.statsOn {
-			l.statsOn = true
-			l.flushers = append(l.flushers, l.flushStats)
-			defer l.arm()
-		}
-	}
-	st.refs++
-	return st
-}
-
-// UntrackWatch ends one TrackWatch; its last counts are flushed with the others.
-func (e *Engine) UntrackWatch(st *WatchStats) {
-	if st == nil {
-		return
-	}
-	l := e.l0
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if st.refs--; st.refs <= 0 && l.stats[st.id] == st {
-		delete(l.stats, st.id)
-		l.gone = append(l.gone, st)
-	}
-}
-
-// statsPerCommit bounds the _Watch nodes one Layer 0 commit writes: a round of
-// thousands of watches goes out over several commits spread over the interval, and
-// client writes take turns with them rather than wait behind one large commit.
-const statsPerCommit = 64
-
-// flushStats writes the counters that changed since the last flush, statsPerCommit of
-// them at most; the rest wait in todo for the next commits.
-func (l *layer0) flushStats(tx *SysTx) {
-	l.mu.Lock()
-	if len(l.todo) == 0 {
-		for _, st := range l.stats {
-			l.todo = append(l.todo, st)
-		}
-		l.todo = append(l.todo, l.gone...)
-		l.gone = nil
-		// In node order, so that each watch comes at the same point of every round.
-		slices.SortFunc(l.todo, func(a, b *WatchStats) int { return strings.Compare(string(a.id), string(b.id)) })
-		l.round = (len(l.todo) + statsPerCommit - 1) / statsPerCommit
-	}
-	k := min(len(l.todo), statsPerCommit)
-	batch := l.todo[:k:k]
-	l.todo = l.todo[k:]
-	if len(l.todo) == 0 {
-		l.todo = nil
-	}
-	l.mu.Unlock()
-	for _, st := range batch {
-		pending := st.pending.Load()
-		if st.pendingFn != nil {
-			pending = st.pendingFn()
-		}
-		now := [3]int64{st.delivered.Load(), max(pending, 0), st.last.Load()}
-		if now == st.flushed {
-			continue
-		}
-		n := tx.Node(st.id)
-		if n == nil || n.Type != typeWatch {
-			continue
-		}
-		st.flushed = now
-		attrs := n.Attrs.With("events_delivered", herald.Int(now[0])).With("events_pending", herald.Int(now[1]))
-		if now[2] != 0 {
-			attrs = attrs.With("last_event_at", herald.Timestamp(time.Unix(0, now[2]).UTC()))
-		}
-		tx.PutNode(&herald.Node{ID: n.ID, Type: n.Type, Attrs: attrs})
-	}
-}
-
-// FlushLayer0 runs the flushers now and waits until their commit is applied. Tests use
-// it instead of waiting for the interval.
+// FlushLayer0 runs the queued writes and every flusher now, each flusher until its
+// round is done, and waits until their commits are applied. Tests use it instead of
+// waiting for the interval.
 func (e *Engine) FlushLayer0(ctx context.Context) error {
-	e.l0.mu.Lock()
-	ops := append(e.l0.ops, e.l0.flushers...)
-	e.l0.ops = nil
-	e.l0.mu.Unlock()
+	l := e.l0
+	l.mu.Lock()
+	ops := append(l.ops, l.flushOpsLocked(false)...)
+	l.ops = nil
+	l.mu.Unlock()
 	for len(ops) > 0 {
 		if _, _, err := e.System(ctx, applyAll(ops)); err != nil {
 			return err
 		}
+		l.mu.Lock()
 		ops = nil
-		if e.l0.flushing() {
-			ops = append(ops, e.l0.flushStats)
+		if l.roundUnderWayLocked() {
+			ops = l.flushOpsLocked(true)
 		}
+		l.mu.Unlock()
 	}
 	return nil
 }

@@ -180,17 +180,10 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// CheckWatchNames checks the names the WATCH w reads (see checkNames): an attribute its
-// declared type lacks is an error; a type nobody has declared or used yet is a warning
-// the stream sends before anything else, since the watch may be waiting for it.
-func (e *Engine) CheckWatchNames(w *ast.WatchStmt, file *token.File) (warning *herald.Error, err error) {
-	var bad *herald.Error
-	_ = e.View(func(tx *graph.Tx, _, _ uint64) error {
-		warning, bad = checkNames(w, tx, nil, file, true)
-		return nil
-	})
-	if bad != nil {
-		return warning, bad
-	}
-	return warning, nil
+// CheckNames checks the names st reads in tx (see checkNames). With waitForTypes (a
+// WATCH, which may be waiting for its type to appear) a type nobody has declared or used
+// yet is a warning rather than an error; an attribute a declared type lacks is an error
+// either way.
+func CheckNames(st ast.Stmt, tx *graph.Tx, file *token.File, waitForTypes bool) (warning, err *herald.Error) {
+	return checkNames(st, tx, nil, file, waitForTypes)
 }

@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
-	"encoding/base64"
 	"sync"
 	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/graph"
+	hid "github.com/herald-mq/herald/internal/id"
 )
 
 // Session is the state that outlives one statement: the open transaction, the session
@@ -48,7 +46,7 @@ func (e *Engine) OpenSession(ctx context.Context) (string, error) {
 	if e.closing.Load() {
 		return "", herald.Errorf(herald.CodeShuttingDown, "the engine is closing")
 	}
-	id := randomToken(16)
+	id := hid.Token(16)
 	s := newSession(id)
 	if p := herald.PrincipalFrom(ctx); p != nil {
 		s.principal = p.Name
@@ -132,15 +130,6 @@ func (e *Engine) sweepSessionsLocked() {
 		}
 	}
 }
-
-// randomToken returns n random bytes as URL-safe base64 without padding.
-func randomToken(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // newNodeID returns a random node id (80 random bits) usable as `#id` in queries.
 func newNodeID() herald.NodeID { return herald.NewID("n") }

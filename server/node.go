@@ -10,6 +10,7 @@ import (
 	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/lang/parser"
 	"github.com/herald-mq/herald/lockqueue"
 	"github.com/herald-mq/herald/namedqueue"
 	"github.com/herald-mq/herald/watch"
@@ -139,7 +140,7 @@ func (n *node) Open(ctx context.Context, req broker.StreamRequest) (broker.Strea
 // modeOf is the mode a statement runs in: consume mode for [mode: consume], and for text
 // that is no single WATCH (the consume engine's compiler says what is wrong with it).
 func modeOf(query string) broker.Mode {
-	if engine.ConsumeMode(query) {
+	if parser.ConsumeMode(query) {
 		return broker.ModeConsume
 	}
 	return broker.ModeWatch

@@ -174,9 +174,9 @@ type Server struct {
 
 	// smu guards the services of the node's current role, which change (cluster.go)
 	// while the server runs; mu is held by all of Start.
-	smu    sync.Mutex
-	stack  *stack
-	tokens *auth.Store
+	smu     sync.Mutex
+	stack   *stack
+	tokens  *auth.Store
 	ln      net.Listener
 	tls     *tlsFiles // nil without TLS
 	http    *http.Server

@@ -90,22 +90,19 @@ func (s *Server) openLeader(ctx context.Context, backend store.Backend, keep boo
 	cleanup.add(func() { _ = eng.Close(context.Background()) })
 
 	// The consume engine installs itself as the engine's statement extension (ACK, NACK,
-	// EXTEND over /v1/query), so it starts before anything is served. One handle names
-	// one watch in a session, whichever its mode: each service asks the other before
-	// binding one.
-	var wat *watch.Service
+	// EXTEND over /v1/query), so it starts before anything is served. Both modes share
+	// the engine's standing-query core: one handle table, one _Watch writer.
 	del := delivery.New(delivery.Config{
 		Engine:       eng,
 		Logger:       s.log.With("component", "delivery"),
 		MaxConsumers: s.cfg.MaxConsumers,
 		Policy:       s.cfg.WatchPolicy,
-		Handles:      func(session, name string) bool { return wat != nil && wat.HasHandle(session, name) },
 	})
 	if err := del.Start(ctx); err != nil {
 		return nil, fmt.Errorf("server: start delivery: %w", err)
 	}
 	cleanup.add(func() { _ = del.Stop(context.Background()) })
-	wat = s.newWatch(eng, del)
+	wat := s.newWatch(eng)
 	if err := wat.Start(ctx); err != nil {
 		return nil, fmt.Errorf("server: start watch: %w", err)
 	}
@@ -131,7 +128,7 @@ func (s *Server) openFollower(ctx context.Context, backend store.Backend, wait f
 		_ = eng.Close(context.Background())
 		return nil, fmt.Errorf("server: load principals and tokens: %w", err)
 	}
-	wat := s.newWatch(eng, nil)
+	wat := s.newWatch(eng)
 	if err := wat.Start(ctx); err != nil {
 		_ = eng.Close(context.Background())
 		return nil, fmt.Errorf("server: start watch: %w", err)
@@ -170,10 +167,6 @@ func (s *Server) engineConfig(backend store.Backend, keep, follower bool) engine
 	}
 }
 
-func (s *Server) newWatch(eng *engine.Engine, del *delivery.Service) *watch.Service {
-	cfg := watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare, FeedLinger: max(s.cfg.FeedLinger, 0)}
-	if del != nil {
-		cfg.Consume = del
-	}
-	return watch.New(cfg)
+func (s *Server) newWatch(eng *engine.Engine) *watch.Service {
+	return watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare, FeedLinger: max(s.cfg.FeedLinger, 0)})
 }

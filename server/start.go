@@ -106,6 +106,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.log.Info("listening", "addr", ln.Addr().String(), "tls", s.tls != nil, "client_certs", s.tls != nil && s.cfg.TLSClientCAFile != "", "data", s.dataLabel(), "seq", seq, "tick", tick)
 	return nil
 }
+
 // loadTLS reads the certificate files, when TLS is asked for.
 func (s *Server) loadTLS() error {
 	if s.cfg.TLSCertFile == "" && s.cfg.TLSKeyFile == "" && s.cfg.TLSClientCAFile == "" {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/graph"
+	"github.com/herald-mq/herald/standing"
 )
 
 // enqueue is the engine's listener: it runs on the commit path, so it only queues the
@@ -177,40 +177,16 @@ func (s *Service) queueWakeLocked(w *watcher, woken []*watcher) []*watcher {
 	return woken
 }
 
-// touchChangeLocked adds to s.touched the streams that ch may concern: by the types
-// it changes, by node, and by attribute value.
+// touchChangeLocked adds to s.touched the streams that ch may concern: those of the
+// feeds of the types it changes, and those the standing index holds for it.
 func (s *Service) touchChangeLocked(ch herald.Change, cs *herald.ChangeSet) {
-	types, n := changeTypes(ch)
-	for _, t := range types[:n] {
-		if len(s.feeds) > 0 {
+	types, n := standing.ChangeTypes(ch)
+	if len(s.feeds) > 0 {
+		for _, t := range types[:n] {
 			s.touchFeedLocked(t, cs)
 		}
-		for w := range s.byType[t] {
-			s.touchLocked(w)
-		}
 	}
-	if ch.Kind != herald.NodeChange {
-		return
-	}
-	for w := range s.byType[anyNodeType] {
-		s.touchLocked(w)
-	}
-	for _, n := range []*herald.Node{ch.NodeBefore, ch.NodeAfter} {
-		if n == nil {
-			continue
-		}
-		for w := range s.byNode[n.ID] {
-			s.touchLocked(w)
-		}
-		if len(s.byValue) == 0 {
-			continue
-		}
-		for _, a := range n.Attrs {
-			for w := range s.byValue[eqKey{typ: n.Type, attr: a.Name, val: graph.ValueKey(a.Value)}] {
-				s.touchLocked(w)
-			}
-		}
-	}
+	s.index.TouchTyped(ch, types, n, s.touchFn)
 }
 
 // touchLocked adds w to s.touched once per change set: a mark on the stream rather
@@ -221,30 +197,4 @@ func (s *Service) touchLocked(w *watcher) {
 		w.touchMark = s.dispMark
 		s.touched = append(s.touched, w)
 	}
-}
-
-// anyNodeType indexes the watches with a node variable of any type (an edge endpoint
-// the pattern does not declare): every node change wakes them. No type has this name.
-const anyNodeType = "*"
-
-// changeTypes returns the n types a change touches: a node's type before and after
-// (once when they are the same), or an edge's type. An array, not a slice: the
-// dispatcher asks for every change of every commit.
-func changeTypes(ch herald.Change) (types [2]string, n int) {
-	switch ch.Kind {
-	case herald.NodeChange:
-		if ch.NodeBefore != nil {
-			types[n], n = ch.NodeBefore.Type, n+1
-		}
-		if ch.NodeAfter != nil && (ch.NodeBefore == nil || ch.NodeAfter.Type != ch.NodeBefore.Type) {
-			types[n], n = ch.NodeAfter.Type, n+1
-		}
-	case herald.EdgeChange:
-		if ch.EdgeBefore != nil {
-			types[n], n = ch.EdgeBefore.Type, n+1
-		} else if ch.EdgeAfter != nil {
-			types[n], n = ch.EdgeAfter.Type, n+1
-		}
-	}
-	return types, n
 }

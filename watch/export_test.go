@@ -64,7 +64,7 @@ func Drain(st herald.Stream) (evs []herald.Event, closed bool) {
 func (s *Service) CompiledHeld() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.compiledRefs)
+	return s.core.Held()
 }
 
 // HintIdle runs the service's idle check now, as its timer does every parkAfter.

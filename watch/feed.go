@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/standing"
 )
 
 // A feed holds the change sets that touch one type, once, for every stream whose only
@@ -31,13 +32,13 @@ type feed struct {
 // feedCap is how many change sets a feed keeps: 32 KiB of pointers a type.
 var feedCap uint64 = 4096 // a variable for tests (SetFeedCap)
 
-// feedType returns the type whose feed serves a stream with spec sp: one whose only
+// feedType returns the type whose feed serves a stream of query q: one whose only
 // dispatch index entry is a single type.
-func feedType(sp *spec) (string, bool) {
-	if sp.perTick || len(sp.refs) > 0 || sp.eq != nil || sp.anyType || len(sp.types) != 1 {
+func feedType(q *standing.Query) (string, bool) {
+	if q.Opts.PerTick || len(q.Refs()) > 0 || q.Eq() != nil || q.AnyType() || len(q.Types()) != 1 {
 		return "", false
 	}
-	for t := range sp.types {
+	for t := range q.Types() {
 		return t, true
 	}
 	return "", false

@@ -60,7 +60,7 @@ func (w *watcher) shownOrCommitted(tx *graph.Tx, id herald.NodeID, before *heral
 	if r, ok := w.shown[id]; ok {
 		return r, nil
 	}
-	return w.sp.one(tx, before, time.Time{})
+	return w.q.One(tx, before, time.Time{})
 }
 
 // showUncommitted reports the transaction's net changes so far against what was shown.
@@ -81,7 +81,7 @@ func (w *watcher) showUncommitted(changes []herald.Change) ([]herald.Event, erro
 			if err != nil {
 				return err
 			}
-			now, err := w.sp.one(tx, ch.NodeAfter, time.Time{})
+			now, err := w.q.One(tx, ch.NodeAfter, time.Time{})
 			if err != nil {
 				return err
 			}
@@ -97,7 +97,7 @@ func (w *watcher) showUncommitted(changes []herald.Change) ([]herald.Event, erro
 			if touched[id] {
 				continue
 			}
-			now, err := w.sp.one(tx, tx.Graph().Node(id), time.Time{})
+			now, err := w.q.One(tx, tx.Graph().Node(id), time.Time{})
 			if err != nil {
 				return err
 			}
@@ -117,7 +117,7 @@ func (w *watcher) revert() ([]herald.Event, error) {
 	err := w.svc.eng.View(func(tx *graph.Tx, _, _ uint64) error {
 		for _, id := range w.shownIDs() {
 			was := w.shown[id]
-			now, err := w.sp.one(tx, tx.Graph().Node(id), time.Time{})
+			now, err := w.q.One(tx, tx.Graph().Node(id), time.Time{})
 			if err != nil {
 				return err
 			}
@@ -139,11 +139,11 @@ func (w *watcher) diff(was, now *row, uncommitted bool) (herald.Event, bool) {
 	case was == nil && now == nil:
 		return ev, false
 	case was == nil:
-		ev.Type, ev.Match = herald.EventAdded, now.value
+		ev.Type, ev.Match = herald.EventAdded, now.Value
 	case now == nil:
-		ev.Type, ev.Match = herald.EventRemoved, was.value
-	case herald.Compare(was.value, now.value) != 0:
-		ev.Type, ev.Match, ev.Prev = herald.EventChanged, now.value, was.value
+		ev.Type, ev.Match = herald.EventRemoved, was.Value
+	case herald.Compare(was.Value, now.Value) != 0:
+		ev.Type, ev.Match, ev.Prev = herald.EventChanged, now.Value, was.Value
 	default:
 		return ev, false
 	}

@@ -33,7 +33,7 @@ func (w *watcher) beginSince(ctx context.Context) error {
 		}
 		stop := false
 		for _, cs := range sets {
-			if cs.Tick > w.sp.since {
+			if cs.Tick > w.q.Opts.Since {
 				stop = true
 				break
 			}
@@ -45,8 +45,8 @@ func (w *watcher) beginSince(ctx context.Context) error {
 	}
 	w.cursor = after
 	w.setBehind()
-	if !w.sp.single {
-		w.past = newPast(after, w.sp.reads)
+	if !w.q.Single() {
+		w.past = newPast(after, w.q.Reads)
 	}
 	return nil
 }
@@ -176,11 +176,11 @@ func (w *watcher) serve() bool {
 // goroutine gets to run. The loop owns them; finish stops them.
 func (w *watcher) startTimers() {
 	w.last = w.svc.clock.Now()
-	if w.sp.heart > 0 {
-		w.heartTimer = w.svc.clock.NewTimer(w.sp.heart)
+	if w.q.Opts.Heartbeat > 0 {
+		w.heartTimer = w.svc.clock.NewTimer(w.q.Opts.Heartbeat)
 	}
-	if w.sp.winSize > 0 {
-		w.win = &windows{end: w.svc.clock.Now().Add(w.sp.winSlide), timer: w.svc.clock.NewTimer(w.sp.winSlide)}
+	if w.q.Opts.WinSize > 0 {
+		w.win = &windows{end: w.svc.clock.Now().Add(w.q.Opts.WinSlide), timer: w.svc.clock.NewTimer(w.q.Opts.WinSlide)}
 	}
 }
 
@@ -209,7 +209,7 @@ func (w *watcher) windowsDue(t herald.Timer) bool {
 			if !w.closeWindow(w.win.end) {
 				return false
 			}
-			w.win.end = w.win.end.Add(w.sp.winSlide)
+			w.win.end = w.win.end.Add(w.q.Opts.WinSlide)
 		}
 		t.Stop()
 		t.Reset(w.win.end.Sub(w.svc.clock.Now()))
@@ -224,9 +224,9 @@ func (w *watcher) heartbeatDue(t herald.Timer) bool {
 	if t == nil {
 		return true
 	}
-	if quiet := w.svc.clock.Now().Sub(w.last); quiet < w.sp.heart {
+	if quiet := w.svc.clock.Now().Sub(w.last); quiet < w.q.Opts.Heartbeat {
 		t.Stop()
-		t.Reset(w.sp.heart - quiet)
+		t.Reset(w.q.Opts.Heartbeat - quiet)
 		return true
 	}
 	// Every change set up to the durable position has been queued for this watch if it
@@ -242,7 +242,7 @@ func (w *watcher) heartbeatDue(t herald.Timer) bool {
 		return false
 	}
 	t.Stop()
-	t.Reset(w.sp.heart)
+	t.Reset(w.q.Opts.Heartbeat)
 	return true
 }
 
@@ -422,7 +422,7 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	if cs.Seq <= w.cursor {
 		return true
 	}
-	if w.sp.perTick && len(w.held) > 0 && cs.Tick > w.held[0].Tick {
+	if w.q.Opts.PerTick && len(w.held) > 0 && cs.Tick > w.held[0].Tick {
 		// The tick of the held events has ended: they go out together.
 		held := w.held
 		w.held = nil
@@ -439,7 +439,7 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	var nodes []*herald.Node
 	var binds []eval.Row
 	var err error
-	if w.sp.single {
+	if w.q.Single() {
 		evs, nodes, binds, err = w.sharedSingle(cs)
 	} else {
 		evs, binds, err = w.applyJoin(cs)
@@ -454,19 +454,19 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	if w.shown != nil && w.commitSeq != 0 && cs.Seq >= w.commitSeq {
 		w.shown, w.commitSeq = map[herald.NodeID]*row{}, 0
 	}
-	if w.sp.onMatch != nil {
+	if w.q.OnMatch() != nil {
 		for i, ev := range evs {
 			if ev.Type == herald.EventAdded && !w.trigger(ev, binds[i]) {
 				return false
 			}
 		}
 	}
-	if w.sp.silent {
+	if w.q.Silent() {
 		return true
 	}
-	if w.sp.winSize > 0 {
+	if w.q.Opts.WinSize > 0 {
 		for i, ev := range evs {
-			if w.sp.single {
+			if w.q.Single() {
 				w.recordNode(ev, nodes[i], cs.Time)
 			} else {
 				w.record(ev, binds[i], cs.Time)
@@ -474,7 +474,7 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 		}
 		return true
 	}
-	if w.sp.perTick {
+	if w.q.Opts.PerTick {
 		w.held = append(w.held, evs...)
 		return true
 	}
@@ -530,20 +530,20 @@ func (w *watcher) sharedSingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.
 // sendInitial sends the snapshot (running the trigger once per match first); its last
 // event carries the snapshot's position.
 func (w *watcher) sendInitial() bool {
-	if w.sp.onMatch != nil {
+	if w.q.OnMatch() != nil {
 		for _, r := range w.initial {
-			if !w.trigger(herald.Event{Type: herald.EventInitial, Match: r.value, Seq: w.cursor, Tick: w.tick}, r.bind) {
+			if !w.trigger(herald.Event{Type: herald.EventInitial, Match: r.Value, Seq: w.cursor, Tick: w.tick}, r.Bind) {
 				return false
 			}
 		}
 	}
-	if w.sp.silent {
+	if w.q.Silent() {
 		w.initial = nil
 		return true
 	}
 	evs := make([]herald.Event, len(w.initial)) // one allocation; the queue points into it
 	for i, r := range w.initial {
-		evs[i] = herald.Event{Type: herald.EventInitial, Match: r.value, Seq: w.cursor, Tick: w.tick, Last: i == len(w.initial)-1}
+		evs[i] = herald.Event{Type: herald.EventInitial, Match: r.Value, Seq: w.cursor, Tick: w.tick, Last: i == len(w.initial)-1}
 		if !w.send(&evs[i]) {
 			return false
 		}
@@ -564,7 +564,7 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 			if ch.Kind != herald.NodeChange {
 				continue
 			}
-			before, err := w.sp.one(tx, ch.NodeBefore, cs.Time)
+			before, err := w.q.One(tx, ch.NodeBefore, cs.Time)
 			if err != nil {
 				return err
 			}
@@ -578,7 +578,7 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 					before = r
 				}
 			}
-			after, err := w.sp.one(tx, ch.NodeAfter, cs.Time)
+			after, err := w.q.One(tx, ch.NodeAfter, cs.Time)
 			if err != nil {
 				return err
 			}
@@ -587,18 +587,18 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 			case before == nil && after == nil:
 				continue
 			case before == nil:
-				ev.Type, ev.Match = herald.EventAdded, after.value
+				ev.Type, ev.Match = herald.EventAdded, after.Value
 			case after == nil:
-				ev.Type, ev.Match = herald.EventRemoved, before.value
-			case herald.Compare(before.value, after.value) != 0:
-				ev.Type, ev.Match, ev.Prev = herald.EventChanged, after.value, before.value
+				ev.Type, ev.Match = herald.EventRemoved, before.Value
+			case herald.Compare(before.Value, after.Value) != 0:
+				ev.Type, ev.Match, ev.Prev = herald.EventChanged, after.Value, before.Value
 			default:
 				continue
 			}
 			evs = append(evs, ev)
 			nodes = append(nodes, ch.NodeAfter)
 			if after != nil {
-				binds = append(binds, after.bind)
+				binds = append(binds, after.Bind)
 			} else {
 				binds = append(binds, nil)
 			}
@@ -641,7 +641,7 @@ func (w *watcher) trigger(ev herald.Event, bind eval.Row) bool {
 		return true
 	}
 	w.giveSlot() // the actions' commit waits for the disk
-	_, err := w.svc.eng.RunActions(herald.WithPrincipal(context.Background(), w.principal), w.sp.onMatch, w.sp.plan.Scope, bind, w.sp.file, w.actor)
+	_, err := w.svc.eng.RunActions(herald.WithPrincipal(context.Background(), w.principal), w.q.OnMatch(), w.q.Plan().Scope, bind, w.q.File, w.q.Actor)
 	if err == nil {
 		return true
 	}

@@ -8,21 +8,17 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
-	"github.com/herald-mq/herald/lang/ast"
-	"github.com/herald-mq/herald/lang/eval"
-	"github.com/herald-mq/herald/lang/printer"
 	"github.com/herald-mq/herald/lang/token"
+	"github.com/herald-mq/herald/standing"
 )
 
-// Watch management: handles (`w = WATCH …`), PAUSE / RESUME / CANCEL / ALTER WATCH, and
-// the Layer 0 _Watch node every watch-mode stream keeps.
+// Watch management: a stream is a standing.Watch, which the engine's standing.Core
+// names by handle or _Watch id and on which it runs PAUSE, RESUME, CANCEL and ALTER
+// WATCH; this file is the stream's side of them, and of its _Watch node.
 
-const typeWatch = "_Watch"
+var _ standing.Watch = (*watcher)(nil)
 
-// handleKey names a handle: the session that bound it and its name.
-type handleKey struct{ session, name string }
-
-// watchNodeID is the _Watch node of a stream.
+// nodeID is the _Watch node of a stream.
 func (w *watcher) nodeID() herald.NodeID { return herald.NodeID("ww" + strings.ToLower(idSafe(w.id))) }
 
 func idSafe(s string) string {
@@ -38,60 +34,37 @@ func idSafe(s string) string {
 	return b.String()
 }
 
-// saveNode writes the stream's _Watch node: its statement, options, status and counters.
-func (w *watcher) saveNode(ctx context.Context, status string) {
-	sp := w.sp
-	now := w.svc.clock.Now()
+// Node is the stream's _Watch node (standing.Watch).
+func (w *watcher) Node() herald.NodeID { return w.nodeID() }
+
+// Query is the statement the stream runs now (standing.Watch).
+func (w *watcher) Query() *standing.Query {
+	w.alterMu.Lock()
+	defer w.alterMu.Unlock()
+	return w.q
+}
+
+// Owner is the principal the stream acts for (standing.Watch).
+func (w *watcher) Owner() *herald.Principal { return w.principal }
+
+// Record is what the stream's _Watch node shows (standing.Watch): its statement,
+// options, status and counters. The first record written links the stream's session
+// to the node.
+func (w *watcher) Record(status string) standing.Record {
 	w.statMu.Lock()
-	delivered, last := w.delivered, w.lastAt
+	delivered, last, pos := w.delivered, w.lastAt, w.sentSeq
 	w.statMu.Unlock()
-	delivery := "best_effort"
-	if sp.reliable {
-		delivery = "reliable"
+	id := w.nodeID()
+	return standing.Record{
+		ID: id, Query: w.Query(), Status: status, Handle: w.handle,
+		Delivered: int64(delivered), Pending: int64(len(w.events)) + w.queued.Load(), Last: last, Position: pos,
+		Link: func(tx *engine.SysTx) { w.link.Do(func() { w.slot.LinkIn(tx, id) }) },
 	}
-	_, _, err := w.svc.eng.System(ctx, func(tx *engine.SysTx) error {
-		id := w.nodeID()
-		created := herald.Timestamp(now)
-		if old := tx.Node(id); old != nil {
-			created = old.Attrs.Get("created_at")
-		}
-		// Built in name order (what AttrsOf would sort a map into), without a map.
-		n := 12 // the attributes every stream has; the node keeps this array
-		if w.handle != "" {
-			n++
-		}
-		if !last.IsZero() {
-			n++
-		}
-		attrs := make(herald.Attrs, 0, n)
-		add := func(name string, v herald.Value) {
-			if !v.IsNull() {
-				attrs = append(attrs, herald.Attr{Name: name, Value: v})
-			}
-		}
-		add("buffer_size", herald.Int(int64(sp.buffer)))
-		add("created_at", created)
-		add("delivery", herald.String(delivery))
-		add("events_delivered", herald.Int(int64(delivered)))
-		add("events_pending", herald.Int(int64(len(w.events))+w.queued.Load()))
-		if w.handle != "" {
-			add("handle", herald.String(w.handle))
-		}
-		if !last.IsZero() {
-			add("last_event_at", herald.Timestamp(last))
-		}
-		add("mode", herald.String("watch"))
-		add("on_full", herald.String(sp.onFull))
-		add("ordering", herald.String(sp.ordering()))
-		add("pattern", herald.String(sp.text))
-		add("position", herald.Int(int64(w.position())))
-		add("status", herald.String(status))
-		add("visibility", herald.String("committed"))
-		tx.PutNode(&herald.Node{ID: id, Type: typeWatch, Attrs: attrs})
-		w.link.Do(func() { w.slot.LinkIn(tx, id) })
-		return nil
-	})
-	if err != nil {
+}
+
+// saveNode writes the stream's _Watch node with status.
+func (w *watcher) saveNode(ctx context.Context, status string) {
+	if err := w.svc.core.Save(ctx, w.Record(status)); err != nil {
 		w.svc.log.Warn("watch: writing the _Watch node failed", "err", err)
 	}
 }
@@ -106,165 +79,29 @@ func (w *watcher) dropNode() {
 		w.saveNode(context.Background(), "cancelled")
 		return
 	}
-	_, _, err := w.svc.eng.System(context.Background(), func(tx *engine.SysTx) error {
-		if tx.Node(w.nodeID()) != nil {
-			tx.DeleteNode(w.nodeID())
-		}
-		return nil
-	})
-	if err != nil {
+	if err := w.svc.core.Drop(context.Background(), w.nodeID()); err != nil {
 		w.svc.log.Warn("watch: removing the _Watch node failed", "err", err)
 	}
 }
 
-func (s *spec) ordering() string {
-	if len(s.order) > 0 {
-		return "attribute"
-	}
-	return "arrival"
-}
-
-// position returns the seq of the last event the stream sent.
-func (w *watcher) position() uint64 {
-	w.statMu.Lock()
-	defer w.statMu.Unlock()
-	return w.sentSeq
-}
-
-// cleanStale removes the _Watch nodes of watch-mode streams from before a restart: their
-// connections are gone (a reliable client resumes by position, not by node).
-func (s *Service) cleanStale(ctx context.Context) error {
-	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
-		for _, id := range tx.NodesByAttr(typeWatch, "mode", herald.String("watch")) {
-			tx.DeleteNode(id)
-		}
-		return nil
-	})
-	return err
-}
-
-// handleName resolves what PAUSE / RESUME / CANCEL / ALTER WATCH name: a handle bound
-// with `h = WATCH …`, or a _Watch node id (as #id, a string or a parameter).
-func handleName(h ast.Expr, env engine.StmtEnv) (string, error) {
-	switch x := h.(type) {
-	case *ast.Ident:
-		return x.Name, nil
-	case *ast.NodeRef:
-		return x.Name, nil
-	case *ast.BasicLit:
-		c := &eval.Compiler{Scope: eval.NewScope(), File: env.File}
-		f, err := c.Compile(x)
-		if err != nil {
-			return "", err
-		}
-		v, _ := f(&eval.Context{}, nil)
-		return v.AsString(), nil
-	case *ast.ParamRef:
-		return env.Params[x.Name].AsString(), nil
+// Control pauses, resumes or cancels the stream (standing.Watch). A paused stream
+// keeps its position; on RESUME it catches up from the change log, so nothing is lost
+// meanwhile. A cancelled stream records its status itself as it ends.
+func (w *watcher) Control(_ context.Context, op token.Token) (string, error) {
+	switch op {
+	case token.PAUSE:
+		w.setPaused(true)
+		return "paused", nil
+	case token.RESUME:
+		w.setPaused(false)
+		return "active", nil
+	case token.CANCEL:
+		w.cancel()
 	}
 	return "", nil
 }
 
-// find returns the watch-mode stream name denotes: a handle bound in this session (or
-// without a session), or a _Watch node id; nil when there is none. own is true for a
-// handle of the caller's own session.
-func (s *Service) find(session, name string) (w *watcher, own bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, key := range []handleKey{{session, name}, {"", name}} {
-		if w := s.handles[key]; w != nil {
-			return w, key.session != ""
-		}
-	}
-	for _, w := range s.watchers {
-		if string(w.nodeID()) == name {
-			return w, false
-		}
-	}
-	return nil, false
-}
-
-// manageCheck is what managing a watch needs beyond naming it: a principal (with
-// authentication) manages the watches of its own sessions by handle; any other watch
-// — by _Watch id, or by a handle bound without a session — needs the admin grant.
-func manageCheck(ctx context.Context, own bool) error {
-	if own {
-		return nil
-	}
-	return herald.PrincipalFrom(ctx).Check(herald.ActAdmin, "")
-}
-
-// HasHandle reports whether a watch-mode stream of session is bound to handle name.
-func (s *Service) HasHandle(session, name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.handles[handleKey{session, name}] != nil
-}
-
-// Handles reports the statements ExecStmt runs (engine.Extension).
-func (s *Service) Handles(st ast.Stmt) bool {
-	switch st.(type) {
-	case *ast.WatchControlStmt, *ast.AlterWatchStmt:
-		return true
-	}
-	return false
-}
-
-// ExecStmt runs PAUSE / RESUME / CANCEL / ALTER WATCH (an engine extension's share) on
-// a watch-mode stream, or hands it to the consume side when the name is one of its.
-func (s *Service) ExecStmt(ctx context.Context, env engine.StmtEnv, st ast.Stmt) (engine.Result, error) {
-	var (
-		h    ast.Expr
-		op   token.Token
-		opts []*ast.OptionList
-	)
-	switch x := st.(type) {
-	case *ast.WatchControlStmt:
-		h, op = x.Handle, x.Op
-	case *ast.AlterWatchStmt:
-		h, op, opts = x.Handle, token.ALTER, x.Options
-		if opts == nil {
-			opts = []*ast.OptionList{}
-		}
-	default:
-		return engine.Result{}, herald.Errorf(herald.CodeNotImplemented, "not a watch management statement")
-	}
-	name, err := handleName(h, env)
-	if err != nil {
-		return engine.Result{}, err
-	}
-	w, own := s.find(env.SessionID, name)
-	if w != nil {
-		if err := manageCheck(ctx, own); err != nil {
-			return engine.Result{}, err
-		}
-	}
-	if w == nil {
-		if s.cfg.Consume != nil {
-			found, err := s.cfg.Consume.ControlWatch(ctx, env.SessionID, name, op, opts)
-			if found || err != nil {
-				return engine.Result{}, err
-			}
-		}
-		return engine.Result{}, eval.ErrorAt(env.File, herald.CodeWatchNotFound, h.Pos(), "no watch %q: the handle is unknown, or its watch was cancelled or has ended", name)
-	}
-	switch op {
-	case token.PAUSE:
-		w.setPaused(true)
-		w.saveNode(ctx, "paused")
-	case token.RESUME:
-		w.setPaused(false)
-		w.saveNode(ctx, "active")
-	case token.CANCEL:
-		w.cancel()
-	case token.ALTER:
-		return engine.Result{}, w.alter(ctx, opts)
-	}
-	return engine.Result{}, nil
-}
-
-// setPaused stops or restarts the stream's delivery. A paused watch keeps its position;
-// on RESUME it catches up from the change log, so nothing is lost meanwhile.
+// setPaused stops or restarts the stream's delivery.
 func (w *watcher) setPaused(p bool) {
 	w.mu.Lock()
 	w.paused = p
@@ -283,49 +120,41 @@ func (w *watcher) cancel() {
 	w.Close()
 }
 
-// alter applies new options. Option groups replace the same options of the statement; a
-// changed filter takes effect at once, and the difference it makes is sent as added and
-// removed events.
-func (w *watcher) alter(ctx context.Context, opts []*ast.OptionList) error {
-	w.alterMu.Lock()
-	defer w.alterMu.Unlock()
-	stmt := w.stmt
-	next := *stmt
-	next.Options = engine.MergeOptions(stmt.Options, opts)
-	next.Handle = nil
-	sp, _, err := compile(w.svc.eng, printer.String(&next), w.params, w.actor, w.session, w.sp.canRead)
-	if err != nil {
-		return err
+// position returns the seq of the last event the stream sent.
+func (w *watcher) position() uint64 {
+	w.statMu.Lock()
+	defer w.statMu.Unlock()
+	return w.sentSeq
+}
+
+// Alter runs the stream with q from now on (standing.Watch): the change takes effect
+// at once, and the difference it makes is sent as added and removed events. A window
+// cannot be added, removed or resized.
+func (w *watcher) Alter(ctx context.Context, q *standing.Query) (string, error) {
+	if cur := w.Query(); q.Opts.WinSize != cur.Opts.WinSize || q.Opts.WinSlide != cur.Opts.WinSlide {
+		return "", herald.Errorf(herald.CodeInvalidQuery, "ALTER WATCH cannot add, remove or resize a window")
 	}
-	// The new options may name nodes the old ones did not: the stream's principal needs
-	// the grants for them too.
-	if _, err := w.svc.eng.AuthorizeWatch(herald.WithPrincipal(ctx, w.principal), &next, sp.file, w.params, w.actor); err != nil {
-		return err
-	}
-	if sp.winSize != w.sp.winSize || sp.winSlide != w.sp.winSlide {
-		return herald.Errorf(herald.CodeInvalidQuery, "ALTER WATCH cannot add, remove or resize a window")
-	}
-	req := alterReq{sp: sp, stmt: &next, done: make(chan error, 1)}
+	req := alterReq{q: q, done: make(chan error, 1)}
 	w.call()
 	select {
 	case w.reqs <- request{alter: &req}:
 	case <-w.done:
 		w.uncall()
-		return herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
+		return "", herald.Errorf(herald.CodeWatchNotFound, "the watch has ended")
 	case <-ctx.Done():
 		w.uncall()
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 	select {
 	case err := <-req.done:
-		if err == nil {
-			w.saveNode(ctx, "active")
+		if err != nil {
+			return "", err
 		}
-		return err
+		return "active", nil
 	case <-w.done:
-		return nil
+		return "", nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 }
 
@@ -337,13 +166,12 @@ type request struct {
 }
 
 type alterReq struct {
-	sp   *spec
-	stmt *ast.WatchStmt
+	q    *standing.Query
 	done chan error
 }
 
-// applyAlter swaps in a new spec on the stream's goroutine and reports the matches the
-// change adds or removes.
+// applyAlter swaps in a new query on the stream's goroutine and reports the matches
+// the change adds or removes.
 func (w *watcher) applyAlter(req alterReq) bool {
 	// Everything up to the durable position reaches the queue: apply it, then the
 	// difference is stated at that position.
@@ -358,56 +186,72 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	// Both statements are run on the graph as of the cursor, so the difference is exact
 	// at that position.
 	var before, after map[string]row
-	old := w.sp
-	p := newPast(w.cursor, func(ch herald.Change) bool { return old.reads(ch) || req.sp.reads(ch) })
+	old := w.q
+	p := newPast(w.cursor, func(ch herald.Change) bool { return old.Reads(ch) || req.q.Reads(ch) })
 	err := w.withPast(p, func(g *graph.Graph) error {
 		var err error
-		if before, err = w.sp.matches(p.view(g), time.Time{}, w.interrupt()); err != nil {
+		if before, err = old.Matches(p.view(g), time.Time{}, w.interrupt()); err != nil {
 			return err
 		}
-		after, err = req.sp.matches(p.view(g), time.Time{}, w.interrupt())
+		after, err = req.q.Matches(p.view(g), time.Time{}, w.interrupt())
 		return err
 	})
 	if err != nil {
 		req.done <- err
 		return true
 	}
-	// The dispatch index follows the new statement: its types, its nodes read by id,
-	// deliver_on.
-	w.svc.mu.Lock()
-	w.svc.index(w, false)
-	if w.svc.watchers[w.id] == w {
-		w.svc.releaseCompiled(w) // the altered statement is its own
-	}
-	w.sp, w.stmt = req.sp, req.stmt
-	if _, ok := feedType(w.sp); !ok {
-		w.feed = nil // its own queue from now on (the stream's goroutine runs this)
-	}
-	w.svc.index(w, true)
-	if w.svc.watchers[w.id] == w { // not yet removed: it holds a share to move
-		w.svc.releaseShare(w.share)
-		w.share = req.sp.shareKey(w.params, w.actor, w.principal)
-		w.shareID, w.share = w.svc.internShare(w.share)
-	}
-	w.svc.mu.Unlock()
+	w.swapQuery(req.q)
 	// What came between the old index and the new is in neither the queue nor the feed
 	// for certain: read on from the change log.
 	w.setBehind()
-	if w.sp.single {
+	if w.q.Single() {
 		w.past = nil
 	} else {
 		w.past = p
 	}
 	req.done <- nil
+	return w.sendDiff(before, after)
+}
+
+// swapQuery makes q the stream's query: the dispatch index follows it (its types, its
+// nodes read by id, deliver_on), and so do its share of identical watches' results.
+// The compiled query it opened with is given back: the altered one is its own.
+func (w *watcher) swapQuery(q *standing.Query) {
+	s := w.svc
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.indexLocked(w, false)
+	open := s.watchers[w.id] == w // not yet removed: it holds what it gives back
+	if open {
+		s.core.Release(w.hold)
+		w.hold = ""
+	}
+	w.alterMu.Lock()
+	w.q = q
+	w.alterMu.Unlock()
+	if _, ok := feedType(q); !ok {
+		w.feed = nil // its own queue from now on (the stream's goroutine runs this)
+	}
+	s.indexLocked(w, true)
+	if open {
+		s.releaseShare(w.share)
+		w.share = q.ShareKey(w.principal)
+		w.shareID, w.share = s.internShare(w.share)
+	}
+}
+
+// sendDiff sends the matches before has and after lacks as removed, then those after
+// has and before lacks as added, at the cursor.
+func (w *watcher) sendDiff(before, after map[string]row) bool {
 	var evs []herald.Event
-	for _, r := range w.sp.sorted(before) {
-		if _, ok := after[r.key]; !ok {
-			evs = append(evs, herald.Event{Type: herald.EventRemoved, Match: r.value, Seq: w.cursor, Tick: w.tick})
+	for _, r := range w.q.Sorted(before) {
+		if _, ok := after[r.Key]; !ok {
+			evs = append(evs, herald.Event{Type: herald.EventRemoved, Match: r.Value, Seq: w.cursor, Tick: w.tick})
 		}
 	}
-	for _, r := range w.sp.sorted(after) {
-		if _, ok := before[r.key]; !ok {
-			evs = append(evs, herald.Event{Type: herald.EventAdded, Match: r.value, Seq: w.cursor, Tick: w.tick})
+	for _, r := range w.q.Sorted(after) {
+		if _, ok := before[r.Key]; !ok {
+			evs = append(evs, herald.Event{Type: herald.EventAdded, Match: r.Value, Seq: w.cursor, Tick: w.tick})
 		}
 	}
 	if len(evs) > 0 {

@@ -98,13 +98,13 @@ func (w *watcher) flushFull() bool {
 }
 
 func (w *watcher) fullLocked() bool {
-	return w.outq.len()+len(w.events)+min(w.gap, 1) >= w.sp.buffer || w.overBytesLocked()
+	return w.outq.len()+len(w.events)+min(w.gap, 1) >= w.q.Opts.Buffer || w.overBytesLocked()
 }
 
 func (w *watcher) full() bool {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
-	return w.outq.len()+len(w.events)+min(w.gap, 1) >= w.sp.buffer || w.overBytesLocked()
+	return w.outq.len()+len(w.events)+min(w.gap, 1) >= w.q.Opts.Buffer || w.overBytesLocked()
 }
 
 // queuedEvents reports whether the queue has something for the channel.
@@ -281,7 +281,7 @@ func (w *watcher) send(ev *herald.Event) bool {
 	}
 	if w.flushFull() {
 		switch {
-		case w.sp.reliable || w.sp.onFull == "block":
+		case w.q.Opts.Reliable || w.q.Opts.OnFull == "block":
 			// Wait for the transport: this watch pauses, nothing else does.
 			if !w.drain() {
 				return false
@@ -295,14 +295,14 @@ func (w *watcher) send(ev *herald.Event) bool {
 			case <-w.stop:
 				return false
 			}
-		case w.sp.onFull == "error":
+		case w.q.Opts.OnFull == "error":
 			w.mu.Lock()
 			w.overflow = true
 			w.mu.Unlock()
 			// The _Watch node says so at once: the error event itself waits for the
 			// transport, which a client that stopped reading may never let through.
 			w.saveNode(context.Background(), "cancelled")
-			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer (%d events, %d bytes) is full and on_full is error; the watch is cancelled", w.sp.buffer, w.svc.cfg.MaxBufferBytes)
+			err := herald.Errorf(herald.CodeWatchBufferOverflow, "the watch's buffer (%d events, %d bytes) is full and on_full is error; the watch is cancelled", w.q.Opts.Buffer, w.svc.cfg.MaxBufferBytes)
 			return w.end(herald.Event{Type: herald.EventError, Error: err, Code: err.Code, Message: err.Message, Seq: w.cursor, Tick: w.tick})
 		default:
 			w.dropOldest()
@@ -336,7 +336,7 @@ func (w *watcher) dropOldest() {
 	for i := len(back) - 1; i >= 0; i-- {
 		w.outq.pushFront(&back[i])
 	}
-	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.sp.buffer || w.overBytesLocked()) {
+	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.q.Opts.Buffer || w.overBytesLocked()) {
 		w.outq.popFront()
 		w.gap++
 	}

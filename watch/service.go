@@ -5,8 +5,6 @@ package watch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"log/slog"
 	"runtime"
 	"sync"
@@ -16,9 +14,13 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
-	"github.com/herald-mq/herald/lang/ast"
-	"github.com/herald-mq/herald/lang/token"
+	hid "github.com/herald-mq/herald/internal/id"
+	"github.com/herald-mq/herald/lang/option"
+	"github.com/herald-mq/herald/standing"
 )
+
+// DefaultBuffer is the buffer option's default: events a stream holds for its reader.
+const DefaultBuffer = option.DefaultBuffer
 
 // queueCap is how many change sets a watcher keeps in memory before it falls back to
 // reading the durable change log.
@@ -46,10 +48,6 @@ type Config struct {
 	// commits at once, not once a commit each. The first commit after a quiet spell wakes
 	// them at once. 0: every commit wakes them (see DefaultFeedLinger).
 	FeedLinger time.Duration
-	// Consume, when set, lets PAUSE, RESUME, CANCEL and ALTER WATCH reach consume-mode
-	// watches too. The limit on a session's watches is the engine's
-	// (engine.Config.MaxWatchesPerSession), shared by both modes.
-	Consume ConsumeWatches
 }
 
 // DefaultCPUShare returns Config.CPUShare's default on this machine: 2.5 % of the CPUs
@@ -77,16 +75,6 @@ const DefaultFeedLinger = 10 * time.Millisecond
 // DefaultMaxBufferBytes is Config.MaxBufferBytes's default: 16 MiB a stream.
 const DefaultMaxBufferBytes = 16 << 20
 
-// ConsumeWatches is the consume-mode side of watch management (delivery.Service).
-type ConsumeWatches interface {
-	// HasHandle reports whether a consume stream of session is bound to handle name.
-	HasHandle(session, name string) bool
-	// ControlWatch applies op (PAUSE, RESUME or CANCEL; ALTER when opts is not nil) to
-	// the consume watch that name denotes in session: a handle bound there (or without
-	// a session) or a _Watch node id. found is false when there is none.
-	ControlWatch(ctx context.Context, session, name string, op token.Token, opts []*ast.OptionList) (found bool, err error)
-}
-
 // Service runs watch-mode streams.
 type Service struct {
 	cfg   Config
@@ -94,27 +82,25 @@ type Service struct {
 	clock herald.Clock
 	log   *slog.Logger
 
-	mu           sync.Mutex
-	watchers     map[string]*watcher
-	byType       map[string]map[*watcher]bool
-	byValue      map[eqKey]map[*watcher]bool
-	byNode       map[herald.NodeID]map[*watcher]bool
-	perTick      map[*watcher]bool
-	feeds        map[string]*feed // by type: streams indexed by that type alone (feed.go)
-	dirtyFeeds   []*feed          // appended to since their streams were last woken
-	cache        evalCache        // results shared by identical watches
-	shares       map[string]*shareRef
-	compiledRefs map[string]*compiledRef // statements compiled for open watches
-	nextShare    uint64
-	recent       recent // the latest durable change sets, for streams that fell behind
-	handles      map[handleKey]*watcher
-	ending       map[*watcher]bool // closed, their goroutine still finishing
-	ctxMu        sync.Mutex
-	byCtx        map[<-chan struct{}]*ctxStreams // streams by their Open context (ctxclose.go)
-	unlisten     func()
-	started      bool
-	stopped      bool
-	wg           sync.WaitGroup
+	mu         sync.Mutex
+	core       *standing.Core // the engine's standing queries (attached while started)
+	watchers   map[string]*watcher
+	index      *standing.Index[*watcher] // the dispatch index, but for feeds and perTick
+	touchFn    func(*watcher)            // touchLocked, made once
+	perTick    map[*watcher]bool
+	feeds      map[string]*feed // by type: streams indexed by that type alone (feed.go)
+	dirtyFeeds []*feed          // appended to since their streams were last woken
+	cache      evalCache        // results shared by identical watches
+	shares     map[string]*shareRef
+	nextShare  uint64
+	recent     recent            // the latest durable change sets, for streams that fell behind
+	ending     map[*watcher]bool // closed, their goroutine still finishing
+	ctxMu      sync.Mutex
+	byCtx      map[<-chan struct{}]*ctxStreams // streams by their Open context (ctxclose.go)
+	unlisten   func()
+	started    bool
+	stopped    bool
+	wg         sync.WaitGroup
 
 	dispatchCommits atomic.Uint64 // commits handed to the dispatch index
 	dispatchNanos   atomic.Uint64 // time spent deciding which streams they wake
@@ -209,52 +195,53 @@ func New(cfg Config) *Service {
 	if cfg.CPUShare < 1 {
 		b = newBudget(cfg.Engine.Clock(), budgetWindow, cfg.CPUShare)
 	}
-	return &Service{
-		cfg:          cfg,
-		eng:          cfg.Engine,
-		clock:        cfg.Engine.Clock(),
-		log:          cfg.Logger,
-		watchers:     map[string]*watcher{},
-		byCtx:        map[<-chan struct{}]*ctxStreams{},
-		byType:       map[string]map[*watcher]bool{},
-		byValue:      map[eqKey]map[*watcher]bool{},
-		byNode:       map[herald.NodeID]map[*watcher]bool{},
-		perTick:      map[*watcher]bool{},
-		feeds:        map[string]*feed{},
-		handles:      map[handleKey]*watcher{},
-		ending:       map[*watcher]bool{},
-		shares:       map[string]*shareRef{},
-		compiledRefs: map[string]*compiledRef{},
-		cache:        newEvalCache(),
-		inWake:       make(chan struct{}, 1),
-		roundDone:    make(chan struct{}, 1),
-		wakeBatch:    max(1, runtime.GOMAXPROCS(0)/2),
-		applySlots:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
-		budget:       b,
-		gosched:      runtime.Gosched,
-		recent:       recent{max: recentCap},
-		dispMoved:    make(chan struct{}),
-		quit:         make(chan struct{}),
-		dispDone:     make(chan struct{}),
+	s := &Service{
+		cfg:        cfg,
+		eng:        cfg.Engine,
+		clock:      cfg.Engine.Clock(),
+		log:        cfg.Logger,
+		watchers:   map[string]*watcher{},
+		byCtx:      map[<-chan struct{}]*ctxStreams{},
+		index:      standing.NewIndex[*watcher](),
+		perTick:    map[*watcher]bool{},
+		feeds:      map[string]*feed{},
+		ending:     map[*watcher]bool{},
+		shares:     map[string]*shareRef{},
+		cache:      newEvalCache(),
+		inWake:     make(chan struct{}, 1),
+		roundDone:  make(chan struct{}, 1),
+		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
+		applySlots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		budget:     b,
+		gosched:    runtime.Gosched,
+		recent:     recent{max: recentCap},
+		dispMoved:  make(chan struct{}),
+		quit:       make(chan struct{}),
+		dispDone:   make(chan struct{}),
 	}
+	s.touchFn = s.touchLocked
+	return s
 }
 
-// Start subscribes the service to durable commits.
+// Start attaches the service to its engine's standing queries (standing.Core) and
+// subscribes it to durable commits.
 func (s *Service) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started {
 		return nil
 	}
-	if err := s.cleanStale(ctx); err != nil {
+	core := standing.Attach(s.eng)
+	if err := core.CleanStale(ctx); err != nil {
+		core.Detach()
 		return err
 	}
+	s.core = core
 	// Read before listening: every commit after this position is heard.
 	s.dispSeq, s.dispTick = s.eng.Durable()
 	s.recent.start(s.dispSeq)
 	s.unlisten = s.eng.Listen(s.enqueue)
 	go s.dispatcher()
-	s.eng.AddExtension(s)
 	s.started = true
 	return nil
 }
@@ -282,6 +269,8 @@ func (s *Service) Stop(ctx context.Context) error {
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	// The core goes with the service either way: its statements stop being handled.
+	defer s.core.Detach()
 	select {
 	case <-done:
 		return nil
@@ -295,90 +284,70 @@ func (s *Service) Stop(ctx context.Context) error {
 // initial snapshot and replays every change after it from the durable change log; a
 // position older than the log keeps answers with a reset event, then a fresh snapshot.
 func (s *Service) Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error) {
-	p := herald.PrincipalFrom(ctx)
-	var actor herald.NodeID
-	if sessionID != "" {
-		var err error
-		if actor, err = s.eng.SessionActor(ctx, sessionID); err != nil {
-			return nil, err
-		}
+	s.mu.Lock()
+	core := s.core
+	s.mu.Unlock()
+	if core == nil {
+		return nil, herald.Errorf(herald.CodeShuttingDown, "the watch service is not running")
 	}
-	ckey := compiledKey(query, params, actor, sessionID, p)
-	sp, stmt, err := s.compiled(ckey, query, params, actor, sessionID, engine.WatchReads(p, herald.ActWatch, s.cfg.Policy))
+	op, err := core.Open(ctx, standing.OpenRequest{Session: sessionID, Query: query, Params: params, Mode: option.Watch, Policy: s.cfg.Policy})
 	if err != nil {
 		return nil, err
 	}
-	acc, err := s.eng.AuthorizeWatch(ctx, stmt, sp.file, params, actor)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.cfg.Policy.Check("watch", sp.typ, acc.Types()); err != nil {
-		return nil, err
-	}
-	warning, err := s.eng.CheckWatchNames(stmt, sp.file)
-	if err != nil {
-		return nil, err
-	}
+	q := op.Query
 	w := &watcher{
-		id:          randToken(12),
-		svc:         s,
-		sp:          sp,
-		session:     sessionID,
-		stmt:        stmt,
-		compiledKey: ckey,
-		share:       sp.shareKey(params, actor, p),
-		params:      params,
-		actor:       actor,
-		principal:   p,
-		limits:      s.eng.LimitsFor(p),
-		warning:     warning,
-		events:      make(chan herald.Event, chanCapFor(sp.buffer)),
-		ctxDone:     ctx.Done(),
-		wake:        make(chan struct{}, 1),
-		room:        make(chan struct{}, 1),
-		reqs:        make(chan request),
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
+		id:        hid.Token(12),
+		svc:       s,
+		q:         q,
+		hold:      op.Hold(),
+		session:   sessionID,
+		share:     q.ShareKey(op.Principal),
+		handle:    op.Handle,
+		principal: op.Principal,
+		limits:    op.Limits,
+		warning:   op.Warning,
+		events:    make(chan herald.Event, chanCapFor(q.Opts.Buffer)),
+		ctxDone:   ctx.Done(),
+		wake:      make(chan struct{}, 1),
+		room:      make(chan struct{}, 1),
+		reqs:      make(chan request),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}
 	// The session's limit counts watches of both modes (E8006).
 	if w.slot, err = s.eng.AttachWatch(ctx, sessionID); err != nil {
+		core.Release(w.hold)
 		return nil, err
 	}
 	s.mu.Lock()
 	switch {
 	case !s.started || s.stopped:
-		s.mu.Unlock()
-		w.slot.Release()
-		return nil, herald.Errorf(herald.CodeShuttingDown, "the watch service is not running")
+		err = herald.Errorf(herald.CodeShuttingDown, "the watch service is not running")
 	case len(s.watchers) >= s.cfg.MaxWatches:
+		err = herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d watches", len(s.watchers))
+	case w.handle != "":
+		err = core.Bind(sessionID, w.handle, w)
+	}
+	if err != nil {
 		s.mu.Unlock()
 		w.slot.Release()
-		return nil, herald.Errorf(herald.CodeWatchLimitExceeded, "the server already has %d watches", len(s.watchers))
-	}
-	if stmt.Handle != nil {
-		w.handle = stmt.Handle.Name
-		key := handleKey{sessionID, w.handle}
-		if s.handles[key] != nil || (s.cfg.Consume != nil && s.cfg.Consume.HasHandle(sessionID, w.handle)) {
-			s.mu.Unlock()
-			w.slot.Release()
-			return nil, herald.Errorf(herald.CodeInvalidQuery, "the handle %s is already bound to a watch in this session; CANCEL it first", w.handle)
-		}
-		s.handles[key] = w
+		core.Release(w.hold)
+		return nil, err
 	}
 	// Register before taking the snapshot, so no commit after it can be missed.
 	s.watchers[w.id] = w
 	s.open.Add(1)
-	s.index(w, true)
+	s.indexLocked(w, true)
 	w.shareID, w.share = s.internShare(w.share)
-	s.holdCompiled(w)
+	core.Register(w)
 	s.wg.Add(1)
 	s.mu.Unlock()
 
-	if sp.immediate {
+	if q.Opts.Immediate {
 		w.shown = map[herald.NodeID]*row{}
 		w.untx = s.eng.ListenSession(sessionID, w.onTx)
 	}
-	w.stats = s.eng.TrackWatch(w.nodeID(), func() int64 { return int64(len(w.events)) + w.queued.Load() })
+	w.stats = core.Track(w.nodeID(), func() int64 { return int64(len(w.events)) + w.queued.Load() })
 	w.saveNode(ctx, "active")
 	if err := w.begin(ctx, after); err != nil {
 		w.Close()
@@ -392,7 +361,7 @@ func (s *Service) Open(ctx context.Context, sessionID, query string, params map[
 	// The stream ends with ctx; the registration is released when it ends first.
 	w.unctx = s.closeWithCtx(ctx, w)
 	w.startTimers()
-	if w.warning == nil && w.reset == nil && len(w.initial) == 0 && w.heartTimer == nil && w.win == nil && !sp.immediate && !w.behindLog() {
+	if w.warning == nil && w.reset == nil && len(w.initial) == 0 && w.heartTimer == nil && w.win == nil && !q.Opts.Immediate && !w.behindLog() {
 		w.startParked() // nothing to do yet: no goroutine until something concerns it
 	} else {
 		go w.loop()
@@ -441,7 +410,8 @@ func (s *Service) remove(w *watcher) {
 	delete(s.watchers, w.id)
 	s.open.Add(-1)
 	s.releaseShare(w.share)
-	s.releaseCompiled(w)
+	s.core.Release(w.hold)
+	w.hold = ""
 	s.ending[w] = true
 	go func() {
 		<-w.done
@@ -449,94 +419,43 @@ func (s *Service) remove(w *watcher) {
 		delete(s.ending, w)
 		s.mu.Unlock()
 	}()
-	if w.handle != "" && s.handles[handleKey{w.session, w.handle}] == w {
-		delete(s.handles, handleKey{w.session, w.handle})
+	if w.handle != "" {
+		s.core.Unbind(w.session, w.handle, w)
 	}
+	s.core.Unregister(w)
 	w.slot.Release()
-	s.eng.UntrackWatch(w.stats)
-	s.index(w, false)
+	s.core.Untrack(w.stats)
+	s.indexLocked(w, false)
 }
 
-// index adds w to (or removes it from) the dispatch index: by the value its equality
-// condition requires, or else by every type its pattern mentions. s.mu must be held.
-func (s *Service) index(w *watcher, add bool) {
-	if w.sp.perTick {
+// indexLocked adds w to (or removes it from) the dispatch index: the feed of its type
+// when it reads one (feed.go), else the standing index (by the value its equality
+// condition requires, by every type its pattern mentions, and by the nodes it reads by
+// id); deliver_on: tick streams are woken by every tick too. s.mu must be held.
+func (s *Service) indexLocked(w *watcher, add bool) {
+	if w.q.Opts.PerTick {
 		if add {
 			s.perTick[w] = true
 		} else {
 			delete(s.perTick, w)
 		}
 	}
-	for id := range w.sp.refs {
-		m := s.byNode[id]
-		if add {
-			if m == nil {
-				m = map[*watcher]bool{}
-				s.byNode[id] = m
-			}
-			m[w] = true
-		} else if m != nil {
-			delete(m, w)
-			if len(m) == 0 {
-				delete(s.byNode, id)
-			}
-		}
-	}
-	if k := w.sp.eq; k != nil {
-		m := s.byValue[*k]
-		if add {
-			if m == nil {
-				m = map[*watcher]bool{}
-				s.byValue[*k] = m
-			}
-			m[w] = true
-		} else if m != nil {
-			delete(m, w)
-			if len(m) == 0 {
-				delete(s.byValue, *k)
-			}
-		}
-		return
-	}
-	if t, ok := feedType(w.sp); ok {
+	if t, ok := feedType(w.q); ok {
 		s.indexFeed(w, t, add)
 		return
 	}
-	types := w.sp.types
-	if w.sp.anyType {
-		types = map[string]bool{anyNodeType: true}
-		for t := range w.sp.types {
-			types[t] = true
-		}
+	if add {
+		s.index.Add(w.q, w)
+	} else {
+		s.index.Remove(w.q, w)
 	}
-	for t := range types {
-		m := s.byType[t]
-		if add {
-			if m == nil {
-				m = map[*watcher]bool{}
-				s.byType[t] = m
-			}
-			m[w] = true
-		} else if m != nil {
-			delete(m, w)
-			if len(m) == 0 {
-				delete(s.byType, t)
-			}
-		}
-	}
-}
-
-func randToken(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // watcher is one watch-mode stream.
 type watcher struct {
 	id       string
 	svc      *Service
-	sp       *spec
+	q        *standing.Query // the statement it runs (ALTER WATCH replaces it)
 	session  string
 	events   chan herald.Event
 	ctxDone  <-chan struct{} // the Open context's: the transport has gone
@@ -575,17 +494,13 @@ type watcher struct {
 	fpos    uint64
 	feedBuf []*herald.ChangeSet
 
-	// For ALTER WATCH: the statement and what it was compiled with.
-	stmt    *ast.WatchStmt
-	share   string // the evaluation this stream shares with identical ones ("" none)
-	shareID uint64 // share interned (0: none); owned by the stream's goroutine
-	// compiledKey names the compiled statement it shares with identical watches ("" when
-	// it holds one of its own); under the service\'s mu once registered.
-	compiledKey string
-	notifyFn    atomic.Pointer[func()] // SetNotify's callback, nil: none
-	params      map[string]herald.Value
-	actor       herald.NodeID
-	handle      string
+	// hold is its hold on the query it opened with, shared with identical watches (""
+	// once given back, or once ALTER WATCH gave it one of its own); under the service's mu.
+	hold     string
+	share    string                 // the evaluation this stream shares with identical ones ("" none)
+	shareID  uint64                 // share interned (0: none); owned by the stream's goroutine
+	notifyFn atomic.Pointer[func()] // SetNotify's callback, nil: none
+	handle   string
 	// principal opened the stream (nil without authentication): its triggers act for
 	// it, and each evaluation has its statement limits.
 	principal *herald.Principal
@@ -593,9 +508,9 @@ type watcher struct {
 	reqs      chan request // ALTER WATCH, and Flush (see request)
 	alterMu   sync.Mutex
 
-	slot  *engine.WatchSlot  // its place in its session (nil without one)
-	stats *engine.WatchStats // the counters its _Watch node shows, flushed periodically
-	link  sync.Once          // the first _Watch write links the session to it
+	slot  *engine.WatchSlot // its place in its session (nil without one)
+	stats *standing.Stats   // the counters its _Watch node shows, flushed periodically
+	link  sync.Once         // the first _Watch write links the session to it
 
 	statMu    sync.Mutex // guards the counters below
 	delivered int
@@ -795,7 +710,7 @@ func (w *watcher) wakeInRound() {
 
 // begin sends the initial snapshot (or prepares a resume) before the loop starts.
 func (w *watcher) begin(ctx context.Context, after uint64) error {
-	sp := w.sp
+	q := w.q
 	if seq, _ := w.svc.eng.Durable(); after > seq {
 		// The client saw a position this server never reached: its data is older than
 		// the client's (a restore, or another server). Say so and start afresh.
@@ -805,16 +720,16 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 	if after > 0 {
 		w.cursor = after
 		w.setBehind() // replay from the log first
-		if !sp.single {
-			w.past = newPast(after, sp.reads)
+		if !q.Single() {
+			w.past = newPast(after, q.Reads)
 		}
 		return nil
 	}
-	if sp.initial == "since" {
+	if q.Opts.Initial == "since" {
 		return w.beginSince(ctx)
 	}
 	// A windowed watch reports what happens from now on, window by window.
-	return w.snapshot(sp.initial == "full" && sp.winSize == 0)
+	return w.snapshot(q.Opts.Initial == "full" && q.Opts.WinSize == 0)
 }
 
 // interrupt bounds one evaluation of the stream's pattern: its principal's statement
@@ -844,7 +759,7 @@ func (w *watcher) snapshot(send bool) error {
 	} else if err := w.svc.eng.ViewSnapshot(func(tx *graph.Tx, seq, tick uint64) error {
 		w.cursor, w.tick = seq, tick
 		var err error
-		rows, err = w.sp.matches(tx, time.Time{}, w.interrupt())
+		rows, err = w.q.Matches(tx, time.Time{}, w.interrupt())
 		return err
 	}); err != nil {
 		return err
@@ -853,11 +768,11 @@ func (w *watcher) snapshot(send bool) error {
 	if err := w.svc.eng.WaitDurable(context.Background(), w.cursor); err != nil {
 		return err
 	}
-	if !w.sp.single {
-		w.past = newPast(w.cursor, w.sp.reads)
+	if !w.q.Single() {
+		w.past = newPast(w.cursor, w.q.Reads)
 	}
 	if send {
-		w.initial = w.sp.sorted(rows)
+		w.initial = w.q.Sorted(rows)
 	}
 	return nil
 }

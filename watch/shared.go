@@ -1,17 +1,19 @@
 package watch
 
 import (
-	"encoding/binary"
-	"sort"
 	"sync/atomic"
 
 	"github.com/herald-mq/herald"
-	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/eval"
+	"github.com/herald-mq/herald/standing"
 )
 
+// row is one current match of a stream's query.
+type row = standing.Row
+
 // Identical watches share their evaluation: the first stream to evaluate a commit for a
-// statement (with the same parameters and actor) keeps the result for the others. A
+// statement (with the same parameters and actor) keeps the result for the others (see
+// standing.Query.ShareKey). They share their compiled statement too (standing.Core.Open). A
 // single-node watch shares its events per commit; a join watch shares the match set
 // per position of the graph, which each stream then diffs with its own last result.
 
@@ -104,114 +106,4 @@ func (c *evalCache) put(k cacheKey, v any) {
 		return
 	}
 	p.CompareAndSwap(old, &cacheEntry{key: k, v: v})
-}
-
-// Identical watches also share their compiled statement: the spec and syntax tree of a
-// statement are read-only once compiled, so the watches with the same text, parameters,
-// actor and session hold one copy (a thousand idle watches on one statement hold one).
-type compiledRef struct {
-	sp   *spec
-	stmt *ast.WatchStmt
-	key  string // the map's key: the streams that share it hold this copy, not one each
-	refs int
-}
-
-// compiledKey identifies a compilation: the text as written, the parameters, the actor
-// and the session.
-func compiledKey(query string, params map[string]herald.Value, actor herald.NodeID, session string, p *herald.Principal) string {
-	b := []byte(query)
-	b = append(b, 0)
-	b = append(b, actor...)
-	b = append(b, 0)
-	b = append(b, session...)
-	b = appendPrincipal(b, p)
-	b, _ = appendParams(b, params)
-	return string(b)
-}
-
-// appendPrincipal appends who a watch acts for: what an evaluation may read is decided
-// by the principal's grants, so they are part of what identical watches share.
-func appendPrincipal(b []byte, p *herald.Principal) []byte {
-	if p == nil {
-		return b
-	}
-	b = append(b, 1)
-	b = append(b, p.Name...)
-	for _, g := range p.Grants {
-		b = append(b, 0)
-		b = append(b, g...)
-	}
-	return b
-}
-
-// appendParams appends the parameters, in the order of their names, and returns how
-// many there are.
-func appendParams(b []byte, params map[string]herald.Value) ([]byte, int) {
-	names := make([]string, 0, len(params))
-	for n := range params {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		b = append(b, 0)
-		b = append(b, n...)
-		b = params[n].AppendBinary(b)
-	}
-	return b, len(names)
-}
-
-// compiled returns the statement compiled for key k by a watch still open, or compiles
-// it.
-func (s *Service) compiled(k, query string, params map[string]herald.Value, actor herald.NodeID, session string, reads func(string) error) (*spec, *ast.WatchStmt, error) {
-	s.mu.Lock()
-	r := s.compiledRefs[k]
-	s.mu.Unlock()
-	if r != nil {
-		return r.sp, r.stmt, nil
-	}
-	return compile(s.eng, query, params, actor, session, reads)
-}
-
-// holdCompiled counts w on its compiled statement (keeping it for the next identical
-// watch), or, when another compilation of the same key is held, keeps w's to itself.
-// s.mu must be held.
-func (s *Service) holdCompiled(w *watcher) {
-	r := s.compiledRefs[w.compiledKey]
-	switch {
-	case r == nil:
-		s.compiledRefs[w.compiledKey] = &compiledRef{sp: w.sp, stmt: w.stmt, key: w.compiledKey, refs: 1}
-	case r.sp == w.sp:
-		r.refs++
-		w.compiledKey = r.key
-	default:
-		w.compiledKey = ""
-	}
-}
-
-// releaseCompiled counts w off its compiled statement. s.mu must be held.
-func (s *Service) releaseCompiled(w *watcher) {
-	if w.compiledKey == "" {
-		return
-	}
-	if r := s.compiledRefs[w.compiledKey]; r != nil && r.sp == w.sp {
-		if r.refs--; r.refs == 0 {
-			delete(s.compiledRefs, w.compiledKey)
-		}
-	}
-	w.compiledKey = ""
-}
-
-// shareKey identifies a statement's evaluation: its text, parameters, actor and the
-// principal whose grants bound what it may read. Watches that show uncommitted changes
-// evaluate on their own.
-func (s *spec) shareKey(params map[string]herald.Value, actor herald.NodeID, p *herald.Principal) string {
-	if s.immediate {
-		return ""
-	}
-	b := []byte(s.text)
-	b = append(b, 0)
-	b = append(b, actor...)
-	b = appendPrincipal(b, p)
-	b, n := appendParams(b, params)
-	return string(binary.AppendUvarint(b, uint64(n)))
 }

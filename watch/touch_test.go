@@ -4,13 +4,26 @@ import (
 	"testing"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/lang/option"
+	"github.com/herald-mq/herald/standing"
 )
 
 // Deciding which streams a change touches allocates nothing: the dispatcher does it for
 // every change of every commit, watched or not.
 func TestTouchingAChangeAllocatesNothing(t *testing.T) {
 	w := &watcher{}
-	s := &Service{byType: map[string]map[*watcher]bool{"Task": {w: true}}}
+	stmt, file, err := standing.Parse(`WATCH t: Task WHERE t.n > 1 RETURN t`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := standing.Compile(standing.Source{Stmt: stmt, File: file, Mode: option.Watch, Clock: clock.Real()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{index: standing.NewIndex[*watcher]()}
+	s.touchFn = s.touchLocked
+	s.index.Add(q, w)
 	changes := []herald.Change{
 		{Kind: herald.NodeChange, NodeAfter: &herald.Node{ID: "a", Type: "Task"}},
 		{Kind: herald.NodeChange, NodeBefore: &herald.Node{ID: "a", Type: "Task"}, NodeAfter: &herald.Node{ID: "a", Type: "Job"}},

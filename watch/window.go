@@ -29,9 +29,7 @@ func (w *watcher) recordNode(ev herald.Event, n *herald.Node, at time.Time) {
 	if n == nil {
 		return
 	}
-	r := make(eval.Row, w.sp.plan.Scope.Len())
-	r[w.sp.slots[0]].Node = n
-	w.record(ev, r, at)
+	w.record(ev, w.q.SingleRow(n), at)
 }
 
 // record keeps a windowed watch's events for its windows instead of sending them. at is
@@ -42,15 +40,15 @@ func (w *watcher) record(ev herald.Event, bind eval.Row, at time.Time) {
 		at = w.svc.clock.Now()
 	}
 	if bind != nil && (ev.Type == herald.EventAdded || ev.Type == herald.EventChanged) {
-		w.win.entries = append(w.win.entries, winEntry{at: at, key: w.sp.key(bind), bind: bind})
+		w.win.entries = append(w.win.entries, winEntry{at: at, key: w.q.Key(bind), bind: bind})
 	}
 }
 
 // closeWindow reports the window that ends at end: the matches added or changed in
 // [end-size, end), each once with its latest value.
 func (w *watcher) closeWindow(end time.Time) bool {
-	sp := w.sp
-	start := end.Add(-sp.winSize)
+	q := w.q
+	start := end.Add(-q.Opts.WinSize)
 	latest := map[string]eval.Row{}
 	var order []string
 	for _, e := range w.win.entries {
@@ -64,7 +62,7 @@ func (w *watcher) closeWindow(end time.Time) bool {
 	// Keep only what a later window can still cover.
 	keep := w.win.entries[:0]
 	for _, e := range w.win.entries {
-		if !e.at.Before(end.Add(sp.winSlide - sp.winSize)) {
+		if !e.at.Before(end.Add(q.Opts.WinSlide - q.Opts.WinSize)) {
 			keep = append(keep, e)
 		}
 	}
@@ -76,10 +74,10 @@ func (w *watcher) closeWindow(end time.Time) bool {
 
 	var evs []herald.Event
 	err := w.svc.eng.View(func(tx *graph.Tx, _, _ uint64) error {
-		ctx := sp.ctx()
+		ctx := q.Context()
 		ctx.Node = tx.Node
-		if sp.aggregate {
-			col := sp.proj.NewCollector()
+		if q.Aggregate() {
+			col := q.Projection().NewCollector()
 			for _, r := range rows {
 				if err := col.Add(ctx, r); err != nil {
 					return err
@@ -90,13 +88,13 @@ func (w *watcher) closeWindow(end time.Time) bool {
 				return err
 			}
 			for _, vals := range out {
-				evs = append(evs, herald.Event{Type: herald.EventWindow, Match: herald.Map(sp.proj.Columns, vals), Seq: w.cursor, Tick: w.tick})
+				evs = append(evs, herald.Event{Type: herald.EventWindow, Match: herald.Map(q.Projection().Columns, vals), Seq: w.cursor, Tick: w.tick})
 			}
 			return nil
 		}
 		batch := make([]herald.Value, 0, len(rows))
 		for _, r := range rows {
-			v, _, err := sp.project(ctx, r)
+			v, _, err := q.Project(ctx, r)
 			if err != nil {
 				return err
 			}

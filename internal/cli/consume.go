@@ -14,6 +14,8 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
+	"github.com/herald-mq/herald/lang/parser"
+	"github.com/herald-mq/herald/lang/printer"
 )
 
 type consumeFlags struct {
@@ -203,4 +205,14 @@ func parseParams(s string) (map[string]any, error) {
 		return nil, usageError(fmt.Errorf("--params: want a JSON object: %v", err))
 	}
 	return params, nil
+}
+
+// consumeStatement is the statement herald consume opens: src in consume mode, in
+// group when one is given (lang/parser.ConsumeWatch), in canonical form.
+func consumeStatement(src, group string) (string, error) {
+	w, err := parser.ConsumeWatch(src, group)
+	if err != nil {
+		return "", err
+	}
+	return printer.String(w), nil
 }

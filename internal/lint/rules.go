@@ -36,7 +36,9 @@ var Herald = Config{
 		{Pkg: "lang/token", TestAllow: lang},
 		{Pkg: "lang/scanner", Allow: []string{"lang/token"}, TestAllow: lang},
 		{Pkg: "lang/ast", Allow: []string{"lang/token"}, TestAllow: lang},
-		{Pkg: "lang/parser", Allow: []string{"lang/token", "lang/scanner", "lang/ast"}, TestAllow: lang},
+		// The one table of WATCH options (lang/option) gives the parser each value's shape.
+		{Pkg: "lang/option", Allow: []string{"lang/token", "lang/ast"}, TestAllow: lang},
+		{Pkg: "lang/parser", Allow: []string{"lang/token", "lang/scanner", "lang/ast", "lang/option"}, TestAllow: lang},
 		{Pkg: "lang/printer", Allow: []string{"lang/token", "lang/ast"}, TestAllow: lang},
 		{Pkg: "lang/eval", Allow: []string{".", "lang/token", "lang/ast"}, TestAllow: lang},
 		{Pkg: "graph/...", Allow: []string{".", "lang/..."}, External: []string{modBTree}},
@@ -46,13 +48,15 @@ var Herald = Config{
 		{Pkg: "store/pebblestore", Allow: []string{".", "store", "internal/clock"}, External: []string{modPebble}},
 		{Pkg: "store/pgstore", Allow: []string{".", "store"}, External: []string{modPgx}},
 		// The engine's restart tests run Pebble on its in-memory filesystem.
-		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
+		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock", "internal/id"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Watch-mode and consume-mode tests restart the engine on Pebble's in-memory
 		// filesystem, like the engine's, and check that no goroutine outlives them.
-		{Pkg: "watch/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
+		// The standing query, once for both modes, between the engine and the modes.
+		{Pkg: "standing", Allow: []string{".", "engine", "graph/...", "lang/..."}, TestAllow: []string{"store/...", "internal/clock"}},
+		{Pkg: "watch/...", Allow: []string{".", "engine", "standing", "graph/...", "store", "lang/...", "internal/clock", "internal/id"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Consume watches are managed (PAUSE, ALTER …) through the watch service's
 		// statements, so the consume tests run one.
-		{Pkg: "delivery/...", Allow: []string{".", "engine", "graph/...", "store", "lang/...", "internal/clock"}, TestAllow: []string{"store/...", "watch"}, TestExternal: []string{modPebbleVFS, modGoleak}},
+		{Pkg: "delivery/...", Allow: []string{".", "engine", "standing", "graph/...", "store", "lang/...", "internal/clock", "internal/id"}, TestAllow: []string{"store/...", "watch"}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Principals and tokens are system nodes, read and written through the engine.
 		{Pkg: "auth", Allow: []string{".", "engine", "graph"}, TestAllow: []string{"store/...", "internal/clock"}},
 		// The seam every surface reaches a node through: an interface and the values that
@@ -67,7 +71,7 @@ var Herald = Config{
 		// The surfaces know the seam only: never the engine, the standing queries or the
 		// queues behind it.
 		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
-		{Pkg: "server", Allow: []string{".", "broker", "engine", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
+		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
@@ -93,6 +97,7 @@ var Herald = Config{
 		// fake that answers sessions in the RPC's messages.
 		{Pkg: "internal/cli", Allow: []string{".", "server", "client", "lang/..."}, TestAllow: []string{"heraldtest", "rpcapi", "broker", "broker/brokertest", "api/heraldv1"}, External: []string{modCobra, modPflag, modReadline, modTOML}, TestExternal: []string{modProtobuf}},
 		{Pkg: "internal/clock", Allow: []string{"."}},
+		{Pkg: "internal/id"},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/race"},
 		{Pkg: "internal/lint"},

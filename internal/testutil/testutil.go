@@ -179,4 +179,3 @@ func ModuleRoot(dir string) (string, error) {
 		dir = parent
 	}
 }
-

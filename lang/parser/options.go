@@ -4,69 +4,33 @@ import (
 	"strings"
 
 	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/option"
 	"github.com/herald-mq/herald/lang/token"
 )
 
-// optionValue parses and validates the value of one option.
-type optionValue func(p *parser) ast.Expr
+// shapeOf looks an option name up for one kind of statement: ok is false when the
+// statement has no such option.
+type shapeOf func(name string) (option.Shape, bool)
 
-// watchOptions lists the options of WATCH and ALTER WATCH with their value shapes.
-var watchOptions = map[string]optionValue{
-	"mode":             words("watch", "consume"),
-	"group":            lit(token.STRING),
-	"ordering":         ordering,
-	"delivery":         words("best_effort", "reliable"),
-	"visibility":       words("committed", "immediate"),
-	"window":           window,
-	"buffer":           lit(token.INT),
-	"on_full":          words("drop", "block", "error"),
-	"ack_timeout":      lit(token.DURATION),
-	"max_redeliveries": lit(token.INT),
-	"dead_letter":      lit(token.NODEREF),
-	"initial":          initial,
-	"filter":           expr,
-	"branch":           branch,
-	"branches":         words("all"),
-	"deliver_on":       words("tick", "commit"),
-	"backoff":          backoff,
-	"fairness":         expr,
-	"weight":           expr,
-	"available_at":     expr,
-	"max_in_flight":    lit(token.INT),
-	"heartbeat":        lit(token.DURATION),
-}
-
-// flag marks an option written without a value, such as `no_retry`.
-var flag optionValue
-
-var nackOptions = map[string]optionValue{
-	"no_retry": flag,
-	"delay":    lit(token.DURATION),
-}
-
-var extendOptions = map[string]optionValue{
-	"by": lit(token.DURATION),
-}
-
-// WatchOptionNames returns the names of the options accepted by WATCH, in no order.
-func WatchOptionNames() []string {
-	names := make([]string, 0, len(watchOptions))
-	for n := range watchOptions {
-		names = append(names, n)
+// watchShape is the shape of a WATCH or ALTER WATCH option (lang/option's table).
+func watchShape(name string) (option.Shape, bool) {
+	if o := option.Lookup(name); o != nil {
+		return o.Shape, true
 	}
-	return names
+	return option.Shape{}, false
 }
 
-// parseOptionList parses one `[name: value, ...]` group. Options already in seen
-// (from earlier groups of the same statement) are errors.
-func (p *parser) parseOptionList(allowed map[string]optionValue, seen map[string]bool) *ast.OptionList {
+// parseOptionList parses one `[name: value, ...]` group, each value by the shape the
+// option table gives it. Options already in seen (from earlier groups of the same
+// statement) are errors.
+func (p *parser) parseOptionList(allowed shapeOf, seen map[string]bool) *ast.OptionList {
 	l := &ast.OptionList{Lbrack: p.expect(token.LBRACK)}
 	for {
 		if !p.isWord() {
 			p.errorExpected(p.pos, "option name")
 		}
 		name := p.lowerWord("option name")
-		parse, ok := allowed[name.Name]
+		shape, ok := allowed(name.Name)
 		if !ok {
 			p.fail(name.Pos(), "unknown option '"+name.Name+"'")
 		}
@@ -75,9 +39,9 @@ func (p *parser) parseOptionList(allowed map[string]optionValue, seen map[string
 		}
 		seen[name.Name] = true
 		o := &ast.WatchOption{Name: name}
-		if parse != nil {
+		if shape.Kind != option.Flag {
 			o.Colon = p.expect(token.COLON)
-			o.Value = parse(p)
+			o.Value = p.optionValue(shape)
 		} else if p.tok == token.COLON {
 			p.fail(p.pos, "option '"+name.Name+"' takes no value")
 		}
@@ -92,6 +56,28 @@ func (p *parser) parseOptionList(allowed map[string]optionValue, seen map[string
 	l.Rbrack = p.pos
 	p.next()
 	return l
+}
+
+// optionValue parses an option's value of the given shape.
+func (p *parser) optionValue(sh option.Shape) ast.Expr {
+	switch sh.Kind {
+	case option.Words:
+		return p.words(sh.Words)
+	case option.Literal:
+		return p.literal(sh.Token)
+	case option.Expr:
+		return p.parseExpr()
+	case option.Ordering:
+		return p.ordering(sh.Expected)
+	case option.Choice:
+		return p.choice(sh)
+	case option.Name:
+		if p.tok != token.IDENT && p.tok != token.STRING {
+			p.errorExpected(p.pos, sh.Expected)
+		}
+		return p.parseOperand()
+	}
+	return nil
 }
 
 func quoteAll(ws []string) string {
@@ -109,18 +95,16 @@ func quoteAll(ws []string) string {
 }
 
 // words accepts one of the given option words, in any letter case.
-func words(ws ...string) optionValue {
-	return func(p *parser) ast.Expr {
-		if p.isWord() {
-			for _, w := range ws {
-				if strings.EqualFold(p.lit, w) {
-					return p.lowerWord("")
-				}
+func (p *parser) words(ws []string) ast.Expr {
+	if p.isWord() {
+		for _, w := range ws {
+			if strings.EqualFold(p.lit, w) {
+				return p.lowerWord("")
 			}
 		}
-		p.errorExpected(p.pos, quoteAll(ws))
-		return nil
 	}
+	p.errorExpected(p.pos, quoteAll(ws))
+	return nil
 }
 
 func kindName(tok token.Token) string {
@@ -137,17 +121,13 @@ func kindName(tok token.Token) string {
 	return tok.String()
 }
 
-// lit accepts a literal of the given kind.
-func lit(kind token.Token) optionValue {
-	return func(p *parser) ast.Expr {
-		if p.tok != kind {
-			p.errorExpected(p.pos, kindName(kind))
-		}
-		return p.parseOperand()
+// literal accepts a literal of the given kind.
+func (p *parser) literal(kind token.Token) ast.Expr {
+	if p.tok != kind {
+		p.errorExpected(p.pos, kindName(kind))
 	}
+	return p.parseOperand()
 }
-
-func expr(p *parser) ast.Expr { return p.parseExpr() }
 
 // call parses `name(args)` where name was already checked and every argument is a
 // literal of the given kinds (alternatives separated in each slot).
@@ -175,17 +155,11 @@ func (p *parser) callOf(args ...[]token.Token) *ast.CallExpr {
 	return c
 }
 
-var (
-	durationArg = []token.Token{token.DURATION}
-	intArg      = []token.Token{token.INT}
-	numberArg   = []token.Token{token.FLOAT, token.INT}
-)
-
 // wordIs reports whether the current token is the option word w.
 func (p *parser) wordIs(w string) bool { return p.isWord() && strings.EqualFold(p.lit, w) }
 
 // ordering: arrival | causal | attribute(expr [ASC|DESC], ...)
-func ordering(p *parser) ast.Expr {
+func (p *parser) ordering(expected string) ast.Expr {
 	switch {
 	case p.wordIs("arrival"), p.wordIs("causal"):
 		return p.lowerWord("")
@@ -202,54 +176,23 @@ func ordering(p *parser) ast.Expr {
 		o.Rparen = p.expect(token.RPAREN)
 		return o
 	}
-	p.errorExpected(p.pos, "'arrival', 'causal' or 'attribute(...)'")
+	p.errorExpected(p.pos, expected)
 	return nil
 }
 
-// window: none | tumbling(DURATION) | sliding(DURATION, DURATION)
-func window(p *parser) ast.Expr {
-	switch {
-	case p.wordIs("none"):
-		return p.lowerWord("")
-	case p.wordIs("tumbling") && p.peek(1) == token.LPAREN:
-		return p.callOf(durationArg)
-	case p.wordIs("sliding") && p.peek(1) == token.LPAREN:
-		return p.callOf(durationArg, durationArg)
+// choice accepts one of a shape's words or one of its calls, each argument a literal
+// of the kinds the call takes there.
+func (p *parser) choice(sh option.Shape) ast.Expr {
+	for _, w := range sh.Words {
+		if p.wordIs(w) {
+			return p.lowerWord("")
+		}
 	}
-	p.errorExpected(p.pos, "'none', 'tumbling(duration)' or 'sliding(duration, duration)'")
+	for _, c := range sh.Calls {
+		if p.wordIs(c.Name) && p.peek(1) == token.LPAREN {
+			return p.callOf(c.Args...)
+		}
+	}
+	p.errorExpected(p.pos, sh.Expected)
 	return nil
-}
-
-// initial: full | none | since(INT)
-func initial(p *parser) ast.Expr {
-	switch {
-	case p.wordIs("full"), p.wordIs("none"):
-		return p.lowerWord("")
-	case p.wordIs("since") && p.peek(1) == token.LPAREN:
-		return p.callOf(intArg)
-	}
-	p.errorExpected(p.pos, "'full', 'none' or 'since(tick)'")
-	return nil
-}
-
-// backoff: none | fixed(DURATION) | exponential(DURATION, FLOAT|INT, DURATION)
-func backoff(p *parser) ast.Expr {
-	switch {
-	case p.wordIs("none"):
-		return p.lowerWord("")
-	case p.wordIs("fixed") && p.peek(1) == token.LPAREN:
-		return p.callOf(durationArg)
-	case p.wordIs("exponential") && p.peek(1) == token.LPAREN:
-		return p.callOf(durationArg, numberArg, durationArg)
-	}
-	p.errorExpected(p.pos, "'none', 'fixed(duration)' or 'exponential(initial, factor, max)'")
-	return nil
-}
-
-// branch: IDENT | STRING. The identifier keeps its spelling: it names a branch.
-func branch(p *parser) ast.Expr {
-	if p.tok != token.IDENT && p.tok != token.STRING {
-		p.errorExpected(p.pos, "branch name (identifier or string)")
-	}
-	return p.parseOperand()
 }

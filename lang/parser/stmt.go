@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/herald-mq/herald/lang/ast"
+	"github.com/herald-mq/herald/lang/option"
 	"github.com/herald-mq/herald/lang/token"
 )
 
@@ -86,7 +87,7 @@ func (p *parser) parseStmt() ast.Stmt {
 		p.next()
 		s.ID = p.parseDeliveryID()
 		if p.tok == token.LBRACK {
-			s.Options = p.parseOptionList(nackOptions, map[string]bool{})
+			s.Options = p.parseOptionList(option.NackShape, map[string]bool{})
 		}
 		return s
 	case token.EXTEND:
@@ -94,7 +95,7 @@ func (p *parser) parseStmt() ast.Stmt {
 		p.next()
 		s.ID = p.parseDeliveryID()
 		if p.tok == token.LBRACK {
-			s.Options = p.parseOptionList(extendOptions, map[string]bool{})
+			s.Options = p.parseOptionList(option.ExtendShape, map[string]bool{})
 		}
 		return s
 	case token.PAUSE, token.RESUME, token.CANCEL:
@@ -114,7 +115,7 @@ func (p *parser) parseStmt() ast.Stmt {
 		}
 		seen := map[string]bool{}
 		for p.tok == token.LBRACK {
-			s.Options = append(s.Options, p.parseOptionList(watchOptions, seen))
+			s.Options = append(s.Options, p.parseOptionList(watchShape, seen))
 		}
 		return s
 	}
@@ -467,7 +468,7 @@ func (p *parser) parseWatch(handle *ast.Ident) *ast.WatchStmt {
 	for {
 		switch {
 		case p.tok == token.LBRACK:
-			s.Options = append(s.Options, p.parseOptionList(watchOptions, seen))
+			s.Options = append(s.Options, p.parseOptionList(watchShape, seen))
 			continue
 		case p.tok == token.WHERE && s.Where == nil:
 			p.next()

@@ -1,4 +1,4 @@
-package engine_test
+package standing_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/internal/clock"
-	"github.com/herald-mq/herald/store/memstore"
+	"github.com/herald-mq/herald/standing"
 )
 
 // trackWatches makes n _Watch nodes (w000, w001, …) and tracks their counters, the i-th
@@ -21,15 +21,17 @@ func trackWatches(t *testing.T, e *engine.Engine, n int, delivered func(i int) i
 	id := func(i int) herald.NodeID { return herald.NodeID(fmt.Sprintf("w%03d", i)) }
 	if _, _, err := e.System(context.Background(), func(tx *engine.SysTx) error {
 		for i := range n {
-			tx.PutNode(&herald.Node{ID: id(i), Type: "_Watch", Attrs: attrs})
+			tx.PutNode(&herald.Node{ID: id(i), Type: standing.TypeWatch, Attrs: attrs})
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
+	core := standing.Attach(e)
+	t.Cleanup(core.Detach)
 	for i := range n {
-		st := e.TrackWatch(id(i), nil)
-		t.Cleanup(func() { e.UntrackWatch(st) })
+		st := core.Track(id(i), nil)
+		t.Cleanup(func() { core.Untrack(st) })
 		st.Delivered(delivered(i), at)
 	}
 }
@@ -38,7 +40,7 @@ func trackWatches(t *testing.T, e *engine.Engine, n int, delivered func(i int) i
 // small commits, not one large one, and every counter arrives.
 func TestStatsFlushInChunks(t *testing.T) {
 	ctx := context.Background()
-	e := openEngine(t, memstore.New(), engine.Config{Layer0Interval: 1000 * time.Hour})
+	e := openEngine(t, engine.Config{Layer0Interval: 1000 * time.Hour})
 	const watches = 150
 	trackWatches(t, e, watches, func(i int) int { return i + 1 }, time.Unix(1700000000, 0))
 	before, _ := e.Durable()
@@ -60,23 +62,15 @@ func TestStatsFlushInChunks(t *testing.T) {
 func TestStatsRoundSpread(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1700000000, 0))
 	const interval = 3 * time.Second
-	e := openEngine(t, memstore.New(), engine.Config{Clock: clk, Layer0Interval: interval})
+	e := openEngine(t, engine.Config{Clock: clk, Layer0Interval: interval})
 	const watches = 150 // three commits: 64, 64, 22
 	trackWatches(t, e, watches, func(int) int { return 1 }, clk.Now())
 	written := func() int64 {
 		r := exec(t, e, "MATCH w: _Watch WHERE w.events_delivered = 1 RETURN COUNT(w)")
 		return r.Results[0].Rows[0][0].AsInt()
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s", what)
-			}
-		}
-	}
 	// The loop arms its timer once it sees the first tracked watch.
-	waitFor("the flush timer", func() bool { return clk.Pending() > 0 })
+	waitFor(t, "the flush timer", func() bool { return clk.Pending() > 0 })
 	var prev int64
 	for _, step := range []struct {
 		advance time.Duration
@@ -87,8 +81,8 @@ func TestStatsRoundSpread(t *testing.T) {
 		}
 		prev = step.want
 		clk.Advance(step.advance)
-		waitFor(fmt.Sprintf("%d watches written", step.want), func() bool { return written() >= step.want })
-		waitFor("the next timer", func() bool { return clk.Pending() > 0 })
+		waitFor(t, fmt.Sprintf("%d watches written", step.want), func() bool { return written() >= step.want })
+		waitFor(t, "the next timer", func() bool { return clk.Pending() > 0 })
 		if got := written(); got != step.want {
 			t.Fatalf("%d watches written, want %d: a commit wrote more than 64", got, step.want)
 		}
