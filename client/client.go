@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -30,6 +31,9 @@ type options struct {
 	log     *slog.Logger
 	codec   Codec
 	clock   herald.Clock
+
+	failover    time.Duration
+	failoverSet bool
 }
 
 // WithToken sends a bearer token (herald token create) with every request, for a
@@ -112,7 +116,9 @@ type Client struct {
 }
 
 // Dial returns a client for the server at url (e.g. "http://127.0.0.1:7420") after
-// checking that it answers its health endpoint.
+// checking that it answers its health endpoint. For several nodes on one PostgreSQL
+// store, url lists them, comma-separated ("http://a:7420,http://b:7420"): Dial needs
+// one of them to answer, and the client follows the leader from then on (failover.go).
 func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	o := options{}
 	for _, opt := range opts {
@@ -127,18 +133,24 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	if o.clock == nil {
 		o.clock = clock.Real()
 	}
-	base := strings.TrimRight(url, "/")
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		return nil, setupError(nil, "url %q: want http:// or https://", url)
+	if !o.failoverSet {
+		o.failover = DefaultFailoverTimeout
+	}
+	if o.failover < 0 {
+		return nil, setupError(nil, "failover timeout %v: want 0 or more", o.failover)
+	}
+	bases, err := splitAddresses(url)
+	if err != nil {
+		return nil, err
 	}
 	if o.hc == nil {
-		o.hc = newHTTPClient(base, o.tls)
+		o.hc = newHTTPClient(bases[0], o.tls)
 	}
 	if o.token != "" {
 		o.hc = WithBearer(o.hc, o.token)
 	}
 	c := &Client{
-		tr:      newTransport(base, o.hc),
+		tr:      newTransport(bases, o.hc, o.failover, o.clock),
 		timeout: o.timeout,
 		log:     o.log,
 		codec:   o.codec,
@@ -148,11 +160,25 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 	c.pub.c = c
 	hctx, cancel := c.bound(ctx)
 	defer cancel()
-	if err := c.tr.health(hctx); err != nil {
-		c.tr.close()
-		return nil, fmt.Errorf("client: dial %s: %w", base, err)
+	var errs []error
+	for _, ep := range c.tr.eps {
+		err := c.tr.health(hctx, ep)
+		if err == nil {
+			c.tr.cur = ep
+			return c, nil
+		}
+		if herald.CodeOf(err) == herald.CodeClientSetup {
+			errs = []error{err}
+			break
+		}
+		if len(c.tr.eps) == 1 {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, fmt.Errorf("%s: %w", ep.base, err))
+		}
 	}
-	return c, nil
+	c.tr.close()
+	return nil, fmt.Errorf("client: dial %s: %w", url, errors.Join(errs...))
 }
 
 // bound applies the request timeout to ctx.

@@ -62,9 +62,18 @@ type consumeConn struct {
 // subscribe opens a Subscribe call and waits until the server has accepted the
 // statement (its first, empty frame), so an error in it is returned here.
 func (t *transport) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen) (*consumeConn, error) {
-	ctx, cancel := context.WithCancel(ctx)
 	open.BinaryMatch = true // matchMap reads either form
-	call := t.rpc.Subscribe(ctx)
+	var c *consumeConn
+	err := t.call(ctx, true, func(ep *endpoint) (err error) {
+		c, err = ep.subscribe(ctx, open)
+		return err
+	})
+	return c, err
+}
+
+func (ep *endpoint) subscribe(ctx context.Context, open *heraldv1.SubscribeOpen) (*consumeConn, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	call := ep.rpc.Subscribe(ctx)
 	if err := call.Send(&heraldv1.SubscribeRequest{Open: open}); err != nil && !errors.Is(err, io.EOF) {
 		cancel()
 		return nil, fromConnect(err)
@@ -409,17 +418,26 @@ func (t *transport) openStream(ctx context.Context, r streamRequest) (eventStrea
 	}
 	req := &heraldv1.WatchRequest{Query: r.statement, Params: params, Session: r.session, After: r.after,
 		BinaryMatch: true} // wireEvent reads either form
-	t.watches.mu.Lock()
-	many := !t.watches.unsupported
-	t.watches.mu.Unlock()
+	var st eventStream
+	err = t.call(ctx, true, func(ep *endpoint) (err error) {
+		st, err = ep.openStream(ctx, req)
+		return err
+	})
+	return st, err
+}
+
+func (ep *endpoint) openStream(ctx context.Context, req *heraldv1.WatchRequest) (eventStream, error) {
+	ep.watches.mu.Lock()
+	many := !ep.watches.unsupported
+	ep.watches.mu.Unlock()
 	if many {
-		st, err := t.watches.open(ctx, req)
+		st, err := ep.watches.open(ctx, req)
 		if !errors.Is(err, errNoWatchMany) {
 			return st, err
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	call, err := t.rpc.Watch(ctx, connect.NewRequest(req))
+	call, err := ep.rpc.Watch(ctx, connect.NewRequest(req))
 	if err != nil {
 		cancel()
 		return nil, fromConnect(err)

@@ -37,7 +37,7 @@ func (c *Client) jsonCall(ctx context.Context, method, path string, body any) (i
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.tr.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.tr.ep().base+path, rd)
 	if err != nil {
 		return 0, nil, invalid("%s %s: %v", method, path, err)
 	}

@@ -45,6 +45,7 @@ type Message struct {
 	Codec Codec
 
 	sub    *Subscription
+	conn   *consumeConn    // the stream it came on, which settles it
 	ctx    context.Context // the handler's context; cancelled when the lease is gone
 	cancel context.CancelCauseFunc
 
@@ -132,7 +133,7 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if m.sub == nil {
 		return nil // built by hand: nothing to extend
 	}
-	return m.sub.conn.settle(ctx, settlement(m.DeliveryID, "extend", d)).err
+	return m.conn.settle(ctx, settlement(m.DeliveryID, "extend", d)).err
 }
 
 // AckAsync is Ack without waiting: it queues the ACK (sent with the other settlements
@@ -159,7 +160,7 @@ func (m *Message) settleAsync(how string, delay time.Duration) *SettleFuture {
 		f.finish(nil) // built by hand: the claim is the whole settlement
 		return f
 	}
-	m.sub.conn.settleAsync(settlement(m.DeliveryID, how, delay), f)
+	m.conn.settleAsync(settlement(m.DeliveryID, how, delay), f)
 	return f
 }
 
@@ -224,7 +225,7 @@ func (m *Message) settle(ctx context.Context, how string, delay time.Duration) e
 	if m.sub == nil {
 		return nil // built by hand: the claim is the whole settlement
 	}
-	err := m.sub.conn.settle(ctx, settlement(m.DeliveryID, how, delay)).err
+	err := m.conn.settle(ctx, settlement(m.DeliveryID, how, delay)).err
 	m.sub.forget(m)
 	return err
 }

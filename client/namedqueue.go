@@ -70,7 +70,9 @@ func (q *NamedQueue) Create(ctx context.Context, cfg QueueConfig) (QueueConfig, 
 	if cfg.VisibilityTimeout != 0 {
 		req.VisibilityTimeout = durationpb.New(cfg.VisibilityTimeout)
 	}
-	resp, err := q.c.tr.queues.CreateQueue(ctx, connect.NewRequest(req))
+	resp, err := unaryCall(ctx, q.c.tr, func(ep *endpoint) (*connect.Response[heraldv1.CreateQueueResponse], error) {
+		return ep.queues.CreateQueue(ctx, connect.NewRequest(req))
+	})
 	if err != nil {
 		return QueueConfig{}, fromConnect(err)
 	}
@@ -88,7 +90,9 @@ func (q *NamedQueue) Delete(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer cancel()
-	resp, err := q.c.tr.queues.DeleteQueue(ctx, connect.NewRequest(&heraldv1.DeleteQueueRequest{Name: q.name}))
+	resp, err := unaryCall(ctx, q.c.tr, func(ep *endpoint) (*connect.Response[heraldv1.DeleteQueueResponse], error) {
+		return ep.queues.DeleteQueue(ctx, connect.NewRequest(&heraldv1.DeleteQueueRequest{Name: q.name}))
+	})
 	if err != nil {
 		return 0, fromConnect(err)
 	}
@@ -107,7 +111,9 @@ func (q *NamedQueue) Enqueue(ctx context.Context, m QueueMessage) (string, error
 	if m.Delay != 0 {
 		req.Delay = durationpb.New(m.Delay)
 	}
-	resp, err := q.c.tr.queues.Enqueue(ctx, connect.NewRequest(req))
+	resp, err := unaryCall(ctx, q.c.tr, func(ep *endpoint) (*connect.Response[heraldv1.EnqueueResponse], error) {
+		return ep.queues.Enqueue(ctx, connect.NewRequest(req))
+	})
 	if err != nil {
 		return "", fromConnect(err)
 	}
@@ -122,7 +128,9 @@ func (q *NamedQueue) Ack(ctx context.Context, messageID string) error {
 		return err
 	}
 	defer cancel()
-	_, err = q.c.tr.queues.Ack(ctx, connect.NewRequest(&heraldv1.QueueAckRequest{Queue: q.name, MessageId: messageID}))
+	_, err = unaryCall(ctx, q.c.tr, func(ep *endpoint) (*connect.Response[heraldv1.QueueAckResponse], error) {
+		return ep.queues.Ack(ctx, connect.NewRequest(&heraldv1.QueueAckRequest{Queue: q.name, MessageId: messageID}))
+	})
 	return fromConnect(err)
 }
 
@@ -138,7 +146,9 @@ func (q *NamedQueue) Nack(ctx context.Context, messageID string, o QueueNack) er
 	if o.Delay != 0 {
 		req.Delay = durationpb.New(o.Delay)
 	}
-	_, err = q.c.tr.queues.Nack(ctx, connect.NewRequest(req))
+	_, err = unaryCall(ctx, q.c.tr, func(ep *endpoint) (*connect.Response[heraldv1.QueueNackResponse], error) {
+		return ep.queues.Nack(ctx, connect.NewRequest(req))
+	})
 	return fromConnect(err)
 }
 
@@ -154,7 +164,9 @@ func (q *NamedQueue) Extend(ctx context.Context, messageID string, by time.Durat
 	if by != 0 {
 		req.By = durationpb.New(by)
 	}
-	resp, err := q.c.tr.queues.Extend(ctx, connect.NewRequest(req))
+	resp, err := unaryCall(ctx, q.c.tr, func(ep *endpoint) (*connect.Response[heraldv1.QueueExtendResponse], error) {
+		return ep.queues.Extend(ctx, connect.NewRequest(req))
+	})
 	if err != nil {
 		return time.Time{}, fromConnect(err)
 	}
@@ -169,7 +181,9 @@ func (q *NamedQueue) RedriveDeadLetters(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer cancel()
-	resp, err := q.c.tr.queues.RedriveDeadLetters(ctx, connect.NewRequest(&heraldv1.RedriveDeadLettersRequest{Queue: q.name}))
+	resp, err := unaryCall(ctx, q.c.tr, func(ep *endpoint) (*connect.Response[heraldv1.RedriveDeadLettersResponse], error) {
+		return ep.queues.RedriveDeadLetters(ctx, connect.NewRequest(&heraldv1.RedriveDeadLettersRequest{Queue: q.name}))
+	})
 	if err != nil {
 		return 0, fromConnect(err)
 	}
@@ -199,7 +213,7 @@ func (q *NamedQueue) Consume(ctx context.Context) (*QueueConsumer, error) {
 		return nil, invalid("queue name %q: want 1 to %d of A-Z a-z 0-9 - _ . ~ :", q.name, broker.MaxQueueName)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	call, err := q.c.tr.queues.ConsumeQueue(ctx, connect.NewRequest(&heraldv1.ConsumeQueueRequest{Queue: q.name}))
+	call, err := q.c.tr.ep().queues.ConsumeQueue(ctx, connect.NewRequest(&heraldv1.ConsumeQueueRequest{Queue: q.name}))
 	if err != nil {
 		cancel()
 		return nil, fromConnect(err)

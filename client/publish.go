@@ -1,12 +1,14 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -147,12 +149,15 @@ func (pub publication) wire(ref uint64, binary bool, buf []byte) (*heraldv1.Publ
 }
 
 type pubItem struct {
-	pub publication
-	fut PublishFuture // one allocation with the item
+	pub   publication
+	first time.Time     // when a node first refused it; zero until then
+	ref   uint64        // its reference on the stream it was last sent on
+	fut   PublishFuture // one allocation with the item
 }
 
 // pubStream is one open Publish call.
 type pubStream struct {
+	ep       *endpoint
 	call     *connect.BidiStreamForClient[heraldv1.PublishRequest, heraldv1.PublishResponse]
 	cancel   context.CancelFunc
 	inflight map[uint64]*pubItem // sent, waiting for their acknowledgement
@@ -169,6 +174,7 @@ type publisher struct {
 	queue   []*pubItem
 	stream  *pubStream
 	nextRef uint64
+	refused int // streams refused in a row (the next waits failoverBackoff)
 	sending bool
 	closed  bool
 	wg      sync.WaitGroup
@@ -205,6 +211,19 @@ func (p *publisher) send() {
 			p.mu.Unlock()
 			return
 		}
+		if p.stream == nil && p.refused > 0 {
+			// The last node refused the stream: give the cluster a moment.
+			d := failoverBackoff(p.refused - 1)
+			p.mu.Unlock()
+			p.c.tr.sleep(context.Background(), d)
+			p.mu.Lock()
+			if p.closed {
+				p.sending = false
+				p.mu.Unlock()
+				return
+			}
+			n = min(len(p.queue), maxPublishFrame)
+		}
 		frame := p.queue[:n:n]
 		p.queue = p.queue[n:]
 		st, err := p.openLocked()
@@ -218,6 +237,7 @@ func (p *publisher) send() {
 		first := p.nextRef + 1
 		for _, it := range frame {
 			p.nextRef++
+			it.ref = p.nextRef
 			st.inflight[p.nextRef] = it
 		}
 		binary := st.binary
@@ -247,8 +267,9 @@ func (p *publisher) openLocked() (*pubStream, error) {
 		return p.stream, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	call := p.c.tr.rpc.Publish(ctx)
-	st := &pubStream{call: call, cancel: cancel, inflight: map[uint64]*pubItem{}}
+	ep := p.c.tr.ep()
+	call := ep.rpc.Publish(ctx)
+	st := &pubStream{ep: ep, call: call, cancel: cancel, inflight: map[uint64]*pubItem{}}
 	p.stream = st
 	p.wg.Add(1)
 	go p.receive(st)
@@ -285,6 +306,7 @@ func (p *publisher) receive(st *pubStream) {
 				continue
 			}
 			done = append(done, outcome{it: it, id: a.GetId(), seq: a.GetSeq()})
+			p.refused = 0
 		}
 		p.mu.Unlock()
 		for _, o := range done {
@@ -299,6 +321,15 @@ func (p *publisher) broken(st *pubStream, err error) {
 	if err == nil {
 		err = errors.New("client: the publish stream ended")
 	}
+	// A stream the node refused (it does not lead, or it is stopping) or that never
+	// reached it carried nothing out: the server answers every frame it took before it
+	// ends the stream with an error, so what is left was not committed and goes out
+	// again, to the node the refusal names, for as long as the failover timeout allows.
+	again := false
+	if retry, _ := p.c.tr.moved(st.ep, err, false); retry {
+		again = true
+	}
+	now := p.c.tr.clock.Now()
 	p.mu.Lock()
 	if p.stream == st {
 		p.stream = nil
@@ -306,6 +337,28 @@ func (p *publisher) broken(st *pubStream, err error) {
 	left := st.inflight
 	st.inflight = map[uint64]*pubItem{}
 	closed := p.closed
+	var retried []*pubItem
+	if again && !closed {
+		for ref, it := range left {
+			if it.first.IsZero() {
+				it.first = now
+			}
+			if now.Sub(it.first) <= p.c.tr.failover {
+				retried = append(retried, it)
+				delete(left, ref)
+			}
+		}
+		slices.SortFunc(retried, func(a, b *pubItem) int { return cmp.Compare(a.ref, b.ref) })
+		p.queue = append(retried, p.queue...)
+		if len(retried) > 0 {
+			p.refused++
+			if !p.sending {
+				p.sending = true
+				p.wg.Add(1)
+				go p.send()
+			}
+		}
+	}
 	p.mu.Unlock()
 	st.cancel()
 	_ = st.call.CloseResponse()

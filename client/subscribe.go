@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"io"
 	"log/slog"
 	"runtime/debug"
@@ -128,8 +129,8 @@ type Subscription struct {
 	handler Handler
 	opts    subOptions
 	log     *slog.Logger
-	conn    *consumeConn
-	report  *failureReport // counts failed attempts, logs them once per interval
+	open    *heraldv1.SubscribeOpen // what it subscribes with, again after a failover
+	report  *failureReport          // counts failed attempts, logs them once per interval
 
 	parent     context.Context // Subscribe's context: cancelling it drains the subscription
 	base       context.Context // parent of every handler context (the client's own)
@@ -137,6 +138,10 @@ type Subscription struct {
 	undrain    func() bool // stops draining when parent is cancelled (under mu)
 
 	mu       sync.Mutex
+	conn     *consumeConn // the stream; another after a failover (reconnect)
+	leases   context.Context
+	endLease context.CancelCauseFunc // cancels the handlers of conn's messages
+	quit     chan struct{}           // closed by Close: no more reconnecting
 	cond     *sync.Cond
 	queue    []*Message          // received, not yet handed to a handler
 	live     map[string]*Message // unsettled messages by delivery id
@@ -188,8 +193,9 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	// The stream and the handlers' contexts are the client's own: cancelling ctx drains
 	// the subscription instead of cutting them off (values such as trace context carry).
 	own := context.WithoutCancel(ctx)
-	conn, err := c.tr.subscribe(own, &heraldv1.SubscribeOpen{Query: watch, Params: params,
-		Credit: uint32(o.prefetch), MaxCredit: uint32(max(o.prefetch, maxPrefetch))})
+	open := &heraldv1.SubscribeOpen{Query: watch, Params: params,
+		Credit: uint32(o.prefetch), MaxCredit: uint32(max(o.prefetch, maxPrefetch))}
+	conn, err := c.tr.subscribe(own, open)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +204,9 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 		handler:     handler,
 		opts:        o,
 		log:         c.log.With("component", "herald-subscription"),
+		open:        open,
 		conn:        conn,
+		quit:        make(chan struct{}),
 		live:        make(map[string]*Message),
 		workersDone: make(chan struct{}),
 		readerDone:  make(chan struct{}),
@@ -208,6 +216,7 @@ func (c *Client) Subscribe(ctx context.Context, watch string, handler Handler, o
 	s.report = newFailureReport(s.log, o, c.clock)
 	s.parent = ctx
 	s.base, s.cancelBase = context.WithCancelCause(own)
+	s.leases, s.endLease = context.WithCancelCause(s.base)
 
 	c.mu.Lock()
 	if c.closed {
@@ -264,7 +273,11 @@ func (s *Subscription) SetPrefetch(n int) error {
 	if n < 1 || n > max(s.opts.prefetch, maxPrefetch) {
 		return invalid("prefetch %d: want 1 to %d", n, max(s.opts.prefetch, maxPrefetch))
 	}
-	return s.conn.credit(n)
+	s.mu.Lock()
+	s.open.Credit = uint32(n) // a stream opened after a failover starts with it
+	conn := s.conn
+	s.mu.Unlock()
+	return conn.credit(n)
 }
 
 // Done is closed once the subscription has ended: its stream is closed and its
@@ -302,7 +315,15 @@ func (s *Subscription) Close(ctx context.Context) error {
 		s.cancelBase(ErrSubscriptionClosed)
 	}
 	s.closing.Store(true)
-	s.conn.closeGracefully(ctx, s.readerDone)
+	s.mu.Lock()
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	conn := s.conn
+	s.mu.Unlock()
+	conn.closeGracefully(ctx, s.readerDone)
 	<-s.readerDone
 	if err == nil {
 		s.cancelBase(ErrSubscriptionClosed)
@@ -337,20 +358,26 @@ func (s *Subscription) stopDispatch() {
 // ends.
 func (s *Subscription) read() {
 	defer close(s.readerDone)
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
 	for {
-		ev, err := s.conn.next()
+		ev, err := conn.next()
+		if err == nil && ev.Type == eventError {
+			err = &herald.Error{Code: ev.Code, Message: ev.Message}
+		}
 		if err != nil {
-			s.streamEnded(err)
-			return
+			next, rerr := s.reconnect(conn, err)
+			if next == nil {
+				s.streamEnded(rerr)
+				return
+			}
+			conn = next
+			continue
 		}
 		switch ev.Type {
 		case eventConsumed:
-			s.received(ev)
-		case eventTimeout:
-			s.timedOut(ev)
-		case eventError:
-			s.streamEnded(&herald.Error{Code: ev.Code, Message: ev.Message})
-			return
+			s.received(conn, ev)
 		case eventWarning:
 			w := &herald.Error{Code: ev.Code, Message: ev.Message}
 			if s.opts.warn != nil {
@@ -383,18 +410,76 @@ func (s *Subscription) streamEnded(err error) {
 	s.stopDispatch()
 	// The server releases this stream's leases: handlers cannot settle any more.
 	s.cancelBase(fmt.Errorf("client: stream ended: %w", err))
-	s.conn.close()
+	s.mu.Lock()
+	conn := s.conn
+	s.mu.Unlock()
+	conn.close()
 }
 
-func (s *Subscription) received(ev event) {
+// reconnect opens the subscription's stream again after it ended with err, when the
+// node stopped serving it or the connection broke and the client knows other nodes
+// (failover.go): the new stream goes to the leader. The leases of the lost stream went
+// with it — its queued messages are dropped, its running handlers' contexts cancelled,
+// their settlements refused — and the server delivers those messages again. It returns
+// the new stream, or nil and the error to end the subscription with.
+func (s *Subscription) reconnect(lost *consumeConn, err error) (*consumeConn, error) {
+	if s.closing.Load() || !s.c.tr.resumable(err) {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return nil, err
+	}
+	for _, m := range s.queue {
+		delete(s.live, m.DeliveryID)
+		m.cancel(ErrSubscriptionClosed)
+	}
+	s.queue = nil
+	s.endLease(fmt.Errorf("client: stream lost, subscribing again: %w", err))
+	open := proto.Clone(s.open).(*heraldv1.SubscribeOpen)
+	s.mu.Unlock()
+	lost.close()
+	s.log.Warn("consume stream lost; subscribing again", "err", err)
+
+	ctx, cancel := context.WithCancel(context.WithoutCancel(s.base))
+	stop := context.AfterFunc(s.base, cancel)
+	defer stop()
+	go func() {
+		select {
+		case <-s.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer cancel()
+	conn, serr := s.c.tr.subscribe(ctx, open)
+	if serr != nil {
+		if s.closing.Load() {
+			return nil, err
+		}
+		return nil, fmt.Errorf("client: subscribing again after %v: %w", err, serr)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping || s.closing.Load() {
+		conn.close()
+		return nil, err
+	}
+	s.conn = conn
+	s.leases, s.endLease = context.WithCancelCause(s.base)
+	return conn, nil
+}
+
+func (s *Subscription) received(conn *consumeConn, ev event) {
 	if !validID(ev.DeliveryID) {
 		s.log.Error("ignoring a delivery with a malformed id", "delivery_id", ev.DeliveryID)
 		return
 	}
-	m := &Message{DeliveryID: ev.DeliveryID, Attempt: ev.Attempt, Releases: ev.Releases, Seq: ev.Seq, Tick: ev.Tick, Deadline: ev.Deadline, Match: ev.Match, sub: s}
-	m.ctx, m.cancel = context.WithCancelCause(s.base)
+	m := &Message{DeliveryID: ev.DeliveryID, Attempt: ev.Attempt, Releases: ev.Releases, Seq: ev.Seq, Tick: ev.Tick, Deadline: ev.Deadline, Match: ev.Match, sub: s, conn: conn}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	m.ctx, m.cancel = context.WithCancelCause(s.leases)
 	if s.stopping {
 		m.cancel(ErrSubscriptionClosed)
 		return

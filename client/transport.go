@@ -25,8 +25,18 @@ import (
 // servers), unary calls for queries and sessions, and streams for publishing,
 // consuming and watching. Only the health check is a plain GET.
 type transport struct {
+	hc       *http.Client
+	failover time.Duration // how long a call keeps trying other nodes (failover.go)
+	clock    herald.Clock
+
+	mu  sync.Mutex
+	eps []*endpoint // the addresses given to Dial, then leaders learned of
+	cur *endpoint   // where calls go: the leader, as last learned
+}
+
+// endpoint is one server address and the clients of its services.
+type endpoint struct {
 	base    string
-	hc      *http.Client
 	rpc     heraldv1connect.HeraldClient
 	queues  heraldv1connect.QueuesClient // the queue RPC
 	watches watchMux                     // the watch-mode streams' shared call
@@ -55,15 +65,24 @@ func newHTTPClient(base string, tc *tls.Config) *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-func newTransport(base string, hc *http.Client) *transport {
-	t := &transport{base: base, hc: hc, rpc: heraldv1connect.NewHeraldClient(hc, base, connect.WithReadMaxBytes(64<<20), connect.WithCodec(convert.Codec{}))}
-	t.queues = heraldv1connect.NewQueuesClient(hc, base, connect.WithReadMaxBytes(64<<20))
-	t.watches.t = t
+func newTransport(bases []string, hc *http.Client, failover time.Duration, clk herald.Clock) *transport {
+	t := &transport{hc: hc, failover: failover, clock: clk}
+	for _, b := range bases {
+		t.eps = append(t.eps, t.newEndpoint(b))
+	}
+	t.cur = t.eps[0]
 	return t
 }
 
-func (t *transport) health(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/healthz", nil)
+func (t *transport) newEndpoint(base string) *endpoint {
+	ep := &endpoint{base: base, rpc: heraldv1connect.NewHeraldClient(t.hc, base, connect.WithReadMaxBytes(64<<20), connect.WithCodec(convert.Codec{}))}
+	ep.queues = heraldv1connect.NewQueuesClient(t.hc, base, connect.WithReadMaxBytes(64<<20))
+	ep.watches.ep = ep
+	return ep
+}
+
+func (t *transport) health(ctx context.Context, ep *endpoint) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.base+"/healthz", nil)
 	if err != nil {
 		return err
 	}
@@ -90,25 +109,37 @@ func (t *transport) exec(ctx context.Context, session, query, statement string, 
 	if err != nil {
 		return nil, err
 	}
-	resp, err := t.rpc.Exec(ctx, connect.NewRequest(&heraldv1.ExecRequest{Query: query, Statement: statement, Params: wp, Session: session}))
+	var resp *connect.Response[heraldv1.ExecResponse]
+	err = t.call(ctx, false, func(ep *endpoint) (err error) {
+		resp, err = ep.rpc.Exec(ctx, connect.NewRequest(&heraldv1.ExecRequest{Query: query, Statement: statement, Params: wp, Session: session}))
+		return fromConnect(err)
+	})
 	if err != nil {
-		return nil, fromConnect(err)
+		return nil, err
 	}
 	return decodeResponse(resp.Msg)
 }
 
 func (t *transport) prepare(ctx context.Context, query string) (string, error) {
-	resp, err := t.rpc.Prepare(ctx, connect.NewRequest(&heraldv1.PrepareRequest{Query: query}))
+	var resp *connect.Response[heraldv1.PrepareResponse]
+	err := t.call(ctx, true, func(ep *endpoint) (err error) {
+		resp, err = ep.rpc.Prepare(ctx, connect.NewRequest(&heraldv1.PrepareRequest{Query: query}))
+		return fromConnect(err)
+	})
 	if err != nil {
-		return "", fromConnect(err)
+		return "", err
 	}
 	return resp.Msg.GetStatement(), nil
 }
 
 func (t *transport) openSession(ctx context.Context) (string, error) {
-	resp, err := t.rpc.OpenSession(ctx, connect.NewRequest(&heraldv1.OpenSessionRequest{}))
+	var resp *connect.Response[heraldv1.OpenSessionResponse]
+	err := t.call(ctx, false, func(ep *endpoint) (err error) {
+		resp, err = ep.rpc.OpenSession(ctx, connect.NewRequest(&heraldv1.OpenSessionRequest{}))
+		return fromConnect(err)
+	})
 	if err != nil {
-		return "", fromConnect(err)
+		return "", err
 	}
 	if resp.Msg.GetSession() == "" {
 		return "", errors.New("client: the server answered without a session id")
@@ -117,7 +148,7 @@ func (t *transport) openSession(ctx context.Context) (string, error) {
 }
 
 func (t *transport) closeSession(ctx context.Context, id string) error {
-	_, err := t.rpc.CloseSession(ctx, connect.NewRequest(&heraldv1.CloseSessionRequest{Session: id}))
+	_, err := t.ep().rpc.CloseSession(ctx, connect.NewRequest(&heraldv1.CloseSessionRequest{Session: id}))
 	return fromConnect(err)
 }
 
@@ -208,19 +239,28 @@ func fromConnect(err error) error {
 	if !errors.As(err, &ce) {
 		return err
 	}
+	var he *herald.Error
 	for _, d := range ce.Details() {
 		msg, derr := d.Value()
 		if derr != nil {
 			continue
 		}
 		if ed, ok := msg.(*heraldv1.ErrorDetail); ok && ed.GetCode() != "" {
-			return detailError(ed)
+			he = detailError(ed)
+			break
 		}
 	}
-	if code := metaCode(ce); code != "" {
-		return &herald.Error{Code: herald.Code(code), Message: ce.Message()}
+	code, leader := metaCode(ce)
+	if he == nil && code != "" {
+		he = &herald.Error{Code: herald.Code(code), Message: ce.Message()}
 	}
-	return err
+	if he == nil {
+		return err
+	}
+	if he.Code == herald.CodeNotLeader && leader != "" {
+		he.Err = &notLeader{leader: leader}
+	}
+	return he
 }
 
 // metaMu serialises reads of a connect error's metadata. Meta allocates the map on
@@ -229,11 +269,12 @@ func fromConnect(err error) error {
 // otherwise both write it.
 var metaMu sync.Mutex
 
-// metaCode returns the herald-code header that an error carries, if any.
-func metaCode(ce *connect.Error) string {
+// metaCode returns the herald-code and herald-leader headers that an error carries, if
+// any.
+func metaCode(ce *connect.Error) (code, leader string) {
 	metaMu.Lock()
 	defer metaMu.Unlock()
-	return ce.Meta().Get("herald-code")
+	return ce.Meta().Get("herald-code"), ce.Meta().Get("herald-leader")
 }
 
 // detailError rebuilds a *herald.Error from the wire's ErrorDetail.

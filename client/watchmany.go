@@ -31,7 +31,7 @@ var maxQueuedEvents = 4096 // a variable for tests (SetWatchCredit)
 
 // watchMux opens the client's WatchMany calls.
 type watchMux struct {
-	t           *transport
+	ep          *endpoint
 	mu          sync.Mutex
 	cur         *manyCall // the call new watches join; nil: none open
 	nextID      uint64
@@ -72,7 +72,7 @@ func (m *watchMux) open(ctx context.Context, req *heraldv1.WatchRequest) (eventS
 	m.mu.Lock()
 	if m.cur == nil {
 		cctx, cancel := context.WithCancel(context.Background())
-		c := &manyCall{mux: m, call: m.t.rpc.WatchMany(cctx), cancel: cancel, subs: map[uint64]*manyStream{}}
+		c := &manyCall{mux: m, call: m.ep.rpc.WatchMany(cctx), cancel: cancel, subs: map[uint64]*manyStream{}}
 		m.cur = c
 		go c.read()
 	}
