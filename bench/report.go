@@ -24,9 +24,17 @@ type Report struct {
 	Scenarios []string  `json:"scenarios"`
 	// Herald says how the Herald server ran: a separate process, in-process (for
 	// profiling only) or a server given by URL.
-	Herald  string   `json:"herald,omitempty"`
-	Systems []System `json:"systems"`
+	Herald string `json:"herald,omitempty"`
+	// HeraldPG says how the Herald server on the PostgreSQL store (the herald-pg
+	// system) ran, and on which database and schema.
+	HeraldPG string   `json:"herald_pg,omitempty"`
+	Systems  []System `json:"systems"`
 }
+
+// IsHerald reports whether a system of a report is a Herald server: "herald" (the
+// embedded Pebble store) or "herald-" and its store, such as "herald-pg". Each Herald
+// system's figures are set over every other system's as ratios.
+func IsHerald(name string) bool { return name == "herald" || strings.HasPrefix(name, "herald-") }
 
 // MarshalJSON encodes the workload without the Progress callback.
 func (c Config) MarshalJSON() ([]byte, error) {
@@ -87,6 +95,9 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString(".\n\n")
 	if r.Herald != "" {
 		fmt.Fprintf(&b, "Herald: %s.\n\n", r.Herald)
+	}
+	if r.HeraldPG != "" {
+		fmt.Fprintf(&b, "Herald on PostgreSQL (herald-pg): %s.\n\n", r.HeraldPG)
 	}
 
 	head := []string{"system"}
@@ -232,18 +243,12 @@ func fmtDur(d time.Duration) string {
 	return d.Round(time.Microsecond).String()
 }
 
-// writeRatios writes Herald's figures over each peer's, from this run: above 1 means
-// Herald is faster for rates, slower for latencies and times.
+// writeRatios writes each Herald system's figures over every other system's, from this
+// run: above 1 means the Herald system is faster for rates, slower for latencies and
+// times. A Herald system is set over the systems after it in the report that are not
+// Herald, and over the Herald systems before it, so that "herald-pg ÷ herald" compares
+// the PostgreSQL store with the Pebble one and no pair comes twice.
 func (r *Report) writeRatios(b *strings.Builder) {
-	var herald *System
-	for i := range r.Systems {
-		if r.Systems[i].Name == "herald" && r.Systems[i].Unavailable == "" {
-			herald = &r.Systems[i]
-		}
-	}
-	if herald == nil {
-		return
-	}
 	type col struct {
 		sc, name string
 		get      func(Result) float64
@@ -260,21 +265,28 @@ func (r *Report) writeRatios(b *strings.Builder) {
 		cols = append(cols, col{S3, "S3 time (lower is better)", func(x Result) float64 { return float64(x.ConsumeTime) }})
 	}
 	var rows [][]string
-	for _, p := range r.Systems {
-		if p.Name == "herald" || p.Unavailable != "" {
+	for i := range r.Systems {
+		h := &r.Systems[i]
+		if !IsHerald(h.Name) || h.Unavailable != "" {
 			continue
 		}
-		cells := []string{"herald ÷ " + p.Name}
-		for _, c := range cols {
-			h, hok := herald.Results[c.sc]
-			x, xok := p.Results[c.sc]
-			if !hok || !xok || h.Err != "" || x.Err != "" || c.get(x) == 0 {
-				cells = append(cells, "—")
+		for j := range r.Systems {
+			p := &r.Systems[j]
+			if j == i || p.Unavailable != "" || IsHerald(p.Name) && j > i {
 				continue
 			}
-			cells = append(cells, fmt.Sprintf("%.2f", c.get(h)/c.get(x)))
+			cells := []string{h.Name + " ÷ " + p.Name}
+			for _, c := range cols {
+				hr, hok := h.Results[c.sc]
+				x, xok := p.Results[c.sc]
+				if !hok || !xok || hr.Err != "" || x.Err != "" || c.get(x) == 0 {
+					cells = append(cells, "—")
+					continue
+				}
+				cells = append(cells, fmt.Sprintf("%.2f", c.get(hr)/c.get(x)))
+			}
+			rows = append(rows, cells)
 		}
-		rows = append(rows, cells)
 	}
 	if len(rows) == 0 {
 		return

@@ -86,3 +86,51 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestReportRatiosHeraldSystems: with Herald on two stores in one run, each Herald
+// system is set over every peer, and the PostgreSQL store over the Pebble one, never
+// the other way round as well; an unavailable system and a failed scenario give no
+// figure.
+func TestReportRatiosHeraldSystems(t *testing.T) {
+	res := func(pub, cons float64, p99 time.Duration, s3 time.Duration) map[string]Result {
+		return map[string]Result{
+			S1: {Scenario: S1, PublishRate: pub, ConsumeRate: cons},
+			S2: {Scenario: S2, P99: p99},
+			S3: {Scenario: S3, ConsumeTime: s3},
+		}
+	}
+	r := &Report{Config: testConfig(), Scenarios: Scenarios, HeraldPG: "a separate `herald serve --store …` process", Systems: []System{
+		{Name: "herald", Results: res(60000, 90000, 5*time.Millisecond, 2*time.Second)},
+		{Name: "herald-pg", Results: res(15000, 30000, 20*time.Millisecond, 8*time.Second)},
+		{Name: "nats", Unavailable: "dial tcp 127.0.0.1:4222: connection refused"},
+		{Name: "rabbitmq", Results: res(30000, 60000, 4*time.Millisecond, 4*time.Second)},
+		{Name: "redis", Results: map[string]Result{S1: {Scenario: S1, Err: "boom"}, S2: {Scenario: S2, P99: 2 * time.Millisecond}}},
+	}}
+	var md bytes.Buffer
+	if err := r.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		"Herald on PostgreSQL (herald-pg): a separate `herald serve --store …` process.\n",
+		"| ratio | S1 publish (higher is better) | S1 consume+ack (higher is better) | S2 p99 (lower is better) | S3 time (lower is better) |\n" +
+			"| --- | ---: | ---: | ---: | ---: |\n" +
+			"| herald ÷ rabbitmq | 2.00 | 1.50 | 1.25 | 0.50 |\n" +
+			"| herald ÷ redis | — | — | 2.50 | — |\n" +
+			"| herald-pg ÷ herald | 0.25 | 0.33 | 4.00 | 4.00 |\n" +
+			"| herald-pg ÷ rabbitmq | 0.50 | 0.50 | 5.00 | 2.00 |\n" +
+			"| herald-pg ÷ redis | — | — | 10.00 | — |\n\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{"herald ÷ herald-pg", "÷ nats"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("markdown has %q:\n%s", bad, out)
+		}
+	}
+	if !IsHerald("herald") || !IsHerald("herald-pg") || IsHerald("heraldry") || IsHerald("nats") {
+		t.Error("IsHerald")
+	}
+}

@@ -30,6 +30,7 @@ var watch = fmt.Sprintf(`WATCH m: %s [mode: consume, group: %q] RETURN m.body AS
 // Broker drives one Herald server.
 type Broker struct {
 	c          *client.Client
+	name       string
 	durability string
 	meter      func(flush bool) (syncs, walBytes, tableBytes uint64)
 }
@@ -48,7 +49,14 @@ func Open(ctx context.Context, url, durability string, meter func(flush bool) (s
 	if durability == "" {
 		durability = "Herald server at " + url + " (Pebble store; by default each commit's WAL write is fsynced before the answer)"
 	}
-	return &Broker{c: c, durability: durability, meter: meter}, nil
+	return &Broker{c: c, name: "herald", durability: durability, meter: meter}, nil
+}
+
+// Named sets the name the reports show for this server, "herald" unless set: a second
+// Herald target in one run, such as one on another store, needs a name of its own.
+func (b *Broker) Named(name string) *Broker {
+	b.name = name
+	return b
 }
 
 // ForRunner returns the broker as bench.Run should see it: a bench.StoreMeter when Open
@@ -72,7 +80,7 @@ func (m metered) StoreCounters(flush bool) (syncs, walBytes, tableBytes uint64) 
 }
 
 // Name implements bench.Broker.
-func (b *Broker) Name() string { return "herald" }
+func (b *Broker) Name() string { return b.name }
 
 // Durability implements bench.Broker.
 func (b *Broker) Durability() string { return b.durability }

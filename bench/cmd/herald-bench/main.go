@@ -1,5 +1,6 @@
-// Command herald-bench measures Herald against NATS JetStream, RabbitMQ and Redis
-// Streams with one workload, side by side and as ratios. It lives in the bench module,
+// Command herald-bench measures Herald, on its embedded Pebble store and on its
+// PostgreSQL store, against NATS JetStream, RabbitMQ and Redis Streams with one
+// workload, side by side and as ratios. It lives in the bench module,
 // apart from the herald binary, since it links the peers' client libraries.
 package main
 
@@ -84,8 +85,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// Systems the command knows, in report order.
-var benchSystems = []string{"herald", "nats", "rabbitmq", "redis"}
+// Systems the command knows, in report order: herald is Herald on its embedded Pebble
+// store, herald-pg Herald on its PostgreSQL store.
+var benchSystems = []string{"herald", heraldPG, "nats", "rabbitmq", "redis"}
 
 type benchFlags struct {
 	scenarios, peers                  string
@@ -106,6 +108,8 @@ type benchFlags struct {
 	fanoutDuration                    time.Duration
 	fanoutTransport                   string
 	diskProbe                         string
+	pgDSN                             string
+	pgSchema                          string // the run's fresh schema for herald-pg
 }
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -137,7 +141,16 @@ server inside this process, for profiling only: it shares the process, its CPUs
 and its garbage collector with the clients, and its figures are not comparable
 with the peers'; the report then adds fsyncs and bytes written to the store,
 and CPU time and allocations, per message. The report says which mode ran. A
-peer that cannot be reached is reported as unavailable.
+peer that cannot be reached is reported as unavailable. --herald-url is for
+herald alone; --herald-bin and --in-process apply to herald-pg as well.
+
+herald-pg is Herald on its PostgreSQL store, run the same way: "herald serve
+--store <--pg-dsn> --store-schema <S>" in a process of its own, S a schema made
+for the run (herald_bench_ and random hex) and dropped at its end. --pg-dsn
+defaults to $HERALD_BENCH_PG_DSN, else the local server. Only a PostgreSQL that
+cannot be reached leaves herald-pg out, as unavailable; one that answers but
+refuses the bench fails its scenarios, with the reason. Its figures are set over
+Herald's on Pebble (herald-pg ÷ herald) as well as over the peers'.
 
 Two more modes measure Herald alone:
   --backlog N   fill N messages into a server of its own (a child process), then
@@ -155,6 +168,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 --json, as JSON.`,
 		Example: `  herald-bench
   herald-bench --peers herald,nats --messages 50000
+  herald-bench --peers herald,herald-pg,rabbitmq --pg-dsn postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
   herald-bench --herald-bin ./herald --messages 100000   # a herald binary you built
   herald-bench --peers herald --in-process --cpuprofile cpu.out   # profiling only
   herald-bench --scenarios s2 --rate 5000 --duration 10s --json
@@ -168,7 +182,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	def := bench.DefaultConfig()
 	fl := cmd.Flags()
 	fl.StringVar(&f.scenarios, "scenarios", "s1,s2,s3", "comma-separated scenarios to run: s1, s2, s3")
-	fl.StringVar(&f.peers, "peers", strings.Join(benchSystems, ","), "comma-separated systems to measure: herald, nats, rabbitmq, redis")
+	fl.StringVar(&f.peers, "peers", strings.Join(benchSystems, ","), "comma-separated systems to measure: herald (the embedded Pebble store), herald-pg (the PostgreSQL store at --pg-dsn), nats, rabbitmq, redis")
 	fl.IntVar(&f.messages, "messages", def.Messages, "messages published in S1 and S3")
 	fl.IntVar(&f.inFlight, "inflight", def.InFlight, "confirmed publishes in flight at once in S1 and S3")
 	fl.IntVar(&f.consumers, "consumers", def.Consumers, "competing consumers in every scenario")
@@ -183,6 +197,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.StringVar(&f.natsURL, "nats-url", natsbench.DefaultURL, "NATS server with JetStream")
 	fl.StringVar(&f.amqpURL, "amqp-url", rabbitbench.DefaultURL, "RabbitMQ server")
 	fl.StringVar(&f.redisAddr, "redis-addr", redisbench.DefaultAddr, "Redis server")
+	fl.StringVar(&f.pgDSN, "pg-dsn", pgDSNDefault(), "PostgreSQL database for herald-pg, a postgres:// URL (default $"+pgDSNEnv+" when set): the run makes a fresh schema in it, runs `herald serve --store` on it and drops it at the end")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the server included with --in-process; in --fanout mode the server child, and in --backlog mode the server restarted after kill -9, writes FILE.server) to this file")
@@ -252,7 +267,10 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 		return usageError(fmt.Errorf("--size must be at least %d", bench.MinPayloadSize))
 	case f.inProcess && f.heraldURL != "" || f.heraldBin != "" && (f.inProcess || f.heraldURL != ""):
 		return usageError(fmt.Errorf("--herald-url, --herald-bin and --in-process each choose how Herald runs; give one"))
+	case slices.Contains(systems, heraldPG) && !isPostgresDSN(f.pgDSN):
+		return usageError(fmt.Errorf("--pg-dsn %q: want a postgres:// or postgresql:// URL", redactDSN(f.pgDSN)))
 	}
+	f.pgSchema = newPGSchema()
 	if f.diskProbe != "" {
 		if fi, err := os.Stat(f.diskProbe); err != nil || !fi.IsDir() {
 			return usageError(fmt.Errorf("--disk-probe %q: not a directory", f.diskProbe))
@@ -306,6 +324,9 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 	if slices.Contains(systems, "herald") {
 		report.Herald = heraldMode(f)
 	}
+	if slices.Contains(systems, heraldPG) {
+		report.HeraldPG = heraldPGMode(f)
+	}
 	for _, name := range systems {
 		if ctx.Err() != nil {
 			break
@@ -326,10 +347,15 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 }
 
 // measure opens one system, runs the scenarios on it and closes it; a system that
-// cannot be opened comes back as unavailable.
+// cannot be reached comes back as unavailable, and one that was reached but could not
+// be started (a failedStart) as failed in every scenario.
 func measure(ctx context.Context, name string, f benchFlags, scenarios []string, cfg bench.Config, stderr io.Writer) bench.System {
-	b, stop, err := openSystem(ctx, name, f)
-	if err != nil {
+	b, stop, err := openSystem(ctx, name, f, stderr)
+	var failed *failedStart
+	switch {
+	case errors.As(err, &failed):
+		return failedSystem(name, scenarios, err)
+	case err != nil:
 		return bench.System{Name: name, Unavailable: oneLine(err.Error())}
 	}
 	defer func() {
@@ -342,8 +368,9 @@ func measure(ctx context.Context, name string, f benchFlags, scenarios []string,
 }
 
 // openSystem connects to one system, starting a Herald server when no URL was given;
-// stop, when not nil, stops that server.
-func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker, stop func(), err error) {
+// stop, when not nil, stops that server (and drops herald-pg's schema). Warnings that
+// do not stop the run go to warn.
+func openSystem(ctx context.Context, name string, f benchFlags, warn io.Writer) (b bench.Broker, stop func(), err error) {
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	switch name {
@@ -355,6 +382,8 @@ func openSystem(ctx context.Context, name string, f benchFlags) (b bench.Broker,
 		b, err = redisbench.Open(octx, f.redisAddr)
 	case "herald":
 		return openHerald(ctx, f)
+	case heraldPG:
+		return openHeraldPG(ctx, f, warn)
 	default:
 		err = fmt.Errorf("unknown system %q", name)
 	}

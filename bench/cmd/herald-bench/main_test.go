@@ -48,6 +48,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--in-process", "--herald-url", "http://127.0.0.1:1"},
 		{"--in-process", "--herald-bin", "/bin/herald"},
 		{"--herald-bin", "/bin/herald", "--herald-url", "http://127.0.0.1:1"},
+		{"--peers", "herald-pg", "--pg-dsn", "mysql://root@127.0.0.1/db"},
 	} {
 		_, stderr, err := runBenchArgs(t, args...)
 		if code := exitCode(err); code != 2 {
@@ -169,6 +170,10 @@ func TestSplitList(t *testing.T) {
 	got, err := splitList("peers", " Redis,herald,redis ", benchSystems)
 	if err != nil || strings.Join(got, ",") != "herald,redis" {
 		t.Errorf("splitList = %v, %v; want herald,redis in report order", got, err)
+	}
+	got, err = splitList("peers", "rabbitmq,herald-pg,herald", benchSystems)
+	if err != nil || strings.Join(got, ",") != "herald,herald-pg,rabbitmq" {
+		t.Errorf("splitList = %v, %v; want herald,herald-pg,rabbitmq", got, err)
 	}
 }
 

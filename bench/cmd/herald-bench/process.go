@@ -36,11 +36,11 @@ func heraldChild(args []string) int {
 	return cli.ExitCode(err)
 }
 
-// heraldProcess is a `herald serve` process the bench started on a temporary data
-// directory.
+// heraldProcess is a `herald serve` process the bench started: on a temporary data
+// directory (the Pebble store), or on a PostgreSQL schema (herald-pg).
 type heraldProcess struct {
 	cmd  *exec.Cmd
-	dir  string
+	dir  string // its temporary directory, or ""
 	url  string
 	done chan struct{} // closed once the process has exited
 	err  error         // its exit, once done
@@ -58,12 +58,29 @@ func startHeraldProcess(ctx context.Context, bin string, preparedLogs int) (*her
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"serve", "--data", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--log-format", "json",
-		"--prepared-logs", strconv.Itoa(preparedLogs)}
+	p, err := startServe(ctx, bin, dir, "--data", filepath.Join(dir, "data"), "--prepared-logs", strconv.Itoa(preparedLogs))
+	if err != nil {
+		os.RemoveAll(dir)
+	}
+	return p, err
+}
+
+// startHeraldPGProcess runs `herald serve --store dsn --store-schema schema` in a
+// process of its own, on a free loopback port, with the server's defaults otherwise: a
+// node of its own on the PostgreSQL store, which it leads since nobody else uses the
+// schema. It returns once the server has logged that it listens.
+func startHeraldPGProcess(ctx context.Context, bin, dsn, schema string) (*heraldProcess, error) {
+	return startServe(ctx, bin, "", "--store", dsn, "--store-schema", schema)
+}
+
+// startServe runs `herald serve` with the store arguments given, on a free loopback
+// port, logging JSON, and returns once the server has logged the address it listens
+// on. dir, when not "", is the process's temporary directory, which stop removes.
+func startServe(ctx context.Context, bin, dir string, store ...string) (*heraldProcess, error) {
+	args := append(append([]string{"serve"}, store...), "--listen", "127.0.0.1:0", "--log-format", "json")
 	if bin == "" {
 		self, err := os.Executable()
 		if err != nil {
-			os.RemoveAll(dir)
 			return nil, err
 		}
 		bin, args = self, append([]string{heraldChildCmd}, args...)
@@ -72,11 +89,9 @@ func startHeraldProcess(ctx context.Context, bin string, preparedLogs int) (*her
 	cmd.Stdout = io.Discard
 	logs, err := cmd.StderrPipe()
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting %s serve: %w", bin, err)
 	}
 	p := &heraldProcess{cmd: cmd, dir: dir, done: make(chan struct{})}
@@ -134,9 +149,11 @@ func (p *heraldProcess) lastLines() string {
 }
 
 // stop ends the server with SIGTERM (SIGKILL if it has not exited 30 s later) and
-// removes its data directory.
+// removes its temporary directory, if it has one.
 func (p *heraldProcess) stop() {
-	defer os.RemoveAll(p.dir)
+	if p.dir != "" {
+		defer os.RemoveAll(p.dir)
+	}
 	if p.cmd.Process == nil {
 		return
 	}
