@@ -378,6 +378,8 @@ func (s *Subscription) read() {
 		switch ev.Type {
 		case eventConsumed:
 			s.received(conn, ev)
+		case eventTimeout:
+			s.timedOut(ev)
 		case eventWarning:
 			w := &herald.Error{Code: ev.Code, Message: ev.Message}
 			if s.opts.warn != nil {
