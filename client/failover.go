@@ -117,9 +117,9 @@ func (t *transport) next(ep *endpoint) {
 // where they should go now and reports whether the call may be sent again — only
 // when it was not carried out, or changes nothing (idempotent) — and whether to wait
 // before sending it (no wait when a follower named the leader).
-func (t *transport) moved(ep *endpoint, err error, idempotent bool) (retry, wait bool) {
-	if t.failover <= 0 {
-		return false, false
+func (t *transport) moved(ctx context.Context, ep *endpoint, err error, idempotent bool) (retry, wait bool) {
+	if t.failover <= 0 || ctx.Err() != nil {
+		return false, false // the caller gave up: nothing to learn from the failure
 	}
 	if leader := leaderOf(err); leader != "" {
 		t.follow(leader)
@@ -136,12 +136,16 @@ func (t *transport) moved(ep *endpoint, err error, idempotent bool) (retry, wait
 		}
 		return false, false
 	}
-	if !t.cluster() || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if !t.cluster() {
 		return false, false
 	}
-	if unreached(err) || (idempotent && lostConnection(err)) {
+	switch {
+	case unreached(err):
 		t.next(ep)
 		return true, true
+	case lostConnection(err):
+		t.next(ep)
+		return idempotent, true
 	}
 	return false, false
 }
@@ -153,14 +157,15 @@ func unreached(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// lostConnection reports whether err is a connection that broke: the request may or may
-// not have been carried out.
+// lostConnection reports whether err is a connection that broke, or a node that
+// stopped and cancelled its calls (when the caller did not cancel): the request may
+// or may not have been carried out.
 func lostConnection(err error) bool {
 	switch connect.CodeOf(err) {
-	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeInternal:
+	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeInternal, connect.CodeCanceled:
 		return true
 	}
-	return false
+	return errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // call runs f on the endpoint calls go to, again on another when moved says so, until
@@ -173,7 +178,7 @@ func (t *transport) call(ctx context.Context, idempotent bool, f func(*endpoint)
 		if err == nil {
 			return nil
 		}
-		retry, wait := t.moved(ep, err, idempotent)
+		retry, wait := t.moved(ctx, ep, err, idempotent)
 		if !retry || ctx.Err() != nil {
 			return err
 		}
@@ -222,13 +227,14 @@ func unaryCall[T any](ctx context.Context, t *transport, f func(*endpoint) (*con
 // resumable reports whether a stream that ended with err (a subscription's) should be
 // opened again: the node stopped serving it (it does not lead, it is stopping or
 // changing role) or the connection to it broke, and the client knows other nodes.
+// The caller checks that it did not end the stream itself.
 func (t *transport) resumable(err error) bool {
-	if t.failover <= 0 || err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if t.failover <= 0 || err == nil {
 		return false
 	}
 	var he *herald.Error
 	if errors.As(err, &he) {
 		return he.Code == herald.CodeNotLeader || (he.Code == herald.CodeShuttingDown && t.cluster())
 	}
-	return t.cluster() && (unreached(err) || lostConnection(err) || errors.Is(err, io.ErrUnexpectedEOF))
+	return t.cluster() && (unreached(err) || lostConnection(err))
 }

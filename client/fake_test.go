@@ -45,6 +45,7 @@ type fakeServer struct {
 	gate     chan struct{} // when set, settlement frames wait until it is closed
 	refuse   []error       // the next Subscribe or Watch calls fail with these
 	nextID   int
+	follower string // when set, Exec, Publish and Subscribe answer NOT_LEADER naming it
 
 	// binaryAttrs makes Publish say, in its headers, that it reads attrs_binary (set
 	// before the client dials).
@@ -142,6 +143,10 @@ func plainParams(in map[string]*heraldv1.Value) map[string]any {
 func (f *fakeServer) Exec(ctx context.Context, req *connect.Request[heraldv1.ExecRequest]) (*connect.Response[heraldv1.ExecResponse], error) {
 	m := req.Msg
 	params := plainParams(m.GetParams())
+	if err := f.notLeader(); err != nil {
+		f.stmts <- "refused: " + m.GetQuery()
+		return nil, err
+	}
 	f.mu.Lock()
 	f.requests = append(f.requests, fakeRequest{Query: m.GetQuery(), Statement: m.GetStatement(), Session: m.GetSession(), Params: params})
 	answer := f.answer
@@ -172,7 +177,24 @@ func (f *fakeServer) CloseSession(_ context.Context, req *connect.Request[herald
 	return connect.NewResponse(&heraldv1.CloseSessionResponse{}), nil
 }
 
+// notLeader is a follower's refusal naming f.follower, as the real server sends it;
+// nil while f leads.
+func (f *fakeServer) notLeader() error {
+	f.mu.Lock()
+	leader := f.follower
+	f.mu.Unlock()
+	if leader == "" {
+		return nil
+	}
+	ce := fakeError(herald.Errorf(herald.CodeNotLeader, "writes go to the leader, at %s", leader)).(*connect.Error)
+	ce.Meta().Set("herald-leader", leader)
+	return ce
+}
+
 func (f *fakeServer) refused() error {
+	if err := f.notLeader(); err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.refuse) == 0 {
@@ -337,6 +359,9 @@ func (f *fakeServer) Publish(ctx context.Context, stream *connect.BidiStream[her
 		req, err := stream.Receive()
 		if err != nil {
 			return nil
+		}
+		if err := f.notLeader(); err != nil {
+			return err
 		}
 		resp := &heraldv1.PublishResponse{}
 		for _, m := range req.GetMessages() {

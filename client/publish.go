@@ -326,7 +326,7 @@ func (p *publisher) broken(st *pubStream, err error) {
 	// ends the stream with an error, so what is left was not committed and goes out
 	// again, to the node the refusal names, for as long as the failover timeout allows.
 	again := false
-	if retry, _ := p.c.tr.moved(st.ep, err, false); retry {
+	if retry, _ := p.c.tr.moved(context.Background(), st.ep, err, false); retry {
 		again = true
 	}
 	now := p.c.tr.clock.Now()

@@ -425,7 +425,7 @@ func (s *Subscription) streamEnded(err error) {
 // their settlements refused — and the server delivers those messages again. It returns
 // the new stream, or nil and the error to end the subscription with.
 func (s *Subscription) reconnect(lost *consumeConn, err error) (*consumeConn, error) {
-	if s.closing.Load() || !s.c.tr.resumable(err) {
+	if s.closing.Load() || s.base.Err() != nil || !s.c.tr.resumable(err) {
 		return nil, err
 	}
 	s.mu.Lock()
@@ -444,24 +444,28 @@ func (s *Subscription) reconnect(lost *consumeConn, err error) (*consumeConn, er
 	lost.close()
 	s.log.Warn("consume stream lost; subscribing again", "err", err)
 
+	// The new stream lives on a context of the subscription's own; Close (quit) ends
+	// the attempt to open it.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(s.base))
-	stop := context.AfterFunc(s.base, cancel)
-	defer stop()
+	opened := make(chan struct{})
 	go func() {
 		select {
 		case <-s.quit:
 			cancel()
-		case <-ctx.Done():
+		case <-opened:
 		}
 	}()
-	defer cancel()
 	conn, serr := s.c.tr.subscribe(ctx, open)
+	close(opened)
 	if serr != nil {
+		cancel()
 		if s.closing.Load() {
 			return nil, err
 		}
 		return nil, fmt.Errorf("client: subscribing again after %v: %w", err, serr)
 	}
+	closeConn := conn.cancel
+	conn.cancel = func() { closeConn(); cancel() }
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping || s.closing.Load() {
