@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -48,8 +49,36 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// storeSchemas names the PostgreSQL schema of each data directory when the suite runs
+// against the PostgreSQL store (HERALD_E2E_STORE=postgres): a server restarted on the
+// same directory finds the same store.
+var storeSchemas sync.Map
+
+// storeFlags are the flags that put a server on the suite's store: none for the
+// embedded store (the default), --store and --store-schema with HERALD_E2E_STORE=postgres.
+func storeFlags(t *testing.T, dataDir string, flags []string) []string {
+	t.Helper()
+	switch os.Getenv("HERALD_E2E_STORE") {
+	case "", "pebble":
+		return flags
+	case "postgres":
+	default:
+		t.Fatalf("HERALD_E2E_STORE=%q: want pebble or postgres", os.Getenv("HERALD_E2E_STORE"))
+	}
+	if slices.Contains(flags, "--store") {
+		return flags
+	}
+	dsn := testutil.PostgresDSN(t)
+	schema, loaded := storeSchemas.LoadOrStore(dataDir, testutil.SchemaName())
+	if !loaded {
+		t.Cleanup(func() { testutil.DropSchema(dsn, schema.(string)) })
+	}
+	return append([]string{"--store", dsn, "--store-schema", schema.(string)}, flags...)
+}
+
 func startServer(t *testing.T, dataDir string, flags ...string) *testutil.Server {
 	t.Helper()
+	flags = storeFlags(t, dataDir, flags)
 	s, err := testutil.StartServer(binary, dataDir, startTimeout, flags...)
 	if err != nil {
 		t.Fatal(err)
