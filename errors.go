@@ -123,7 +123,7 @@ var codeTable = []CodeInfo{
 	{CodeSession, "SESSION_ERROR", 400, "failed_precondition", "session misuse: nested sessions, END SESSION without one"},
 	{CodeNoSession, "SESSION_NOT_FOUND", 404, "not_found", "the session id is unknown, closed or expired"},
 
-	{CodeMalformedRequest, "MALFORMED_REQUEST", 400, "invalid_argument", "the request body is not the expected JSON"},
+	{CodeMalformedRequest, "MALFORMED_REQUEST", 400, "invalid_argument", "the request body is not the expected JSON, or a query parameter has a value the endpoint does not take"},
 	{CodeEmptyQuery, "EMPTY_QUERY", 400, "invalid_argument", "the request holds no statement"},
 	{CodeUnknownParameter, "UNKNOWN_PARAMETER", 400, "invalid_argument", "a parameter was supplied that the query does not use"},
 	{CodeMissingParameter, "MISSING_PARAMETER", 400, "invalid_argument", "the query uses a parameter that was not supplied"},

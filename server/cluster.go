@@ -203,6 +203,18 @@ func (s *Server) lag() (commits uint64, behind time.Duration) {
 	return commits, behind
 }
 
+// role is the node's role and the leader's address ("" when no node leads), for
+// /readyz: a node on a store of its own leads, at its own address.
+func (s *Server) role() (role, leader string) {
+	cl := s.cluster
+	if cl == nil {
+		_, address := s.identity(s.Addr())
+		return RoleLeader, address
+	}
+	role, _, leader, _ = cl.roles.state()
+	return role, leader
+}
+
 // status is the node's view of itself and of the nodes sharing its store.
 func (s *Server) status(ctx context.Context) (broker.Status, error) {
 	st := s.currentStack()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/store/pgstore"
 )
 
@@ -17,10 +18,10 @@ import (
 // time steps down before another can take over, and one that was paused past its
 // lease fails its next commit instead of writing.
 
-// Roles a node can have.
+// Roles a node can have (the seam's names for them).
 const (
-	RoleLeader   = "leader"
-	RoleFollower = "follower"
+	RoleLeader   = broker.RoleLeader
+	RoleFollower = broker.RoleFollower
 )
 
 // leaseStore is what the roles loop needs from the store (*pgstore.Store).
