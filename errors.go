@@ -68,6 +68,7 @@ const (
 	CodeLockExpired      Code = "E4022"
 	CodeOutcomeUnknown   Code = "E4023"
 	CodeUnknownMethod    Code = "E4024"
+	CodeUnreachable      Code = "E4025"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -147,6 +148,7 @@ var codeTable = []CodeInfo{
 	{CodeLockExpired, "LOCK_EXPIRED", 410, "failed_precondition", "the queue lock expired before it was acknowledged or released; its items are back in the queue (the queue REST API answers 410 with error_code LOCK_EXPIRED)"},
 	{CodeOutcomeUnknown, "OUTCOME_UNKNOWN", 503, "unavailable", "the stream or connection ended before the server answered: the request (a settlement) may or may not have taken effect. Raised by the client"},
 	{CodeUnknownMethod, "UNKNOWN_METHOD", 404, "unimplemented", "an RPC (gRPC or Connect) names a procedure this server does not have; server reflection lists those it has"},
+	{CodeUnreachable, "UNREACHABLE", 503, "unavailable", "no answer came from the server: the connection was refused, its name did not resolve, or the request timed out before an answer. Raised by the client (Client.Status, herald status), never sent by a server"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},
