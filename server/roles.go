@@ -47,7 +47,8 @@ type roles struct {
 
 	mu      sync.Mutex
 	role    string
-	term    uint64
+	term    uint64    // the term this node commits under while it leads; 0 otherwise
+	known   uint64    // the lease's term as last read or taken: what the node knows of
 	leader  string    // the leader's address, as last read
 	renewed time.Time // when the last renewal that succeeded was sent
 	changes int       // role changes so far
@@ -141,6 +142,9 @@ func (r *roles) step(ctx context.Context) error {
 	}
 	// A lease held under this node's own name is a past run's (names are unique among
 	// live nodes): take it back at once rather than follow a leader that is gone.
+	r.mu.Lock()
+	r.known = max(r.known, l.Term)
+	r.mu.Unlock()
 	if l.Held && l.Holder != r.name {
 		r.mu.Lock()
 		r.leader = l.Address
@@ -162,7 +166,7 @@ func (r *roles) step(ctx context.Context) error {
 		return nil
 	}
 	r.mu.Lock()
-	r.renewed, r.leader = sent, r.address
+	r.renewed, r.leader, r.known = sent, r.address, term
 	r.mu.Unlock()
 	r.log.Info("took the leadership lease", "term", term, "previous", l.Holder)
 	return r.change(ctx, RoleLeader, term)
@@ -195,10 +199,11 @@ func (r *roles) change(ctx context.Context, role string, term uint64) error {
 	return nil
 }
 
-// state reports the node's role, term, the leader's address ("" when unknown) and the
-// role changes so far.
+// state reports the node's role, the leadership term it knows of (its own while it
+// leads, the lease's as last read while it follows), the leader's address ("" when
+// unknown) and the role changes so far.
 func (r *roles) state() (role string, term uint64, leader string, changes int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.role, r.term, r.leader, r.changes
+	return r.role, max(r.term, r.known), r.leader, r.changes
 }

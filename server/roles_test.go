@@ -100,6 +100,9 @@ func TestRolesFailover(t *testing.T) {
 	}
 	wantRole(t, a, RoleLeader, "http://a")
 	wantRole(t, b, RoleFollower, "http://a")
+	if _, term, _, _ := b.state(); term != 1 {
+		t.Fatalf("the follower knows of term %d, want the leader's, 1", term)
+	}
 
 	// The leader renews; the follower waits.
 	for range 8 {
@@ -130,6 +133,9 @@ func TestRolesFailover(t *testing.T) {
 	wantRole(t, a, RoleFollower, "http://b")
 	if _, term, _, changes := b.state(); term != 2 || changes != 1 {
 		t.Fatalf("b: term %d, %d changes", term, changes)
+	}
+	if _, term, _, _ := a.state(); term != 2 {
+		t.Fatalf("a, following b: knows of term %d, want 2", term)
 	}
 	if len(*aSeen) != 2 || len(*bSeen) != 2 {
 		t.Fatalf("changes seen: a %v, b %v", *aSeen, *bSeen)

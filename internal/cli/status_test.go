@@ -130,7 +130,7 @@ func TestStatusCommandOnACluster(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, errOut)
 	}
-	want := regexp.MustCompile(`^leader: a at ` + regexp.QuoteMeta(urls[0]) + `, term \d+
+	want := regexp.MustCompile(`^leader: a at ` + regexp.QuoteMeta(urls[0]) + `, term [1-9]\d*
 answered by: b \(follower\) at seq \d+
 .*
 .*
