@@ -51,6 +51,16 @@ func (s *Server) startCluster(ctx context.Context, addr string) (broker.Broker, 
 	cl.roles = &roles{lease: pg, clock: s.clock(), log: s.log.With("component", "cluster", "node", name),
 		name: name, address: address, ttl: ttl, become: s.become}
 	cl.roles.report = func(ctx context.Context) { s.report(ctx) }
+	cl.roles.failed = func() error {
+		// A commit that failed leaves the engine refusing work until it is opened
+		// again; a full local disk (E5005) passes by itself.
+		if st := s.currentStack(); st != nil && st.role == RoleLeader {
+			if err := st.eng.Err(); herald.CodeOf(err) == herald.CodeStorage {
+				return err
+			}
+		}
+		return nil
+	}
 	cl.sw.set(&followerNode{leader: cl.leader, status: s.status})
 	s.cluster = cl
 	if err := cl.roles.start(ctx); err != nil {

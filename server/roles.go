@@ -44,6 +44,11 @@ type roles struct {
 	ttl     time.Duration
 	become  func(ctx context.Context, role string, term uint64) error
 	report  func(ctx context.Context) // after each round: the node reports itself
+	// failed, when set, reports why the leader's services stopped working (its engine
+	// failed a commit: the store dropped its connection, PostgreSQL failed over); nil
+	// while they work. A leader whose services failed gives the lease up and starts
+	// again as a follower, from what the store holds.
+	failed func() error
 
 	mu      sync.Mutex
 	role    string
@@ -114,6 +119,15 @@ func (r *roles) step(ctx context.Context) error {
 	role, term, renewed := r.role, r.term, r.renewed
 	r.mu.Unlock()
 	if role == RoleLeader {
+		if r.failed != nil {
+			if why := r.failed(); why != nil {
+				r.log.Error("the leader's services failed: giving the lease up and starting again as a follower", "term", term, "err", why)
+				if err := r.lease.Release(ctx, term); err != nil {
+					r.log.Warn("releasing the leadership lease", "term", term, "err", err)
+				}
+				return r.change(ctx, RoleFollower, 0)
+			}
+		}
 		sent := r.clock.Now()
 		ok, err := r.lease.Renew(ctx, term, r.ttl)
 		switch {

@@ -207,3 +207,36 @@ func TestRolesRestartedLeaderTakesItsLeaseBack(t *testing.T) {
 		t.Fatalf("term %d, want a new one", term)
 	}
 }
+
+// A leader whose services failed (a commit failed: the store dropped its connection)
+// gives the lease up at its next round and follows, from a new start; another node
+// takes over at once rather than after the lease's TTL.
+func TestRolesLeaderWhoseServicesFailedStepsDown(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, aSeen := roleNode(l, "a", nil)
+	b, _ := roleNode(l, "b", nil)
+	_ = a.step(ctx)
+	_ = b.step(ctx)
+	var mu sync.Mutex
+	var broken error
+	a.failed = func() error { mu.Lock(); defer mu.Unlock(); return broken }
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
+
+	mu.Lock()
+	broken = errors.New("E5002 STORAGE_FAILED: pgstore: commit: connection reset")
+	mu.Unlock()
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "")
+	if got, _ := l.Leader(ctx); got.Held {
+		t.Fatalf("the lease is still held after the leader stepped down: %+v", got)
+	}
+	_ = b.step(ctx) // no time has passed
+	wantRole(t, b, RoleLeader, "http://b")
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "http://b")
+	if got := *aSeen; len(got) != 2 || got[1] != RoleFollower {
+		t.Fatalf("a's role changes: %v", got)
+	}
+}
