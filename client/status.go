@@ -33,7 +33,7 @@ type ClusterStatus struct {
 type NodeStatus struct {
 	Name    string
 	Address string
-	Role    string
+	Role    string        // as it reported: a node that stopped while leading still says "leader"; ClusterStatus.Leader is the lease's
 	Seq     uint64        // the position it had applied
 	Behind  time.Duration // how long its graph had been behind the store (0: caught up)
 	Age     time.Duration // since its last report

@@ -37,7 +37,8 @@ the leader, the leadership term, the node that answered, and a table of the node
 each last reported itself:
 
   name         the node's name (--node-name)
-  role         leader or follower, as it last reported
+  role         leader or follower, as it last reported; "was leader" for a node
+               that reported leading while the lease is another's now
   address      where it serves clients (--advertise)
   seq          the position its graph had applied
   behind       how long its graph had been behind the store (0s: caught up)
@@ -136,7 +137,11 @@ func formatStatus(st client.ClusterStatus) string {
 	fmt.Fprintf(&b, "answered by: %s (%s) at seq %d\n", st.Name, st.Role, st.Seq)
 	rows := make([][]json.RawMessage, len(st.Nodes))
 	for i, n := range st.Nodes {
-		rows[i] = []json.RawMessage{jsonString(n.Name), jsonString(n.Role), jsonString(n.Address),
+		role := n.Role
+		if role == "leader" && n.Address != st.Leader {
+			role = "was leader" // its report predates the lease's move (it stopped, or was paused)
+		}
+		rows[i] = []json.RawMessage{jsonString(n.Name), jsonString(role), jsonString(n.Address),
 			json.RawMessage(strconv.FormatUint(n.Seq, 10)), jsonString(roundDuration(n.Behind)), jsonString(roundDuration(n.Age) + " ago")}
 	}
 	b.WriteString(formatTable([]string{"name", "role", "address", "seq", "behind", "last report"}, rows))

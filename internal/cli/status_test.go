@@ -32,34 +32,37 @@ func clusterBroker(body string) http.HandlerFunc {
 	}
 }
 
-const threeNodes = `{"name":"b","role":"follower","address":"http://10.0.0.2:7420","leader":"http://10.0.0.1:7420","term":4,"seq":1207,"store":"postgres","nodes":[` +
+const fourNodes = `{"name":"b","role":"follower","address":"http://10.0.0.2:7420","leader":"http://10.0.0.1:7420","term":4,"seq":1207,"store":"postgres","nodes":[` +
 	`{"name":"a","address":"http://10.0.0.1:7420","role":"leader","seq":1210,"behind_seconds":0,"age_seconds":0.31},` +
 	`{"name":"b","address":"http://10.0.0.2:7420","role":"follower","seq":1207,"behind_seconds":0.04,"age_seconds":0.6},` +
-	`{"name":"c","address":"http://10.0.0.3:7420","role":"follower","seq":980,"behind_seconds":12.53,"age_seconds":93.2}]}`
+	`{"name":"c","address":"http://10.0.0.3:7420","role":"follower","seq":980,"behind_seconds":12.53,"age_seconds":93.2},` +
+	`{"name":"d","address":"http://10.0.0.4:7420","role":"leader","seq":1100,"behind_seconds":0,"age_seconds":4000}]}`
 
 // herald status prints the leader and term, the node that answered, and one row per
-// node; --json prints the answer in the API's shape.
+// node (one that reported leading before the lease moved "was leader"); --json prints
+// the answer in the API's shape.
 func TestStatusCommand(t *testing.T) {
-	srv := serveFake(t, clusterBroker(threeNodes))
+	srv := serveFake(t, clusterBroker(fourNodes))
 	out, errOut, err := run(t, "", "status", "--addr", srv.URL)
 	if err != nil {
 		t.Fatalf("%v: %s", err, errOut)
 	}
 	want := `leader: a at http://10.0.0.1:7420, term 4
 answered by: b (follower) at seq 1207
- name | role     | address              | seq  | behind | last report
-------+----------+----------------------+------+--------+-------------
- a    | leader   | http://10.0.0.1:7420 | 1210 | 0s     | 0.3s ago
- b    | follower | http://10.0.0.2:7420 | 1207 | 0s     | 0.6s ago
- c    | follower | http://10.0.0.3:7420 |  980 | 12.5s  | 1m33.2s ago
-(3 nodes on postgres)
+ name | role       | address              | seq  | behind | last report
+------+------------+----------------------+------+--------+-------------
+ a    | leader     | http://10.0.0.1:7420 | 1210 | 0s     | 0.3s ago
+ b    | follower   | http://10.0.0.2:7420 | 1207 | 0s     | 0.6s ago
+ c    | follower   | http://10.0.0.3:7420 |  980 | 12.5s  | 1m33.2s ago
+ d    | was leader | http://10.0.0.4:7420 | 1100 | 0s     | 1h6m40s ago
+(4 nodes on postgres)
 `
 	if out != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
 	}
 	out, _, err = run(t, "", "status", "--json", "--addr", srv.URL)
-	if err != nil || out != threeNodes+"\n" {
-		t.Fatalf("--json: %v\n%s\nwant\n%s", err, out, threeNodes)
+	if err != nil || out != fourNodes+"\n" {
+		t.Fatalf("--json: %v\n%s\nwant\n%s", err, out, fourNodes)
 	}
 
 	noLeader := serveFake(t, clusterBroker(`{"name":"b","role":"follower","address":"http://b","leader":"","term":4,"seq":7,"store":"postgres","nodes":[]}`))
@@ -91,7 +94,7 @@ $`)
 // A broker that cannot be reached is E4025 UNREACHABLE with exit status 1 (and the
 // error body on stdout with --json); a usage error is exit status 2.
 func TestStatusCommandErrors(t *testing.T) {
-	srv := serveFake(t, clusterBroker(threeNodes))
+	srv := serveFake(t, clusterBroker(fourNodes))
 	addr := srv.URL
 	srv.Close()
 	_, errOut, err := run(t, "", "status", "--addr", addr)
