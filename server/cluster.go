@@ -51,16 +51,7 @@ func (s *Server) startCluster(ctx context.Context, addr string) (broker.Broker, 
 	cl.roles = &roles{lease: pg, clock: s.clock(), log: s.log.With("component", "cluster", "node", name),
 		name: name, address: address, ttl: ttl, become: s.become}
 	cl.roles.report = func(ctx context.Context) { s.report(ctx) }
-	cl.roles.failed = func() error {
-		// A commit that failed leaves the engine refusing work until it is opened
-		// again; a full local disk (E5005) passes by itself.
-		if st := s.currentStack(); st != nil && st.role == RoleLeader {
-			if err := st.eng.Err(); herald.CodeOf(err) == herald.CodeStorage {
-				return err
-			}
-		}
-		return nil
-	}
+	cl.roles.failed = s.failed
 	cl.sw.set(&followerNode{leader: cl.leader, status: s.status})
 	s.cluster = cl
 	if err := cl.roles.start(ctx); err != nil {
@@ -195,6 +186,28 @@ func (s *Server) report(ctx context.Context) {
 	if err := cl.pg.Heartbeat(ctx, pgstore.Node{Name: cl.roles.name, Address: cl.roles.address, Role: role, Seq: seq, Behind: behind}); err != nil {
 		s.log.Debug("reporting to the store", "err", err)
 	}
+}
+
+// failed reports why the node's current services cannot go on (the roles loop then
+// starts the node again as a follower, from the store): a leader's engine that failed
+// a commit refuses work until it is opened again (a full local disk, E5005, passes by
+// itself and does not count); a follower's graph that can no longer follow the change
+// log (truncated past its position) must be loaded again.
+func (s *Server) failed() error {
+	st := s.currentStack()
+	switch {
+	case st == nil:
+		return nil
+	case st.role == RoleLeader:
+		if err := st.eng.Err(); herald.CodeOf(err) == herald.CodeStorage {
+			return err
+		}
+	default:
+		if p := st.followErr.Load(); p != nil {
+			return *p
+		}
+	}
+	return nil
 }
 
 // lag is how many commits and how long the node's graph is behind the store.

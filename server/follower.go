@@ -188,8 +188,8 @@ const (
 // followRetryMin doubling up to followRetryMax, so that the follower catches up by
 // itself once the store answers again; meanwhile it serves what it has, and its lag
 // grows. Only a log truncated past the follower's position ends the loop, since the
-// graph must then be loaded again: failed is called with why, and the node reports
-// itself not ready.
+// graph must then be loaded again: failed is called with why, the node reports itself
+// not ready, and the roles loop opens the follower again.
 func follow(ctx context.Context, eng *engine.Engine, wait func(context.Context, uint64) error, clk herald.Clock, log *slog.Logger, failed func(error)) {
 	delay := followRetryMin
 	for {
@@ -198,7 +198,7 @@ func follow(ctx context.Context, eng *engine.Engine, wait func(context.Context, 
 			return
 		}
 		if errors.Is(err, store.ErrCompacted) {
-			log.Error("following the leader's change log stopped: restart this node", "err", err)
+			log.Error("following the leader's change log stopped: the graph must be loaded again", "err", err)
 			failed(err)
 			return
 		}

@@ -95,7 +95,7 @@ func TestFollowRetriesFailedReads(t *testing.T) {
 
 // A change log truncated past the follower's position ends the loop for good, and the
 // follower's stack reports itself not ready (E5002), so that a load balancer stops
-// sending it reads until it is restarted.
+// sending it reads until the roles loop has loaded its graph again.
 func TestFollowStopsOnATruncatedLog(t *testing.T) {
 	_, f := openEngines(t, func(st *memstore.Store) store.Backend { return truncated{sharedStore{st}} })
 	st := &stack{role: RoleFollower, eng: f}

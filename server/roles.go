@@ -44,10 +44,11 @@ type roles struct {
 	ttl     time.Duration
 	become  func(ctx context.Context, role string, term uint64) error
 	report  func(ctx context.Context) // after each round: the node reports itself
-	// failed, when set, reports why the leader's services stopped working (its engine
-	// failed a commit: the store dropped its connection, PostgreSQL failed over); nil
-	// while they work. A leader whose services failed gives the lease up and starts
-	// again as a follower, from what the store holds.
+	// failed, when set, reports why the node's services stopped working (a leader's
+	// engine failed a commit: the store dropped its connection, PostgreSQL failed over;
+	// a follower's graph can no longer follow the store); nil while they work. The
+	// node then starts again as a follower, from what the store holds, a leader giving
+	// the lease up first.
 	failed func() error
 
 	mu      sync.Mutex
@@ -118,16 +119,18 @@ func (r *roles) step(ctx context.Context) error {
 	r.mu.Lock()
 	role, term, renewed := r.role, r.term, r.renewed
 	r.mu.Unlock()
-	if role == RoleLeader {
-		if r.failed != nil {
-			if why := r.failed(); why != nil {
-				r.log.Error("the leader's services failed: giving the lease up and starting again as a follower", "term", term, "err", why)
+	if role != "" && r.failed != nil {
+		if why := r.failed(); why != nil {
+			r.log.Error("the node's services failed: starting again as a follower, from the store", "role", role, "term", term, "err", why)
+			if role == RoleLeader {
 				if err := r.lease.Release(ctx, term); err != nil {
 					r.log.Warn("releasing the leadership lease", "term", term, "err", err)
 				}
-				return r.change(ctx, RoleFollower, 0)
 			}
+			return r.change(ctx, RoleFollower, 0)
 		}
+	}
+	if role == RoleLeader {
 		sent := r.clock.Now()
 		ok, err := r.lease.Renew(ctx, term, r.ttl)
 		switch {

@@ -229,6 +229,9 @@ func TestRolesLeaderWhoseServicesFailedStepsDown(t *testing.T) {
 	mu.Unlock()
 	_ = a.step(ctx)
 	wantRole(t, a, RoleFollower, "")
+	mu.Lock()
+	broken = nil // its services were opened again
+	mu.Unlock()
 	if got, _ := l.Leader(ctx); got.Held {
 		t.Fatalf("the lease is still held after the leader stepped down: %+v", got)
 	}
@@ -239,4 +242,29 @@ func TestRolesLeaderWhoseServicesFailedStepsDown(t *testing.T) {
 	if got := *aSeen; len(got) != 2 || got[1] != RoleFollower {
 		t.Fatalf("a's role changes: %v", got)
 	}
+}
+
+// A follower whose services failed (the change log was truncated past its graph's
+// position) starts again as a follower, loading the graph from the store; the leader
+// is not disturbed.
+func TestRolesFollowerWhoseServicesFailedStartsAgain(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", nil)
+	b, bSeen := roleNode(l, "b", nil)
+	_ = a.step(ctx)
+	_ = b.step(ctx)
+	broken := errors.New("engine: read the change log after seq 7: store: position compacted")
+	b.failed = func() error { return broken }
+	_ = b.step(ctx)
+	b.failed = nil
+	wantRole(t, b, RoleFollower, "http://a")
+	if got := *bSeen; len(got) != 2 || got[0] != RoleFollower || got[1] != RoleFollower {
+		t.Fatalf("b's services were not started again: %v", got)
+	}
+	if _, _, _, changes := b.state(); changes != 0 {
+		t.Fatalf("starting again in the same role counted as %d role changes", changes)
+	}
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
 }

@@ -39,7 +39,7 @@ type stack struct {
 // can no longer follow.
 func (st *stack) err() error {
 	if p := st.followErr.Load(); p != nil {
-		return herald.Errorf(herald.CodeStorage, "this follower can no longer follow the change log: %v; restart it", *p)
+		return herald.Errorf(herald.CodeStorage, "this follower can no longer follow the change log (%v); it loads the graph again", *p)
 	}
 	return st.eng.Err()
 }
