@@ -131,17 +131,27 @@ func (r *roles) step(ctx context.Context) error {
 		}
 	}
 	if role == RoleLeader {
+		// The renewal must be answered within three quarters of the ttl from the last
+		// one that succeeded: a store that does not answer (the network cut) must not
+		// hold the leader past the point where it has to step down.
 		sent := r.clock.Now()
-		ok, err := r.lease.Renew(ctx, term, r.ttl)
+		left := renewed.Add(r.ttl * 3 / 4).Sub(sent)
+		ok, late, err := false, true, error(nil)
+		if left > 0 {
+			rctx, cancel := context.WithTimeout(ctx, left)
+			ok, err = r.lease.Renew(rctx, term, r.ttl)
+			late = err != nil && rctx.Err() != nil && ctx.Err() == nil
+			cancel()
+		}
 		switch {
-		case err == nil && ok:
+		case left > 0 && err == nil && ok:
 			r.mu.Lock()
 			r.renewed, r.leader = sent, r.address
 			r.mu.Unlock()
 			return nil
-		case err == nil:
+		case left > 0 && err == nil:
 			r.log.Warn("the leadership lease moved to another node: stepping down", "term", term)
-		case r.clock.Now().Sub(renewed) < r.ttl*3/4:
+		case !late && r.clock.Now().Sub(renewed) < r.ttl*3/4:
 			r.log.Warn("renewing the leadership lease failed; retrying", "term", term, "err", err)
 			return nil
 		default:

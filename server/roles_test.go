@@ -20,6 +20,7 @@ type fakeLease struct {
 	address  string
 	expires  time.Time
 	renewErr error // when set, Renew fails with it
+	hang     bool  // when set, Renew waits for its context to end
 }
 
 func (f *fakeLease) Acquire(_ context.Context, holder, address string, ttl time.Duration) (uint64, bool, error) {
@@ -33,9 +34,15 @@ func (f *fakeLease) Acquire(_ context.Context, holder, address string, ttl time.
 	return f.term, true, nil
 }
 
-func (f *fakeLease) Renew(_ context.Context, term uint64, ttl time.Duration) (bool, error) {
+func (f *fakeLease) Renew(ctx context.Context, term uint64, ttl time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.hang {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return false, ctx.Err()
+	}
 	if f.renewErr != nil {
 		return false, f.renewErr
 	}
@@ -267,4 +274,26 @@ func TestRolesFollowerWhoseServicesFailedStartsAgain(t *testing.T) {
 	}
 	_ = a.step(ctx)
 	wantRole(t, a, RoleLeader, "http://a")
+}
+
+// A renewal the store does not answer (the network to it cut) is given up at three
+// quarters of the ttl from the last one that succeeded, and the leader steps down
+// then, before the lease can expire and another node take it.
+func TestRolesLeaderWhoseRenewalHangsStepsDownInTime(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", nil)
+	a.ttl = 400 * time.Millisecond
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
+	l.mu.Lock()
+	l.hang = true
+	l.mu.Unlock()
+	l.clk.Advance(100 * time.Millisecond) // a round later: 200 ms of the 300 left
+	start := time.Now()
+	_ = a.step(ctx)
+	if waited := time.Since(start); waited < 150*time.Millisecond || waited > 2*time.Second {
+		t.Fatalf("the hanging renewal was given up after %v, want about 200ms", waited)
+	}
+	wantRole(t, a, RoleFollower, "")
 }
