@@ -45,7 +45,7 @@ type Status struct {
 	Leader  string       `json:"leader"` // the leader's address; "" when no node leads
 	Term    uint64       `json:"term"`   // the leadership term it knows of (0 on a store of its own)
 	Seq     uint64       `json:"seq"`    // the position it has applied
-	Store   string       `json:"store"`  // "pebble" or "postgres"
+	Store   string       `json:"store"`  // "pebble", "postgres", or "memory" (tests)
 	Nodes   []NodeStatus `json:"nodes"`
 }
 

@@ -22,7 +22,7 @@ type ClusterStatus struct {
 	Leader  string `json:"leader"`  // where the leader serves clients; "" while no node leads
 	Term    uint64 `json:"term"`    // the leadership term it knows of
 	Seq     uint64 `json:"seq"`     // the position its graph has applied
-	Store   string `json:"store"`   // "pebble" or "postgres"
+	Store   string `json:"store"`   // "pebble", "postgres", or "memory" (tests)
 	// Nodes are the nodes that have reported themselves to the store, by name; a node
 	// that stopped stays listed, its report growing old.
 	Nodes []NodeStatus `json:"nodes"`

@@ -14,6 +14,7 @@ import (
 	"github.com/herald-mq/herald/auth"
 	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store/memstore"
 	"github.com/herald-mq/herald/store/pgstore"
 )
 
@@ -249,7 +250,7 @@ func (s *Server) status(ctx context.Context) (broker.Status, error) {
 	if cl == nil {
 		name, address := s.identity(s.Addr())
 		self := broker.NodeStatus{Name: name, Address: address, Role: RoleLeader, Seq: seq}
-		return broker.Status{Name: name, Role: RoleLeader, Address: address, Leader: address, Seq: seq, Store: "pebble", Nodes: []broker.NodeStatus{self}}, nil
+		return broker.Status{Name: name, Role: RoleLeader, Address: address, Leader: address, Seq: seq, Store: s.storeKind(), Nodes: []broker.NodeStatus{self}}, nil
 	}
 	role, term, leader, _ := cl.roles.state()
 	out := broker.Status{Name: cl.roles.name, Role: role, Address: cl.roles.address, Leader: leader, Term: term, Seq: seq, Store: "postgres"}
@@ -262,6 +263,18 @@ func (s *Server) status(ctx context.Context) (broker.Status, error) {
 			Behind: n.Behind.Seconds(), Age: n.Age.Seconds()})
 	}
 	return out, nil
+}
+
+// storeKind names the store of a node that has one of its own: "pebble", or
+// "memory" for the in-memory store that tests give as Config.Backend.
+func (s *Server) storeKind() string {
+	s.mu.Lock()
+	b := s.backend
+	s.mu.Unlock()
+	if _, ok := b.(*memstore.Store); ok {
+		return "memory"
+	}
+	return "pebble"
 }
 
 // Metrics are the figures of the node's current services and of its place in the

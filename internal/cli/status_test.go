@@ -84,7 +84,7 @@ answered by: \S+ \(leader\) at seq \d+
  name +\| role +\| address +\| seq +\| behind \| last report
 -+\+-+\+-+\+-+\+-+\+-+
  \S+ +\| leader \| ` + regexp.QuoteMeta(srv.URL()) + ` \| +\d+ \| 0s +\| 0s ago
-\(1 node on pebble\)
+\(1 node on memory\)
 $`)
 	if !want.MatchString(out) {
 		t.Fatalf("got:\n%s", out)
