@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -76,7 +77,7 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 	status, data, err := c.jsonCall(ctx, http.MethodGet, "/v1/cluster", nil)
 	if err != nil {
-		return ClusterStatus{}, unreachable(ctx, c.tr.base, err)
+		return ClusterStatus{}, unreachable(ctx, err)
 	}
 	if status != http.StatusOK {
 		return ClusterStatus{}, answerError(status, data)
@@ -91,12 +92,11 @@ func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 	return out, nil
 }
 
-// unreachable reports err, a call to base that got no answer, as E4025: the
-// connection was refused or dropped, the name did not resolve, or the client's own
-// timeout ran out. The caller's context ending, the client's own refusals and a TLS
-// handshake that failed (the server was reached, and the setup is wrong) keep their
-// errors.
-func unreachable(ctx context.Context, base string, err error) error {
+// unreachable reports err, a call that got no answer, as E4025: the connection was
+// refused or dropped, the name did not resolve, or the client's own timeout ran out.
+// The caller's context ending, the client's own refusals and a TLS handshake that
+// failed (the server was reached, and the setup is wrong) keep their errors.
+func unreachable(ctx context.Context, err error) error {
 	var cert *tls.CertificateVerificationError
 	var op *net.OpError
 	switch {
@@ -112,5 +112,12 @@ func unreachable(ctx context.Context, base string, err error) error {
 	case op != nil:
 		why = op.Error()
 	}
-	return &herald.Error{Code: herald.CodeUnreachable, Message: "client: cannot reach " + base + ": " + why, Err: err}
+	where := "the server"
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			where = u.Scheme + "://" + u.Host
+		}
+	}
+	return &herald.Error{Code: herald.CodeUnreachable, Message: "client: cannot reach " + where + ": " + why, Err: err}
 }
