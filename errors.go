@@ -68,6 +68,7 @@ const (
 	CodeLockExpired      Code = "E4022"
 	CodeOutcomeUnknown   Code = "E4023"
 	CodeUnknownMethod    Code = "E4024"
+	CodeUnreachable      Code = "E4025"
 
 	CodeInternal     Code = "E5001"
 	CodeStorage      Code = "E5002"
@@ -123,7 +124,7 @@ var codeTable = []CodeInfo{
 	{CodeSession, "SESSION_ERROR", 400, "failed_precondition", "session misuse: nested sessions, END SESSION without one"},
 	{CodeNoSession, "SESSION_NOT_FOUND", 404, "not_found", "the session id is unknown, closed or expired"},
 
-	{CodeMalformedRequest, "MALFORMED_REQUEST", 400, "invalid_argument", "the request body is not the expected JSON"},
+	{CodeMalformedRequest, "MALFORMED_REQUEST", 400, "invalid_argument", "the request body is not the expected JSON, or a query parameter has a value the endpoint does not take"},
 	{CodeEmptyQuery, "EMPTY_QUERY", 400, "invalid_argument", "the request holds no statement"},
 	{CodeUnknownParameter, "UNKNOWN_PARAMETER", 400, "invalid_argument", "a parameter was supplied that the query does not use"},
 	{CodeMissingParameter, "MISSING_PARAMETER", 400, "invalid_argument", "the query uses a parameter that was not supplied"},
@@ -147,6 +148,7 @@ var codeTable = []CodeInfo{
 	{CodeLockExpired, "LOCK_EXPIRED", 410, "failed_precondition", "the queue lock expired before it was acknowledged or released; its items are back in the queue (the queue REST API answers 410 with error_code LOCK_EXPIRED)"},
 	{CodeOutcomeUnknown, "OUTCOME_UNKNOWN", 503, "unavailable", "the stream or connection ended before the server answered: the request (a settlement) may or may not have taken effect. Raised by the client"},
 	{CodeUnknownMethod, "UNKNOWN_METHOD", 404, "unimplemented", "an RPC (gRPC or Connect) names a procedure this server does not have; server reflection lists those it has"},
+	{CodeUnreachable, "UNREACHABLE", 503, "unavailable", "no answer came from the server: the connection was refused, its name did not resolve, or the request timed out before an answer. Raised by the client (Client.Status, herald status), never sent by a server"},
 
 	{CodeInternal, "INTERNAL", 500, "internal", "an unexpected server fault"},
 	{CodeStorage, "STORAGE_FAILED", 503, "unavailable", "the store failed; the server refuses writes until restarted"},

@@ -73,7 +73,7 @@ func TestClientCodesHaveRows(t *testing.T) {
 	for code, name := range map[Code]string{
 		CodeClientSetup: "CLIENT_SETUP", CodeClientClosed: "CLIENT_CLOSED", CodeInvalidArgument: "INVALID_ARGUMENT",
 		CodeAlreadySettled: "ALREADY_SETTLED", CodeQueueLocked: "QUEUE_LOCKED", CodeLockExpired: "LOCK_EXPIRED",
-		CodeOutcomeUnknown: "OUTCOME_UNKNOWN",
+		CodeOutcomeUnknown: "OUTCOME_UNKNOWN", CodeUnreachable: "UNREACHABLE",
 	} {
 		if code.Name() != name {
 			t.Errorf("%s is %s, want %s", code, code.Name(), name)

@@ -29,16 +29,23 @@ type Cluster interface {
 	Status(ctx context.Context) (Status, error)
 }
 
+// Roles a node can have among the nodes sharing its store: the leader commits, the
+// followers serve reads and watch-mode streams from its change log.
+const (
+	RoleLeader   = "leader"
+	RoleFollower = "follower"
+)
+
 // Status is a node's view of itself and of the nodes sharing its store. A node on a
 // store of its own (Pebble) is its leader, alone.
 type Status struct {
 	Name    string       `json:"name"`
-	Role    string       `json:"role"` // "leader" or "follower"
+	Role    string       `json:"role"` // RoleLeader or RoleFollower
 	Address string       `json:"address"`
 	Leader  string       `json:"leader"` // the leader's address; "" when no node leads
 	Term    uint64       `json:"term"`   // the leadership term it knows of (0 on a store of its own)
 	Seq     uint64       `json:"seq"`    // the position it has applied
-	Store   string       `json:"store"`  // "pebble" or "postgres"
+	Store   string       `json:"store"`  // "pebble", "postgres", or "memory" (tests)
 	Nodes   []NodeStatus `json:"nodes"`
 }
 

@@ -194,7 +194,8 @@
 //
 // Failures below Herald's protocol (a refused connection, a broken stream, the
 // caller's own context ending) pass through as the errors of the network and context
-// packages.
+// packages; Status alone, made to ask about servers that may be down, wraps a server
+// it cannot reach in E4025 UNREACHABLE, the network's error kept for errors.As.
 //
 // # Transport
 //

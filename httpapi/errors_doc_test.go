@@ -53,7 +53,10 @@ stream ended before the server answered it; never ` + "`E5001`" + `. A code is a
 ` + "`errors.Is`" + ` target, so ` + "`errors.Is(err, herald.CodeAckTimeout)`" + ` asks whether a lease
 expired without building an error to compare with, and ` + "`herald.CodeOf(err)`" + ` gives the
 code of any error (` + "`E5001`" + ` for one that carries none). Failures below the protocol — a
-connection refused, the caller's context ending — keep their own errors.
+connection refused, the caller's context ending — keep their own errors, except in
+` + "`Client.Status`" + ` and ` + "`herald status`" + `, which report a server they cannot reach as
+` + "`E4025 UNREACHABLE`" + ` (the cause kept for ` + "`errors.As`" + `): that command exists to ask about
+servers that may be down.
 
 | code | name | HTTP | RPC | when |
 |---|---|---|---|---|

@@ -36,6 +36,10 @@ type Options struct {
 	// Ready reports whether the server can take queries; /readyz answers 503 with its
 	// error while it returns one. nil means always ready.
 	Ready func() error
+	// Role reports the node's role (broker.RoleLeader or broker.RoleFollower) and
+	// where the leader serves clients ("" when no node leads), for /readyz, which
+	// names them and answers ?role= with them. nil means a node that leads alone.
+	Role func() (role, leader string)
 	// Registry receives the HTTP metrics and is served on /metrics. nil means a new
 	// registry private to the handler.
 	Registry *prometheus.Registry
@@ -68,6 +72,7 @@ type Handler struct {
 	maxBody int64
 	log     *slog.Logger
 	ready   func() error
+	role    func() (role, leader string)
 	mux     *http.ServeMux
 	routes  []string // every operation handle registered, as herald.Operations names it
 	metrics *metrics
@@ -87,6 +92,7 @@ func New(b broker.Broker, opts Options) *Handler {
 		maxBody: opts.MaxBodyBytes,
 		log:     opts.Logger,
 		ready:   opts.Ready,
+		role:    opts.Role,
 		mux:     http.NewServeMux(),
 		clock:   opts.Clock,
 		ping:    opts.PingInterval,
@@ -114,6 +120,9 @@ func New(b broker.Broker, opts Options) *Handler {
 	}
 	if h.ready == nil {
 		h.ready = func() error { return nil }
+	}
+	if h.role == nil {
+		h.role = func() (string, string) { return broker.RoleLeader, "" }
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -257,12 +266,42 @@ func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// readiness is the body of every /readyz answer: whether the node is ready, its role
+// and where the leader is, and why it is not ready when it is not.
+type readiness struct {
+	Status string       `json:"status"` // "ready" or "not ready"
+	Role   string       `json:"role,omitempty"`
+	Leader string       `json:"leader,omitempty"`
+	Error  *ErrorDetail `json:"error,omitempty"`
+}
+
+// readyz answers 200 while the node takes requests, and 503 with the reason while it
+// does not. With ?role=leader (or follower) it answers 200 only when the node is also
+// in that role, and 503 naming the role it has otherwise, so that a load balancer can
+// send writes to the leader alone; the 503 of a node in the other role is an answer,
+// not an error, and carries no error code. A role that is neither is 400 E4001.
 func (h *Handler) readyz(w http.ResponseWriter, r *http.Request) {
-	if err := h.ready(); err != nil {
-		writeError(w, err)
+	want, asked := r.URL.Query().Get("role"), r.URL.Query().Has("role")
+	if asked && want != broker.RoleLeader && want != broker.RoleFollower {
+		writeError(w, herald.Errorf(herald.CodeMalformedRequest, "role must be %q or %q, not %q", broker.RoleLeader, broker.RoleFollower, want))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	role, leader := h.role()
+	ans := readiness{Status: "ready", Role: role, Leader: leader}
+	if err := h.ready(); err != nil {
+		d := Detail(err)
+		ans.Status, ans.Error = "not ready", &d
+		if rec, ok := w.(*recorder); ok {
+			rec.code = d.Code
+		}
+		writeJSON(w, d.Code.Info().HTTP, ans)
+		return
+	}
+	status := http.StatusOK
+	if asked && role != want {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, ans)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

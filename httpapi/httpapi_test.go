@@ -280,8 +280,8 @@ func TestHealthAndReadiness(t *testing.T) {
 	if w.Code != 503 {
 		t.Fatalf("readyz while stopping: %d", w.Code)
 	}
-	if d := decodeError(t, w); d.Code != herald.CodeShuttingDown {
-		t.Fatalf("code %s", d.Code)
+	if r := decodeReadiness(t, w); r.Status != "not ready" || r.Error == nil || r.Error.Code != herald.CodeShuttingDown {
+		t.Fatalf("body %+v", r)
 	}
 	if w := do(t, h, "GET", "/healthz", ""); w.Code != 200 {
 		t.Fatalf("healthz while stopping %d", w.Code)
@@ -378,5 +378,103 @@ func TestNotLeaderRedirects(t *testing.T) {
 	rec = do(t, h, http.MethodPost, "/v1/query", `{"query": "SPAWN j: Job"}`)
 	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Location") != "" {
 		t.Fatalf("without a leader: status %d, location %q", rec.Code, rec.Header().Get("Location"))
+	}
+}
+
+// decodeReadiness decodes a /readyz answer, refusing fields it does not know.
+func decodeReadiness(t *testing.T, w *httptest.ResponseRecorder) readiness {
+	t.Helper()
+	var r readiness
+	dec := json.NewDecoder(w.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("readiness body does not decode: %v", err)
+	}
+	return r
+}
+
+// /readyz names the node's role and the leader; with ?role= it answers 200 only on a
+// ready node of that role, and 503 saying the role it has on one of the other (no
+// redirect, no error code, not logged as an error), so a load balancer can tell the
+// leader from the followers. Not being ready wins over the role; a role that is
+// neither leader nor follower is 400 E4001.
+func TestReadinessByRole(t *testing.T) {
+	var mu sync.Mutex
+	role, leader := broker.RoleFollower, "http://leader:7420"
+	var readyErr error
+	var logs bytes.Buffer
+	h := New(fakeNode(&fakeEngine{}), Options{
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Ready: func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			return readyErr
+		},
+		Role: func() (string, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return role, leader
+		},
+	})
+	check := func(method, path string, status int, want readiness) {
+		t.Helper()
+		w := do(t, h, method, path, "")
+		if w.Code != status {
+			t.Fatalf("%s %s: status %d, want %d: %s", method, path, w.Code, status, w.Body)
+		}
+		if loc := w.Header().Get("Location"); loc != "" {
+			t.Fatalf("%s %s: redirected to %s", method, path, loc)
+		}
+		if method == http.MethodHead {
+			return
+		}
+		got := decodeReadiness(t, w)
+		if got.Status != want.Status || got.Role != want.Role || got.Leader != want.Leader || (got.Error == nil) != (want.Error == nil) ||
+			(got.Error != nil && got.Error.Code != want.Error.Code) {
+			t.Fatalf("%s %s: body %+v (error %+v), want %+v (error %+v)", method, path, got, got.Error, want, want.Error)
+		}
+	}
+	follower := readiness{Status: "ready", Role: broker.RoleFollower, Leader: "http://leader:7420"}
+	check("GET", "/readyz", 200, follower)
+	check("GET", "/readyz?role=follower", 200, follower)
+	check("GET", "/readyz?role=leader", 503, follower)
+	check("HEAD", "/readyz?role=leader", 503, follower)
+	if logs.Len() != 0 {
+		t.Fatalf("routine probes logged at info or above:\n%s", logs.String())
+	}
+
+	mu.Lock()
+	role, leader = broker.RoleLeader, "http://me:7420"
+	mu.Unlock()
+	lead := readiness{Status: "ready", Role: broker.RoleLeader, Leader: "http://me:7420"}
+	check("GET", "/readyz?role=leader", 200, lead)
+	check("HEAD", "/readyz?role=leader", 200, lead)
+	check("GET", "/readyz?role=follower", 503, lead)
+
+	for _, bad := range []string{"primary", "", "Leader"} {
+		w := do(t, h, "GET", "/readyz?role="+bad, "")
+		if d := decodeError(t, w); w.Code != 400 || d.Code != herald.CodeMalformedRequest || !strings.Contains(d.Message, "leader") {
+			t.Fatalf("role %q: status %d, %+v", bad, w.Code, d)
+		}
+	}
+
+	mu.Lock()
+	readyErr = herald.Errorf(herald.CodeShuttingDown, "stopping")
+	mu.Unlock()
+	notReady := readiness{Status: "not ready", Role: broker.RoleLeader, Leader: "http://me:7420", Error: &ErrorDetail{Code: herald.CodeShuttingDown}}
+	check("GET", "/readyz?role=leader", 503, notReady)
+	check("GET", "/readyz", 503, notReady)
+	if !strings.Contains(logs.String(), `"code":"E5003"`) {
+		t.Fatalf("a node that is not ready is not logged with its code:\n%s", logs.String())
+	}
+
+	// Without Options.Role the node leads alone.
+	solo := newTestHandler(t, &fakeEngine{}, Options{})
+	w := do(t, solo, "GET", "/readyz?role=leader", "")
+	if r := decodeReadiness(t, w); w.Code != 200 || r.Role != broker.RoleLeader {
+		t.Fatalf("a node on its own: %d %+v", w.Code, r)
+	}
+	if w := do(t, solo, "GET", "/readyz?role=follower", ""); w.Code != 503 {
+		t.Fatalf("a node on its own, asked for a follower: %d", w.Code)
 	}
 }

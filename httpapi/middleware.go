@@ -97,6 +97,9 @@ func (h *Handler) observe(r *http.Request, rec *recorder, route string, elapsed 
 	h.metrics.observe(route, status, elapsed)
 	level := slog.LevelInfo
 	switch {
+	case route == "readyz" && rec.code == "":
+		// Ready, or ready in a role other than the one asked: a probe's routine answer.
+		level = slog.LevelDebug
 	case status >= 500:
 		level = slog.LevelError
 	case route == "healthz" || route == "readyz" || route == "metrics":

@@ -14,6 +14,7 @@ import (
 	"github.com/herald-mq/herald/auth"
 	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/store/memstore"
 	"github.com/herald-mq/herald/store/pgstore"
 )
 
@@ -51,6 +52,7 @@ func (s *Server) startCluster(ctx context.Context, addr string) (broker.Broker, 
 	cl.roles = &roles{lease: pg, clock: s.clock(), log: s.log.With("component", "cluster", "node", name),
 		name: name, address: address, ttl: ttl, become: s.become}
 	cl.roles.report = func(ctx context.Context) { s.report(ctx) }
+	cl.roles.failed = s.failed
 	cl.sw.set(&followerNode{leader: cl.leader, status: s.status})
 	s.cluster = cl
 	if err := cl.roles.start(ctx); err != nil {
@@ -187,6 +189,28 @@ func (s *Server) report(ctx context.Context) {
 	}
 }
 
+// failed reports why the node's current services cannot go on (the roles loop then
+// starts the node again as a follower, from the store): a leader's engine that failed
+// a commit refuses work until it is opened again (a full local disk, E5005, passes by
+// itself and does not count); a follower's graph that can no longer follow the change
+// log (truncated past its position) must be loaded again.
+func (s *Server) failed() error {
+	st := s.currentStack()
+	switch {
+	case st == nil:
+		return nil
+	case st.role == RoleLeader:
+		if err := st.eng.Err(); herald.CodeOf(err) == herald.CodeStorage {
+			return err
+		}
+	default:
+		if p := st.followErr.Load(); p != nil {
+			return *p
+		}
+	}
+	return nil
+}
+
 // lag is how many commits and how long the node's graph is behind the store.
 func (s *Server) lag() (commits uint64, behind time.Duration) {
 	cl, st := s.cluster, s.currentStack()
@@ -203,6 +227,18 @@ func (s *Server) lag() (commits uint64, behind time.Duration) {
 	return commits, behind
 }
 
+// role is the node's role and the leader's address ("" when no node leads), for
+// /readyz: a node on a store of its own leads, at its own address.
+func (s *Server) role() (role, leader string) {
+	cl := s.cluster
+	if cl == nil {
+		_, address := s.identity(s.Addr())
+		return RoleLeader, address
+	}
+	role, _, leader, _ = cl.roles.state()
+	return role, leader
+}
+
 // status is the node's view of itself and of the nodes sharing its store.
 func (s *Server) status(ctx context.Context) (broker.Status, error) {
 	st := s.currentStack()
@@ -214,7 +250,7 @@ func (s *Server) status(ctx context.Context) (broker.Status, error) {
 	if cl == nil {
 		name, address := s.identity(s.Addr())
 		self := broker.NodeStatus{Name: name, Address: address, Role: RoleLeader, Seq: seq}
-		return broker.Status{Name: name, Role: RoleLeader, Address: address, Leader: address, Seq: seq, Store: "pebble", Nodes: []broker.NodeStatus{self}}, nil
+		return broker.Status{Name: name, Role: RoleLeader, Address: address, Leader: address, Seq: seq, Store: s.storeKind(), Nodes: []broker.NodeStatus{self}}, nil
 	}
 	role, term, leader, _ := cl.roles.state()
 	out := broker.Status{Name: cl.roles.name, Role: role, Address: cl.roles.address, Leader: leader, Term: term, Seq: seq, Store: "postgres"}
@@ -227,6 +263,18 @@ func (s *Server) status(ctx context.Context) (broker.Status, error) {
 			Behind: n.Behind.Seconds(), Age: n.Age.Seconds()})
 	}
 	return out, nil
+}
+
+// storeKind names the store of a node that has one of its own: "pebble", or
+// "memory" for the in-memory store that tests give as Config.Backend.
+func (s *Server) storeKind() string {
+	s.mu.Lock()
+	b := s.backend
+	s.mu.Unlock()
+	if _, ok := b.(*memstore.Store); ok {
+		return "memory"
+	}
+	return "pebble"
 }
 
 // Metrics are the figures of the node's current services and of its place in the

@@ -3,11 +3,14 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/engine"
+	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/watch"
 )
 
@@ -173,3 +176,41 @@ func (f *followerNode) RedriveDeadLetters(context.Context, string) (int, error) 
 }
 
 func (f *followerNode) Status(ctx context.Context) (broker.Status, error) { return f.status(ctx) }
+
+// Backoff of a follower's reads of the change log after one failed.
+const (
+	followRetryMin = 100 * time.Millisecond
+	followRetryMax = 2 * time.Second
+)
+
+// follow applies the leader's change log to eng until ctx ends. A read of the log that
+// fails (PostgreSQL restarted or failed over, the connection cut) is retried, after
+// followRetryMin doubling up to followRetryMax, so that the follower catches up by
+// itself once the store answers again; meanwhile it serves what it has, and its lag
+// grows. Only a log truncated past the follower's position ends the loop, since the
+// graph must then be loaded again: failed is called with why, the node reports itself
+// not ready, and the roles loop opens the follower again.
+func follow(ctx context.Context, eng *engine.Engine, wait func(context.Context, uint64) error, clk herald.Clock, log *slog.Logger, failed func(error)) {
+	delay := followRetryMin
+	for {
+		err := eng.Follow(ctx, wait)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, store.ErrCompacted) {
+			log.Error("following the leader's change log stopped: the graph must be loaded again", "err", err)
+			failed(err)
+			return
+		}
+		seq, _ := eng.Position()
+		log.Warn("reading the leader's change log failed; retrying", "seq", seq, "retry_in", delay, "err", err)
+		t := clk.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		delay = min(delay*2, followRetryMax)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/store/pgstore"
 )
 
@@ -17,10 +18,10 @@ import (
 // time steps down before another can take over, and one that was paused past its
 // lease fails its next commit instead of writing.
 
-// Roles a node can have.
+// Roles a node can have (the seam's names for them).
 const (
-	RoleLeader   = "leader"
-	RoleFollower = "follower"
+	RoleLeader   = broker.RoleLeader
+	RoleFollower = broker.RoleFollower
 )
 
 // leaseStore is what the roles loop needs from the store (*pgstore.Store).
@@ -43,10 +44,17 @@ type roles struct {
 	ttl     time.Duration
 	become  func(ctx context.Context, role string, term uint64) error
 	report  func(ctx context.Context) // after each round: the node reports itself
+	// failed, when set, reports why the node's services stopped working (a leader's
+	// engine failed a commit: the store dropped its connection, PostgreSQL failed over;
+	// a follower's graph can no longer follow the store); nil while they work. The
+	// node then starts again as a follower, from what the store holds, a leader giving
+	// the lease up first.
+	failed func() error
 
 	mu      sync.Mutex
 	role    string
-	term    uint64
+	term    uint64    // the term this node commits under while it leads; 0 otherwise
+	known   uint64    // the lease's term as last read or taken: what the node knows of
 	leader  string    // the leader's address, as last read
 	renewed time.Time // when the last renewal that succeeded was sent
 	changes int       // role changes so far
@@ -111,18 +119,39 @@ func (r *roles) step(ctx context.Context) error {
 	r.mu.Lock()
 	role, term, renewed := r.role, r.term, r.renewed
 	r.mu.Unlock()
+	if role != "" && r.failed != nil {
+		if why := r.failed(); why != nil {
+			r.log.Error("the node's services failed: starting again as a follower, from the store", "role", role, "term", term, "err", why)
+			if role == RoleLeader {
+				if err := r.lease.Release(ctx, term); err != nil {
+					r.log.Warn("releasing the leadership lease", "term", term, "err", err)
+				}
+			}
+			return r.change(ctx, RoleFollower, 0)
+		}
+	}
 	if role == RoleLeader {
+		// The renewal must be answered within three quarters of the ttl from the last
+		// one that succeeded: a store that does not answer (the network cut) must not
+		// hold the leader past the point where it has to step down.
 		sent := r.clock.Now()
-		ok, err := r.lease.Renew(ctx, term, r.ttl)
+		left := renewed.Add(r.ttl * 3 / 4).Sub(sent)
+		ok, late, err := false, true, error(nil)
+		if left > 0 {
+			rctx, cancel := context.WithTimeout(ctx, left)
+			ok, err = r.lease.Renew(rctx, term, r.ttl)
+			late = err != nil && rctx.Err() != nil && ctx.Err() == nil
+			cancel()
+		}
 		switch {
-		case err == nil && ok:
+		case left > 0 && err == nil && ok:
 			r.mu.Lock()
 			r.renewed, r.leader = sent, r.address
 			r.mu.Unlock()
 			return nil
-		case err == nil:
+		case left > 0 && err == nil:
 			r.log.Warn("the leadership lease moved to another node: stepping down", "term", term)
-		case r.clock.Now().Sub(renewed) < r.ttl*3/4:
+		case !late && r.clock.Now().Sub(renewed) < r.ttl*3/4:
 			r.log.Warn("renewing the leadership lease failed; retrying", "term", term, "err", err)
 			return nil
 		default:
@@ -140,6 +169,9 @@ func (r *roles) step(ctx context.Context) error {
 	}
 	// A lease held under this node's own name is a past run's (names are unique among
 	// live nodes): take it back at once rather than follow a leader that is gone.
+	r.mu.Lock()
+	r.known = max(r.known, l.Term)
+	r.mu.Unlock()
 	if l.Held && l.Holder != r.name {
 		r.mu.Lock()
 		r.leader = l.Address
@@ -161,7 +193,7 @@ func (r *roles) step(ctx context.Context) error {
 		return nil
 	}
 	r.mu.Lock()
-	r.renewed, r.leader = sent, r.address
+	r.renewed, r.leader, r.known = sent, r.address, term
 	r.mu.Unlock()
 	r.log.Info("took the leadership lease", "term", term, "previous", l.Holder)
 	return r.change(ctx, RoleLeader, term)
@@ -194,10 +226,11 @@ func (r *roles) change(ctx context.Context, role string, term uint64) error {
 	return nil
 }
 
-// state reports the node's role, term, the leader's address ("" when unknown) and the
-// role changes so far.
+// state reports the node's role, the leadership term it knows of (its own while it
+// leads, the lease's as last read while it follows), the leader's address ("" when
+// unknown) and the role changes so far.
 func (r *roles) state() (role string, term uint64, leader string, changes int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.role, r.term, r.leader, r.changes
+	return r.role, max(r.term, r.known), r.leader, r.changes
 }

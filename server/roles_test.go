@@ -20,6 +20,7 @@ type fakeLease struct {
 	address  string
 	expires  time.Time
 	renewErr error // when set, Renew fails with it
+	hang     bool  // when set, Renew waits for its context to end
 }
 
 func (f *fakeLease) Acquire(_ context.Context, holder, address string, ttl time.Duration) (uint64, bool, error) {
@@ -33,9 +34,15 @@ func (f *fakeLease) Acquire(_ context.Context, holder, address string, ttl time.
 	return f.term, true, nil
 }
 
-func (f *fakeLease) Renew(_ context.Context, term uint64, ttl time.Duration) (bool, error) {
+func (f *fakeLease) Renew(ctx context.Context, term uint64, ttl time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.hang {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return false, ctx.Err()
+	}
 	if f.renewErr != nil {
 		return false, f.renewErr
 	}
@@ -100,6 +107,9 @@ func TestRolesFailover(t *testing.T) {
 	}
 	wantRole(t, a, RoleLeader, "http://a")
 	wantRole(t, b, RoleFollower, "http://a")
+	if _, term, _, _ := b.state(); term != 1 {
+		t.Fatalf("the follower knows of term %d, want the leader's, 1", term)
+	}
 
 	// The leader renews; the follower waits.
 	for range 8 {
@@ -130,6 +140,9 @@ func TestRolesFailover(t *testing.T) {
 	wantRole(t, a, RoleFollower, "http://b")
 	if _, term, _, changes := b.state(); term != 2 || changes != 1 {
 		t.Fatalf("b: term %d, %d changes", term, changes)
+	}
+	if _, term, _, _ := a.state(); term != 2 {
+		t.Fatalf("a, following b: knows of term %d, want 2", term)
 	}
 	if len(*aSeen) != 2 || len(*bSeen) != 2 {
 		t.Fatalf("changes seen: a %v, b %v", *aSeen, *bSeen)
@@ -200,4 +213,87 @@ func TestRolesRestartedLeaderTakesItsLeaseBack(t *testing.T) {
 	if _, term, _, _ := again.state(); term != 2 {
 		t.Fatalf("term %d, want a new one", term)
 	}
+}
+
+// A leader whose services failed (a commit failed: the store dropped its connection)
+// gives the lease up at its next round and follows, from a new start; another node
+// takes over at once rather than after the lease's TTL.
+func TestRolesLeaderWhoseServicesFailedStepsDown(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, aSeen := roleNode(l, "a", nil)
+	b, _ := roleNode(l, "b", nil)
+	_ = a.step(ctx)
+	_ = b.step(ctx)
+	var mu sync.Mutex
+	var broken error
+	a.failed = func() error { mu.Lock(); defer mu.Unlock(); return broken }
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
+
+	mu.Lock()
+	broken = errors.New("E5002 STORAGE_FAILED: pgstore: commit: connection reset")
+	mu.Unlock()
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "")
+	mu.Lock()
+	broken = nil // its services were opened again
+	mu.Unlock()
+	if got, _ := l.Leader(ctx); got.Held {
+		t.Fatalf("the lease is still held after the leader stepped down: %+v", got)
+	}
+	_ = b.step(ctx) // no time has passed
+	wantRole(t, b, RoleLeader, "http://b")
+	_ = a.step(ctx)
+	wantRole(t, a, RoleFollower, "http://b")
+	if got := *aSeen; len(got) != 2 || got[1] != RoleFollower {
+		t.Fatalf("a's role changes: %v", got)
+	}
+}
+
+// A follower whose services failed (the change log was truncated past its graph's
+// position) starts again as a follower, loading the graph from the store; the leader
+// is not disturbed.
+func TestRolesFollowerWhoseServicesFailedStartsAgain(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", nil)
+	b, bSeen := roleNode(l, "b", nil)
+	_ = a.step(ctx)
+	_ = b.step(ctx)
+	broken := errors.New("engine: read the change log after seq 7: store: position compacted")
+	b.failed = func() error { return broken }
+	_ = b.step(ctx)
+	b.failed = nil
+	wantRole(t, b, RoleFollower, "http://a")
+	if got := *bSeen; len(got) != 2 || got[0] != RoleFollower || got[1] != RoleFollower {
+		t.Fatalf("b's services were not started again: %v", got)
+	}
+	if _, _, _, changes := b.state(); changes != 0 {
+		t.Fatalf("starting again in the same role counted as %d role changes", changes)
+	}
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
+}
+
+// A renewal the store does not answer (the network to it cut) is given up at three
+// quarters of the ttl from the last one that succeeded, and the leader steps down
+// then, before the lease can expire and another node take it.
+func TestRolesLeaderWhoseRenewalHangsStepsDownInTime(t *testing.T) {
+	ctx := context.Background()
+	l := &fakeLease{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	a, _ := roleNode(l, "a", nil)
+	a.ttl = 400 * time.Millisecond
+	_ = a.step(ctx)
+	wantRole(t, a, RoleLeader, "http://a")
+	l.mu.Lock()
+	l.hang = true
+	l.mu.Unlock()
+	l.clk.Advance(100 * time.Millisecond) // a round later: 200 ms of the 300 left
+	start := time.Now()
+	_ = a.step(ctx)
+	if waited := time.Since(start); waited < 150*time.Millisecond || waited > 2*time.Second {
+		t.Fatalf("the hanging renewal was given up after %v, want about 200ms", waited)
+	}
+	wantRole(t, a, RoleFollower, "")
 }

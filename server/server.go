@@ -356,7 +356,7 @@ func (s *Server) ready() error {
 	if st == nil {
 		return herald.Errorf(herald.CodeShuttingDown, "the node is changing role")
 	}
-	return st.eng.Err()
+	return st.err()
 }
 
 // Stop shuts the server down: it stops accepting connections, ends the watch and consume

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -30,7 +31,17 @@ type stack struct {
 	auth *auth.Store        // principals and tokens, read from the stack's graph
 	b    broker.Broker
 
-	stopFollow func() // a follower's: stops its follow loop and waits for it
+	stopFollow func()                // a follower's: stops its follow loop and waits for it
+	followErr  atomic.Pointer[error] // a follower's: why its follow loop ended for good
+}
+
+// err is why the stack cannot serve: its engine's fault, or a follower's log that it
+// can no longer follow.
+func (st *stack) err() error {
+	if p := st.followErr.Load(); p != nil {
+		return herald.Errorf(herald.CodeStorage, "this follower can no longer follow the change log (%v); it loads the graph again", *p)
+	}
+	return st.eng.Err()
 }
 
 // close stops the stack's services and closes its engine (which closes the store
@@ -135,15 +146,14 @@ func (s *Server) openFollower(ctx context.Context, backend store.Backend, wait f
 	}
 	fctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	st := &stack{role: RoleFollower, eng: eng, wat: wat, auth: tokens}
 	go func() {
 		defer close(done)
-		if err := eng.Follow(fctx, wait); err != nil && fctx.Err() == nil {
-			s.log.Error("following the leader's change log stopped", "err", err)
-		}
+		follow(fctx, eng, wait, s.clock(), s.log, func(err error) { st.followErr.Store(&err) })
 	}()
 	// Principals and tokens made or revoked on the leader reach this node's with its log.
 	stopAuth := tokens.Follow()
-	st := &stack{role: RoleFollower, eng: eng, wat: wat, auth: tokens, stopFollow: func() { cancel(); <-done; stopAuth() }}
+	st.stopFollow = func() { cancel(); <-done; stopAuth() }
 	st.b = &followerNode{eng: eng, wat: wat, leader: leader, status: s.status}
 	return st, nil
 }

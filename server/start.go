@@ -151,6 +151,7 @@ func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpca
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log.With("component", "http"),
 		Ready:        s.ready,
+		Role:         s.role,
 		Clock:        s.cfg.Clock,
 		PingInterval: s.cfg.PingInterval,
 		Metrics:      []herald.MetricSource{s},

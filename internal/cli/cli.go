@@ -1,5 +1,5 @@
 // Package cli implements the herald command line: serve runs a server, and query, watch,
-// consume, queue and token are clients of one, written on the Go SDK (package client).
+// consume, queue, token and status are clients of one, written on the Go SDK (package client).
 // Each command runs through Run with explicit arguments and streams, so tests drive it
 // without a process.
 package cli
@@ -79,7 +79,7 @@ through a query language. Run a broker with "herald serve" and talk to it with
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(newServeCmd(), newQueryCmd(stdin, stdout, stderr), newVersionCmd(stdout), newWatchCmd(stdout, stderr), newConsumeCmd(stdout, stderr))
-	root.AddCommand(newQueueCmd(stdout), newTokenCmd(stdout), newHealthCmd(stdout))
+	root.AddCommand(newQueueCmd(stdout), newTokenCmd(stdout), newHealthCmd(stdout), newStatusCmd(stdout))
 	return root
 }
 

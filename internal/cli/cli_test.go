@@ -72,7 +72,7 @@ func writeProto(w http.ResponseWriter, m proto.Message) {
 }
 
 // serveFake serves b over HTTP/1.1 and unencrypted HTTP/2, as a broker does.
-func serveFake(t *testing.T, b *fakeBroker) *httptest.Server {
+func serveFake(t *testing.T, b http.Handler) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(b)
 	var p http.Protocols

@@ -39,6 +39,13 @@ import (
 //   - A block whose one command is `herald serve FLAGS` starts the server the later blocks
 //     talk to, with those flags (and a free port and a new data directory), in place of
 //     the one the test started.
+//   - A block whose one command is `herald serve --store postgres://… FLAGS` starts one
+//     node of a cluster instead, beside the nodes started before it (the first takes
+//     the place of the test's server): on the test's PostgreSQL, in a schema of the
+//     document's own, its `--listen` address moved to a free port with as many digits
+//     (so tables keep their widths), and that address rewritten in the later commands
+//     and in the outputs they are compared with. Without PostgreSQL installed the
+//     document's test skips, saying so (doccluster_test.go).
 //   - A ```console block is a session: its `$ ` lines run in order in one shell, and the
 //     other lines are what they print.
 //   - A ```text block whose first line is `$ … herald query` and which shows `herald> `
@@ -171,6 +178,7 @@ type docRunner struct {
 	streams []*docStream
 	heading int // the heading the open streams were started under
 	strict  bool
+	cluster docCluster // the nodes of a cluster the document started
 }
 
 // newDocRunner starts a server with flags for the document doc.
@@ -259,6 +267,7 @@ func (r *docRunner) run(blocks []docBlock) {
 
 // rewrite points a documented command at the test's server and binary.
 func (r *docRunner) rewrite(cmd string) string {
+	cmd = r.cluster.rewrite(cmd)
 	cmd = strings.ReplaceAll(cmd, "go run ./cmd/herald", "herald")
 	for _, a := range []string{"localhost:7420", "127.0.0.1:7420"} {
 		cmd = strings.ReplaceAll(cmd, a, r.server.Addr())
@@ -282,6 +291,10 @@ func (r *docRunner) command(b docBlock, out *docBlock) {
 		if out != nil {
 			r.t.Fatalf("%s:%d: a herald serve block cannot show an output", r.doc, b.Line)
 		}
+		if clusterFlags(flags) {
+			r.startNode(flags)
+			return
+		}
 		r.startServer(flags) // on a free port and a new data directory
 		return
 	}
@@ -297,8 +310,8 @@ func (r *docRunner) command(b docBlock, out *docBlock) {
 		}
 		return
 	}
-	if !docMatch(out.Lang, out.Text, got) {
-		r.t.Errorf("%s: the output of\n%s\ndoes not match %s:%d.\ngot:\n%s\nwant:\n%s", where, b.Text, r.doc, out.Line, got, out.Text)
+	if want := r.cluster.rewrite(out.Text); !docMatch(out.Lang, want, got) {
+		r.t.Errorf("%s: the output of\n%s\ndoes not match %s:%d.\ngot:\n%s\nwant:\n%s", where, b.Text, r.doc, out.Line, got, want)
 	}
 }
 

@@ -31,8 +31,34 @@ func TestReadmeTour(t *testing.T) {
 	r.run(tour)
 }
 
-// TestReadmeCommands: every shell command of the README is run by TestReadmeTour, is one
-// of the two set-up commands (unchanged), or is marked illustrative.
+// TestReadmeThreeNodes runs "Three nodes on PostgreSQL": three nodes on the test's
+// PostgreSQL (on free ports in place of the README's, see doccluster_test.go), then
+// herald status against the first, compared with what the README shows. It skips where
+// PostgreSQL is not installed.
+func TestReadmeThreeNodes(t *testing.T) {
+	requireShellTools(t)
+	var blocks []docBlock
+	for _, b := range readDocBlocks(t, "README.md") {
+		if b.Section == readmeCluster {
+			blocks = append(blocks, b)
+		}
+	}
+	if len(blocks) == 0 {
+		t.Fatalf("README.md has no section %q", readmeCluster)
+	}
+	r := newDocRunner(t, "README.md")
+	r.strict = true
+	r.run(blocks)
+	if len(r.cluster.nodes) != 3 {
+		t.Fatalf("the section started %d nodes, want 3", len(r.cluster.nodes))
+	}
+}
+
+const readmeCluster = "Three nodes on PostgreSQL"
+
+// TestReadmeCommands: every shell command of the README is run by TestReadmeTour or
+// TestReadmeThreeNodes, is one of the two set-up commands (unchanged), or is marked
+// illustrative.
 func TestReadmeCommands(t *testing.T) {
 	setup := map[string]bool{}
 	for _, b := range readDocBlocks(t, "README.md") {
@@ -41,7 +67,7 @@ func TestReadmeCommands(t *testing.T) {
 		}
 		text := strings.TrimSpace(b.Text)
 		switch {
-		case b.Section == "A five-minute tour" || b.illustrative():
+		case b.Section == "A five-minute tour" || b.Section == readmeCluster || b.illustrative():
 		case b.Section == "Two commands" && slices.Contains(readmeSetup, text):
 			setup[text] = true
 		default:
