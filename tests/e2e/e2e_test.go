@@ -73,7 +73,9 @@ func storeFlags(t *testing.T, dataDir string, flags []string) []string {
 	if !loaded {
 		t.Cleanup(func() { testutil.DropSchema(dsn, schema.(string)) })
 	}
-	return append([]string{"--store", dsn, "--store-schema", schema.(string)}, flags...)
+	// One node name per store: a server restarted there (after kill -9 too) takes its
+	// last run's lease back at once instead of waiting for it to expire.
+	return append([]string{"--store", dsn, "--store-schema", schema.(string), "--node-name", schema.(string)}, flags...)
 }
 
 func startServer(t *testing.T, dataDir string, flags ...string) *testutil.Server {
