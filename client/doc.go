@@ -151,10 +151,21 @@
 // and Close returns the context's error. Client.Drain drains every subscription, waits
 // for the publishes under way, and closes the client.
 //
-// A subscription does not reconnect. When its stream ends on its own (the server
-// stopped, the connection broke), Done is closed, Err says why, the running handlers'
-// contexts are cancelled (their leases are released), and the caller may subscribe
-// again. A settlement sent on it but not yet answered returns E4023
+// A subscription on one server does not reconnect. When its stream ends on its own (the
+// server stopped, the connection broke), Done is closed, Err says why, the running
+// handlers' contexts are cancelled (their leases are released), and the caller may
+// subscribe again.
+//
+// # Several nodes
+//
+// Dial takes every node of a cluster on one PostgreSQL store, comma-separated, and
+// follows the leader from then on: a call a follower refuses with E5006 goes to the node
+// it names, unreachable nodes are passed over, publishes a node refused go out again on
+// the leader, a subscription whose stream is lost subscribes again there (the messages it
+// held are redelivered when their leases run out), and watches resume from their last
+// position on any node. A statement or publish whose connection broke on the way may
+// have been carried out, and comes back as an error rather than running twice.
+// WithFailoverTimeout bounds the search (docs/scale.md). A settlement sent on it but not yet answered returns E4023
 // (herald.CodeOutcomeUnknown): it may have taken effect or not.
 //
 // # Queues
