@@ -47,38 +47,6 @@ const (
 // at once, so they are redelivered without waiting for their ack timeout.
 type Stream = herald.Stream
 
-// MaxSettlements caps the settlements of one batch (SettleMany, POST /v1/settle, the
-// Settle RPC).
-const MaxSettlements = 10000
-
-// CheckBatch refuses a batch of n settlements that is empty or too long (E4001).
-func CheckBatch(n int) error {
-	switch {
-	case n == 0:
-		return herald.Errorf(herald.CodeMalformedRequest, "no settlements; give at least one delivery id and action")
-	case n > MaxSettlements:
-		return herald.Errorf(herald.CodeMalformedRequest, "%d settlements in one batch; at most %d", n, MaxSettlements)
-	}
-	return nil
-}
-
-// CheckSettle refuses settlement i of a batch when it has no delivery id, or a delay
-// (NACK only) or a by (EXTEND only) where its action takes none, or a negative one
-// (E4001). delayGiven and byGiven say whether the request carried them at all.
-func CheckSettle(i int, it Settle, delayGiven, byGiven bool) error {
-	switch {
-	case it.DeliveryID == "":
-		return herald.Errorf(herald.CodeMalformedRequest, "settlement %d: delivery_id is missing", i)
-	case delayGiven && it.Action != ActNack:
-		return herald.Errorf(herald.CodeMalformedRequest, "settlement %d: a delay applies to NACK only", i)
-	case byGiven && it.Action != ActExtend:
-		return herald.Errorf(herald.CodeMalformedRequest, "settlement %d: by applies to EXTEND only", i)
-	case it.Delay < 0 || it.By < 0:
-		return herald.Errorf(herald.CodeMalformedRequest, "settlement %d: durations must not be negative", i)
-	}
-	return nil
-}
-
 // Consumer is a consume stream with credit-based flow control: the server has at most
 // Credit unsettled deliveries out to it at once.
 type Consumer interface {
