@@ -182,6 +182,12 @@ func (t *TypeDecl) Attr(name string) *AttrDecl {
 	return nil
 }
 
+// AttrTrace is the attribute that carries a message's trace context: the W3C
+// traceparent of the span that published it (see docs/tracing.md). Every node type
+// accepts it, declared or not, as a string; the Go client sets it when it publishes
+// within a trace and reads it back from each delivery.
+const AttrTrace = "_trace"
+
 // IsSystemType reports whether name is a Layer 0 system type (starting with `_`), which
 // users may read but not write.
 func IsSystemType(name string) bool { return strings.HasPrefix(name, "_") }

@@ -16,8 +16,11 @@ import (
 	"time"
 	"unicode"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/internal/clock"
+	"github.com/herald-mq/herald/internal/tracing"
 )
 
 // Option configures Dial.
@@ -31,6 +34,7 @@ type options struct {
 	log     *slog.Logger
 	codec   Codec
 	clock   herald.Clock
+	tp      trace.TracerProvider
 
 	failover    time.Duration
 	failoverSet bool
@@ -100,6 +104,15 @@ func WithCodec(c Codec) Option { return func(o *options) { o.codec = c } }
 // default is the real clock; tests give a manual one.
 func WithClock(c herald.Clock) Option { return func(o *options) { o.clock = c } }
 
+// WithTracerProvider sets the OpenTelemetry tracer provider of the client's spans: a
+// producer span for each publish, whose trace context the message carries to its
+// consumers, and a consumer span for each delivery a subscription handles, the child
+// of its publisher's span (see docs/tracing.md). The default is OpenTelemetry's global
+// provider, which records nothing until the program sets one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tp = tp }
+}
+
 // Client is a connection to one Herald server. It is safe for concurrent use.
 type Client struct {
 	tr      *transport
@@ -107,6 +120,7 @@ type Client struct {
 	log     *slog.Logger
 	codec   Codec
 	clock   herald.Clock
+	trc     trace.Tracer // the spans of publishes and deliveries (tracing)
 
 	pub publisher // coalesces publishes onto one stream (publish.go)
 
@@ -155,6 +169,7 @@ func Dial(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		log:     o.log,
 		codec:   o.codec,
 		clock:   o.clock,
+		trc:     tracing.Tracer(o.tp),
 		subs:    make(map[*Subscription]struct{}),
 	}
 	c.pub.c = c
@@ -375,6 +390,14 @@ type publishOptions struct {
 	delay    time.Duration
 	priority *int64
 	fairness *string
+	ctx      context.Context // WithContext: the trace PublishAsync joins
+}
+
+// WithContext gives PublishAsync, which has no context of its own, the context whose
+// trace the publish joins: its producer span is a child of ctx's span, and the message
+// carries that trace to its consumers. Publish uses its own context and ignores it.
+func WithContext(ctx context.Context) PublishOption {
+	return func(o *publishOptions) { o.ctx = ctx }
 }
 
 // WithID gives the published node an explicit id instead of a generated one; a node
@@ -427,11 +450,28 @@ func (c *Client) Publish(ctx context.Context, typ string, body any, opts ...Publ
 		opt(&o)
 	}
 	if o.session == nil {
-		return c.PublishAsync(typ, body, opts...).Wait(ctx)
+		o.ctx = ctx
+		return c.publishAsync(typ, body, &o).Wait(ctx)
 	}
-	attrs, err := c.attrsOf(body, &o)
+	span, traceparent := tracing.StartPublish(ctx, c.trc, typ)
+	id, err := c.publishInSession(ctx, typ, body, &o, traceparent)
+	tracing.EndPublish(span, id, 0, err)
+	return id, err
+}
+
+func (c *Client) publishInSession(ctx context.Context, typ string, body any, o *publishOptions, traceparent string) (string, error) {
+	attrs, err := c.attrsOf(body, o)
 	if err != nil {
 		return "", err
+	}
+	if traceparent != "" {
+		if _, set := attrs[herald.AttrTrace]; !set {
+			attrs = maps.Clone(attrs)
+			if attrs == nil {
+				attrs = map[string]any{}
+			}
+			attrs[herald.AttrTrace] = traceparent
+		}
 	}
 	q, params, err := spawnQuery(typ, attrs, o.id)
 	if err != nil {

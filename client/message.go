@@ -6,7 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/tracing"
 )
 
 // Message is one delivery of a consume watch: a match leased to this subscriber until
@@ -50,10 +53,11 @@ type Message struct {
 	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
-	settled  string // "" while unsettled, else what settled it
-	expired  error  // set when the server reported the lease gone
-	returned bool   // the handler has returned (or will not run)
-	gone     bool   // the subscription forgot the message: it can no longer be settled
+	settled  string     // "" while unsettled, else what settled it
+	expired  error      // set when the server reported the lease gone
+	returned bool       // the handler has returned (or will not run)
+	gone     bool       // the subscription forgot the message: it can no longer be settled
+	span     trace.Span // the consumer span of its handling, ended with its context
 
 	// fut is the future of the one settlement without waiting that claims the message
 	// (settleAsync): part of the message, not an allocation of its own.
@@ -72,10 +76,25 @@ func (m *Message) finished(handler bool) {
 		m.gone = true
 	}
 	end := m.returned && m.gone
+	var span trace.Span
+	if end {
+		span, m.span = m.span, nil
+	}
 	m.mu.Unlock()
 	if end {
 		m.cancel(ErrSettled)
+		if span != nil {
+			span.End()
+		}
 	}
+}
+
+// traced records a settlement (or the lease's end) as an event of the message's span.
+func (m *Message) traced(how string, err error) {
+	m.mu.Lock()
+	span := m.span
+	m.mu.Unlock()
+	tracing.Settled(span, how, err)
 }
 
 // Settled reports whether the message has been settled (or a settlement was attempted).
@@ -133,7 +152,9 @@ func (m *Message) Extend(ctx context.Context, d time.Duration) error {
 	if m.sub == nil {
 		return nil // built by hand: nothing to extend
 	}
-	return m.conn.settle(ctx, settlement(m.DeliveryID, "extend", d)).err
+	err := m.conn.settle(ctx, settlement(m.DeliveryID, "extend", d)).err
+	m.traced("extend", err)
+	return err
 }
 
 // AckAsync is Ack without waiting: it queues the ACK (sent with the other settlements
@@ -174,6 +195,7 @@ type SettleFuture struct {
 
 // settled takes the server's answer: the message is forgotten, the future done.
 func (f *SettleFuture) settled(out settleOutcome) {
+	f.m.traced(f.m.Settlement(), out.err)
 	f.m.sub.forget(f.m)
 	f.finish(out.err)
 }
@@ -226,6 +248,7 @@ func (m *Message) settle(ctx context.Context, how string, delay time.Duration) e
 		return nil // built by hand: the claim is the whole settlement
 	}
 	err := m.conn.settle(ctx, settlement(m.DeliveryID, how, delay)).err
+	m.traced(how, err)
 	m.sub.forget(m)
 	return err
 }
@@ -241,6 +264,9 @@ func (m *Message) expire(cause error) bool {
 		m.expired = cause
 	}
 	m.mu.Unlock()
+	if open {
+		m.traced("expired", cause)
+	}
 	m.cancel(cause)
 	return open
 }

@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/internal/tracing"
 )
 
 // Publishing goes over one stream per client (the Publish RPC). Publishes queue up while
@@ -31,6 +33,7 @@ type PublishFuture struct {
 	id   string
 	seq  uint64
 	err  error
+	span trace.Span // the publish's producer span, ended with it
 }
 
 // Done is closed once the publish is acknowledged (durable) or failed.
@@ -57,6 +60,9 @@ func (f *PublishFuture) Result() (id string, seq uint64, err error) {
 
 func (f *PublishFuture) finish(id string, seq uint64, err error) {
 	f.id, f.seq, f.err = id, seq, err
+	if f.span != nil {
+		tracing.EndPublish(f.span, id, seq, err)
+	}
 	close(f.done)
 }
 
@@ -68,7 +74,8 @@ func failedFuture(err error) *PublishFuture {
 
 // PublishAsync queues a publish (see Publish) and returns at once: the future reports
 // its outcome. Publishes of one client keep their order: they are committed in the
-// order they were queued. InSession is not available here; use Publish.
+// order they were queued. InSession is not available here; use Publish. WithContext
+// gives it the trace to join.
 func (c *Client) PublishAsync(typ string, body any, opts ...PublishOption) *PublishFuture {
 	var o publishOptions
 	for _, opt := range opts {
@@ -77,18 +84,33 @@ func (c *Client) PublishAsync(typ string, body any, opts ...PublishOption) *Publ
 	if o.session != nil {
 		return failedFuture(invalid("PublishAsync cannot publish in a session; use Publish"))
 	}
-	attrs, err := c.attrsOf(body, &o)
+	return c.publishAsync(typ, body, &o)
+}
+
+// publishAsync queues a publish within a producer span, the child of o.ctx's span, and
+// stores the span's trace context with the message (AttrTrace).
+func (c *Client) publishAsync(typ string, body any, o *publishOptions) *PublishFuture {
+	ctx := o.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	span, traceparent := tracing.StartPublish(ctx, c.trc, typ)
+	attrs, err := c.attrsOf(body, o)
 	if err != nil {
+		tracing.EndPublish(span, "", 0, err)
 		return failedFuture(err)
 	}
 	pub, err := newPublication(typ, attrs, o.id)
 	if err != nil {
+		tracing.EndPublish(span, "", 0, err)
 		return failedFuture(err)
 	}
+	pub.setTrace(traceparent)
 	if c.isClosed() {
+		tracing.EndPublish(span, "", 0, ErrClosed)
 		return failedFuture(ErrClosed)
 	}
-	return c.pub.submit(pub)
+	return c.pub.submit(pub, span)
 }
 
 // publication is one publish as the sender turns it into a wire message: the form of
@@ -129,6 +151,19 @@ func newPublication(typ string, attrs map[string]any, id string) (publication, e
 		pub.hasNull = pub.hasNull || v.IsNull()
 	}
 	return pub, nil
+}
+
+// setTrace stores traceparent with the message as the attribute AttrTrace, unless it
+// is empty or the publish sets that attribute itself.
+func (pub *publication) setTrace(traceparent string) {
+	if traceparent == "" {
+		return
+	}
+	i, found := slices.BinarySearchFunc(pub.attrs, herald.AttrTrace, func(a herald.Attr, name string) int { return strings.Compare(a.Name, name) })
+	if found {
+		return
+	}
+	pub.attrs = slices.Insert(pub.attrs, i, herald.Attr{Name: herald.AttrTrace, Value: herald.String(traceparent)})
 }
 
 // wire builds the message of pub under ref. With binary set (the server reads
@@ -180,12 +215,13 @@ type publisher struct {
 	wg      sync.WaitGroup
 }
 
-func (p *publisher) submit(pub publication) *PublishFuture {
-	it := &pubItem{pub: pub, fut: PublishFuture{done: make(chan struct{})}}
+func (p *publisher) submit(pub publication, span trace.Span) *PublishFuture {
+	it := &pubItem{pub: pub, fut: PublishFuture{done: make(chan struct{}), span: span}}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return failedFuture(ErrClosed)
+		it.fut.finish("", 0, ErrClosed)
+		return &it.fut
 	}
 	p.queue = append(p.queue, it)
 	if !p.sending {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/internal/tracing"
 )
 
 // Policy says how a subscription settles each message around its handler. The table in
@@ -550,8 +551,14 @@ func (s *Subscription) work() {
 	}
 }
 
-// process runs the handler on m and settles it per policy.
+// process runs the handler on m and settles it per policy, within a consumer span: the
+// child of the span that published the message, when its match carries one.
 func (s *Subscription) process(m *Message) {
+	traceparent, typ, id := tracing.FromMatch(m.Match)
+	ctx, span := tracing.StartProcess(m.ctx, s.c.trc, traceparent, typ, id, m.DeliveryID, m.Attempt)
+	m.mu.Lock()
+	m.span = span
+	m.mu.Unlock()
 	if s.opts.policy == AckFirst {
 		if err := m.Ack(m.ctx); err != nil {
 			// The lease is not ours (or the answer was lost): the handler does not run,
@@ -563,7 +570,8 @@ func (s *Subscription) process(m *Message) {
 			return
 		}
 	}
-	err := s.call(m)
+	err := s.call(ctx, m)
+	tracing.Failed(span, err)
 	s.settleAfter(m, err)
 	if m.Settled() || m.ctx.Err() != nil {
 		s.forget(m)
@@ -572,13 +580,13 @@ func (s *Subscription) process(m *Message) {
 }
 
 // call runs the handler, turning a panic into a *PanicError.
-func (s *Subscription) call(m *Message) (err error) {
+func (s *Subscription) call(ctx context.Context, m *Message) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()} // logged with the failures
 		}
 	}()
-	return s.handler(m.ctx, m)
+	return s.handler(ctx, m)
 }
 
 // settleBy makes the automatic settlement act of m.

@@ -91,6 +91,16 @@ func (x *execution) checkAttrs(decl *herald.TypeDecl, attrs attrMap, create bool
 	}
 	for name, v := range attrs {
 		ad := decl.Attr(name)
+		if ad == nil && name == herald.AttrTrace {
+			// The trace context rides on every type, declared or not.
+			if !v.IsNull() && v.Kind() != herald.KindString {
+				return x.errAt(herald.CodeTypeMismatch, pos.Pos(), "%s.%s is String, got %s %s", decl.Name, name, v.Kind(), v)
+			}
+			if v.IsNull() {
+				delete(attrs, name)
+			}
+			continue
+		}
 		if ad == nil {
 			return x.errAt(herald.CodeUnknownAttribute, pos.Pos(), "%s has no attribute %s", decl.Name, name)
 		}

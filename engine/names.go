@@ -109,7 +109,7 @@ func checkNames(st ast.Stmt, tx *graph.Tx, vars map[string]herald.NodeID, file *
 			return true
 		}
 		d := tx.Type(types[v.Name])
-		if d == nil || herald.IsSystemType(d.Name) || d.Attr(sel.Sel.Name) != nil || (sel.Sel.Name == "id" && d.Kind == herald.NodeDecl) {
+		if d == nil || herald.IsSystemType(d.Name) || d.Attr(sel.Sel.Name) != nil || sel.Sel.Name == herald.AttrTrace || (sel.Sel.Name == "id" && d.Kind == herald.NodeDecl) {
 			return true
 		}
 		names := make([]string, 0, len(d.Attrs))

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/internal/clock"
@@ -33,6 +35,7 @@ type config struct {
 	disk       bool
 	logger     *slog.Logger
 	wait       time.Duration
+	tp         trace.TracerProvider
 }
 
 // WithManualClock gives the server a clock that reads start and moves only when the
@@ -48,6 +51,13 @@ func WithDisk() Option { return func(c *config) { c.disk = true } }
 // WithLogger sends the server's logs to l. By default they are discarded.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
+// WithTracerProvider gives the server a tracer provider: it records a span for the
+// commit of each published message that carries a trace context (docs/tracing.md).
+// The client returned by Client uses the same provider.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
 // Server is a running in-process Herald server.
 type Server struct {
 	tb    testing.TB
@@ -55,6 +65,7 @@ type Server struct {
 	url   string
 	clock *clock.Manual
 	wait  time.Duration // bounds the wait-until helpers
+	tp    trace.TracerProvider
 
 	tempDir string
 
@@ -98,8 +109,8 @@ func start(ctx context.Context, tb testing.TB, opts []Option) (*Server, error) {
 	if cfg.wait <= 0 {
 		cfg.wait = DefaultWaitTimeout
 	}
-	sc := server.Config{Listen: "127.0.0.1:0", Logger: cfg.logger}
-	s := &Server{tb: tb, wait: cfg.wait}
+	sc := server.Config{Listen: "127.0.0.1:0", Logger: cfg.logger, TracerProvider: cfg.tp}
+	s := &Server{tb: tb, wait: cfg.wait, tp: cfg.tp}
 	switch {
 	case cfg.disk && tb != nil:
 		sc.DataDir = tb.TempDir()
@@ -170,7 +181,11 @@ func (s *Server) Client() *client.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.client == nil {
-		c, err := client.Dial(context.Background(), s.url, client.WithLogger(slog.New(slog.DiscardHandler)))
+		opts := []client.Option{client.WithLogger(slog.New(slog.DiscardHandler))}
+		if s.tp != nil {
+			opts = append(opts, client.WithTracerProvider(s.tp))
+		}
+		c, err := client.Dial(context.Background(), s.url, opts...)
 		if err != nil {
 			s.fail("dial: %v", err)
 		}

@@ -7,10 +7,12 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
+	"github.com/herald-mq/herald/internal/tracing"
 )
 
 // Exec runs query text or a prepared statement with typed parameters and answers with
@@ -96,6 +98,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 	type frame struct {
 		acks    []*heraldv1.PublishAck
 		durable func(context.Context) error
+		spans   []commitSpan // of the messages that carry a trace, when tracing
 	}
 	// Sent with the first acknowledgements: the client may then send attrs_binary.
 	stream.ResponseHeader().Set(convert.HeaderBinaryAttrs, "1")
@@ -120,6 +123,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 					}
 				}
 			}
+			endCommitSpans(f.spans, f.acks)
 			err = stream.Send(&heraldv1.PublishResponse{Acks: f.acks})
 		}
 		sent <- err
@@ -167,6 +171,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			return fail(toConnect(herald.Errorf(herald.CodeMalformedRequest, "%d messages in one frame; at most %d", len(in), MaxPublishFrame)))
 		}
 		acks := make([]*heraldv1.PublishAck, len(in))
+		var spans []commitSpan
 		msgs := make([]herald.Publication, 0, len(in))
 		idx := make([]int, 0, len(in))
 		for i, m := range in {
@@ -181,6 +186,13 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			}
 			msgs = append(msgs, herald.Publication{ID: herald.NodeID(m.GetId()), Type: m.GetType(), Attrs: attrs})
 			idx = append(idx, i)
+			if s.tracer != nil {
+				if tp := attrs[herald.AttrTrace]; tp.Kind() == herald.KindString {
+					if span := tracing.StartCommit(ctx, s.tracer, tp.AsString(), m.GetType()); span != nil {
+						spans = append(spans, commitSpan{span: span, ack: i})
+					}
+				}
+			}
 		}
 		if n := len(msgs); n > 0 && !hold.take(n) {
 			refused := errorDetail(herald.Errorf(herald.CodeRateLimited, "%s has %d or more published messages not yet durable; wait for their acknowledgements", herald.PrincipalFrom(ctx).Name, s.pubs.max))
@@ -188,7 +200,7 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 				acks[i].Error = refused
 			}
 			select {
-			case frames <- frame{acks: acks, durable: func(context.Context) error { return nil }}:
+			case frames <- frame{acks: acks, durable: func(context.Context) error { return nil }, spans: spans}:
 			case err := <-sent:
 				close(frames)
 				return err
@@ -198,6 +210,9 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 		out, durable, err := s.b.PublishAsync(ctx, req.GetSession(), msgs)
 		if err != nil {
 			hold.done(len(msgs))
+			for _, cs := range spans {
+				tracing.EndCommit(cs.span, "", 0, err)
+			}
 			return fail(toConnect(err))
 		}
 		if n := len(msgs); hold != nil && n > 0 {
@@ -216,11 +231,30 @@ func (s *Service) Publish(ctx context.Context, stream *connect.BidiStream[herald
 			a.Id, a.Seq, a.Tick = string(r.ID), r.Seq, r.Tick
 		}
 		select {
-		case frames <- frame{acks: acks, durable: durable}:
+		case frames <- frame{acks: acks, durable: durable, spans: spans}:
 		case err := <-sent:
 			close(frames)
 			return err
 		}
+	}
+}
+
+// commitSpan is the span of committing one published message, and the index of its
+// acknowledgement in the frame.
+type commitSpan struct {
+	span trace.Span
+	ack  int
+}
+
+// endCommitSpans ends the spans of a frame's messages with their outcomes.
+func endCommitSpans(spans []commitSpan, acks []*heraldv1.PublishAck) {
+	for _, cs := range spans {
+		a := acks[cs.ack]
+		var err error
+		if d := a.GetError(); d != nil {
+			err = &herald.Error{Code: herald.Code(d.GetCode()), Message: d.GetMessage()}
+		}
+		tracing.EndCommit(cs.span, a.GetId(), a.GetSeq(), err)
 	}
 }
 

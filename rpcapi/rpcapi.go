@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,6 +25,7 @@ import (
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/api/heraldv1/heraldv1connect"
 	"github.com/herald-mq/herald/broker"
+	"github.com/herald-mq/herald/internal/tracing"
 )
 
 // Options configures a Service.
@@ -57,6 +59,11 @@ type Options struct {
 	// code's name ("ok", "not_found": CodeName) and how long it took. The server
 	// counts calls with it.
 	Observe func(procedure, code string, elapsed time.Duration)
+	// TracerProvider, when set, records a span for the commit of every published
+	// message that carries a trace context (herald.AttrTrace): the child of its
+	// publisher's span, ended once the message is durable (docs/tracing.md). nil
+	// records none and costs nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Service implements heraldv1connect.HeraldHandler. Create it with New.
@@ -74,6 +81,7 @@ type Service struct {
 	clock     herald.Clock
 	ready     func() error                                        // Options.Ready
 	onCall    func(procedure, code string, elapsed time.Duration) // Options.Observe
+	tracer    trace.Tracer                                        // nil: no commit spans
 }
 
 // DefaultWatchLinger is Options.WatchLinger's default.
@@ -98,6 +106,9 @@ func New(b broker.Broker, opts Options) *Service {
 	s.sendSlots = opts.SendSlots
 	if s.sendSlots == nil {
 		s.sendSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	}
+	if opts.TracerProvider != nil {
+		s.tracer = tracing.Tracer(opts.TracerProvider)
 	}
 	s.linger, s.clock = opts.WatchLinger, opts.Clock
 	if s.linger == 0 {

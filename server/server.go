@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/auth"
 	"github.com/herald-mq/herald/delivery"
@@ -53,6 +55,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock is the engine's time source; nil means the real clock.
 	Clock herald.Clock
+	// TracerProvider, when set, records a span for the commit of each published
+	// message that carries a trace context, in its publisher's trace (see
+	// docs/tracing.md). The program embedding the server sets it up (and its
+	// exporter); nil records none. `herald serve` sets none.
+	TracerProvider trace.TracerProvider
 	// Backend, when set, is used instead of opening a Pebble store in DataDir. The
 	// server closes it on Stop.
 	Backend store.Backend

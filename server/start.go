@@ -168,6 +168,7 @@ func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpca
 		MaxInflightPublishes: s.cfg.MaxInflightPublishes,
 		Ready:                s.ready,
 		Observe:              api.ObserveRPC,
+		TracerProvider:       s.cfg.TracerProvider,
 	})
 	tokens := s.currentTokens
 	// One port: the RPC services on their procedures' paths, the JSON API everywhere

@@ -21,6 +21,9 @@ const (
 	modHealth     = "connectrpc.com/grpchealth"
 	modTOML       = "github.com/BurntSushi/toml"
 	modPflag      = "github.com/spf13/pflag"
+	modOTel       = "go.opentelemetry.io/otel"
+	modOTelTrace  = "go.opentelemetry.io/otel/trace"
+	modOTelSDK    = "go.opentelemetry.io/otel/sdk"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -71,21 +74,27 @@ var Herald = Config{
 		// The surfaces know the seam only: never the engine, the standing queries or the
 		// queues behind it.
 		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
-		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
+		// The server takes a tracer provider (OpenTelemetry's trace API) for rpcapi.
+		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, External: []string{modOTelTrace}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak, modOTelSDK}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
 		// rpcapi serves both RPC services on the seam, with gRPC server reflection and
 		// health beside them; its queue tests put the real named queues behind the fake.
-		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/..."}, External: []string{modProtobuf, modConnect, modReflect, modHealth},
-			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}, TestExternal: []string{modGoleak}},
+		// Its Publish records a commit span per traced message through internal/tracing.
+		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/...", "internal/tracing"}, External: []string{modProtobuf, modConnect, modReflect, modHealth, modOTelTrace},
+			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}, TestExternal: []string{modGoleak, modOTelSDK}},
 		// The client's tests check that no goroutine outlives them. It shares the seam's
 		// values (broker imports only the root package), builds the WATCH statement of a
 		// ConsumerConfig as a tree for the language's printer (lang/... is standard
 		// library only), and reads time from the real clock unless given another.
-		{Pkg: "client", Allow: []string{".", "broker", "api/...", "lang/...", "internal/clock"}, External: []string{modProtobuf, modConnect}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak}},
+		// Its spans are made by internal/tracing; it names OpenTelemetry's trace API
+		// only for WithTracerProvider and the spans it keeps, and its tests record
+		// spans with the SDK.
+		{Pkg: "client", Allow: []string{".", "broker", "api/...", "lang/...", "internal/clock", "internal/tracing"}, External: []string{modProtobuf, modConnect, modOTelTrace}, TestAllow: []string{"heraldtest"}, TestExternal: []string{modGoleak, modOTelSDK}},
 		// The test kit's wait-until helpers build their watch statements as trees too.
-		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock", "lang/..."}, TestExternal: []string{modGoleak}},
+		// It passes a tracer provider (OpenTelemetry's trace API) to the server and client.
+		{Pkg: "heraldtest", Allow: []string{".", "server", "client", "store/memstore", "internal/clock", "lang/..."}, External: []string{modOTelTrace}, TestExternal: []string{modGoleak, modOTelSDK}},
 		// The examples are programs a user could write: the client only, and the test kit
 		// in their tests.
 		{Pkg: "examples/...", Allow: []string{".", "client"}, TestAllow: []string{"heraldtest"}},
@@ -101,6 +110,9 @@ var Herald = Config{
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/race"},
 		{Pkg: "internal/lint"},
+		// OpenTelemetry lives here: the spans of a message's life and the trace context
+		// it carries (docs/tracing.md). Its tests record spans with the SDK.
+		{Pkg: "internal/tracing", Allow: []string{"."}, External: []string{modOTel}, TestExternal: []string{modOTelSDK}},
 		// End-to-end tests drive the real binary over HTTP, some of them through the Go client.
 		{Pkg: "tests/...", Allow: []string{".", "internal/testutil", "client"}},
 		// The benchmark is a module of its own (bench/go.mod), so the peers' clients stay
@@ -131,6 +143,7 @@ var Herald = Config{
 		{Module: modAMQP, Only: []string{"bench/rabbit"}},
 		{Module: modRedis, Only: []string{"bench/redis"}},
 		{Module: modBTree, Only: []string{"graph/..."}},
+		{Module: modOTel, Only: []string{"internal/tracing", "client", "rpcapi", "server", "heraldtest"}},
 	},
 	TestKits:     []string{"internal/testutil", "internal/clock", "internal/race", "store/memstore", "store/storetest"},
 	TestExternal: []string{modRapid, modDataDriven},

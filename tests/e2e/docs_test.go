@@ -21,7 +21,7 @@ import (
 var surveyedDocs = []string{
 	"docs/api.md", "docs/consume.md", "docs/watch.md", "docs/queues.md",
 	"docs/operations.md", "docs/security.md", "docs/language.md", "docs/storage.md", "docs/cli.md",
-	"docs/scale.md",
+	"docs/scale.md", "docs/tracing.md",
 }
 
 // TestDocsRun runs each page's shell commands (```sh, ```bash, ```console and query-shell
