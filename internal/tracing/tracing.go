@@ -13,12 +13,12 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/herald-mq/herald"
@@ -39,6 +39,13 @@ const (
 	keyCode        = attribute.Key("herald.code")
 )
 
+// The span kinds' start options, made once.
+var (
+	producer = trace.WithSpanKind(trace.SpanKindProducer)
+	server   = trace.WithSpanKind(trace.SpanKindServer)
+	consumer = trace.WithSpanKind(trace.SpanKindConsumer)
+)
+
 // Tracer returns the tracer of Herald's spans from tp, or from OpenTelemetry's global
 // provider when tp is nil (a provider that records nothing until a program sets one).
 func Tracer(tp trace.TracerProvider) trace.Tracer {
@@ -54,9 +61,46 @@ func Traceparent(ctx context.Context) string {
 	if !sc.IsValid() {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	propagation.TraceContext{}.Inject(ctx, c)
-	return c["traceparent"]
+	tid, sid := sc.TraceID(), sc.SpanID()
+	b := make([]byte, 0, 55)
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, []byte{byte(sc.TraceFlags() & trace.FlagsSampled)})
+	return string(b)
+}
+
+// parse reads a W3C traceparent (version 00, or a later version's first four fields)
+// into a remote span context; ok is false when it is malformed.
+func parse(traceparent string) (sc trace.SpanContext, ok bool) {
+	if len(traceparent) < 55 || traceparent[2] != '-' || traceparent[35] != '-' || traceparent[52] != '-' {
+		return sc, false
+	}
+	version := traceparent[:2]
+	if version == "ff" || (version == "00" && len(traceparent) != 55) || (len(traceparent) > 55 && traceparent[55] != '-') {
+		return sc, false
+	}
+	var v [1]byte
+	if _, err := hex.Decode(v[:], []byte(version)); err != nil {
+		return sc, false
+	}
+	tid, err := trace.TraceIDFromHex(traceparent[3:35])
+	if err != nil {
+		return sc, false
+	}
+	sid, err := trace.SpanIDFromHex(traceparent[36:52])
+	if err != nil {
+		return sc, false
+	}
+	var flags [1]byte
+	if _, err := hex.Decode(flags[:], []byte(traceparent[53:55])); err != nil {
+		return sc, false
+	}
+	sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+		TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
 }
 
 // Remote returns ctx with the span context of traceparent as its remote parent, or ctx
@@ -65,15 +109,21 @@ func Remote(ctx context.Context, traceparent string) context.Context {
 	if traceparent == "" {
 		return ctx
 	}
-	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+	sc, ok := parse(traceparent)
+	if !ok {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
 
 // StartPublish starts the producer span of publishing a message of type typ, a child
 // of ctx's span. It returns the span and the traceparent to store with the message
 // ("" when the span has no valid context: nothing then is stored).
 func StartPublish(ctx context.Context, tr trace.Tracer, typ string) (trace.Span, string) {
-	ctx, span := tr.Start(ctx, "publish "+typ, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(keySystem.String("herald"), keyOperation.String("send"), keyDestination.String(typ)))
+	ctx, span := tr.Start(ctx, "publish "+typ, producer)
+	if span.IsRecording() {
+		span.SetAttributes(keySystem.String("herald"), keyOperation.String("send"), keyDestination.String(typ))
+	}
 	return span, Traceparent(ctx)
 }
 
@@ -95,8 +145,10 @@ func StartCommit(ctx context.Context, tr trace.Tracer, traceparent, typ string) 
 	if traceparent == "" {
 		return nil
 	}
-	_, span := tr.Start(Remote(ctx, traceparent), "commit "+typ, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(keySystem.String("herald"), keyOperation.String("publish"), keyDestination.String(typ)))
+	_, span := tr.Start(Remote(ctx, traceparent), "commit "+typ, server)
+	if span.IsRecording() {
+		span.SetAttributes(keySystem.String("herald"), keyOperation.String("publish"), keyDestination.String(typ))
+	}
 	return span
 }
 
@@ -114,17 +166,20 @@ func EndCommit(span trace.Span, id string, seq uint64, err error) {
 func StartProcess(ctx context.Context, tr trace.Tracer, traceparent, typ, id, deliveryID string, attempt int) (context.Context, trace.Span) {
 	name := "process"
 	if typ != "" {
-		name += " " + typ
+		name = "process " + typ
 	}
-	attrs := []attribute.KeyValue{keySystem.String("herald"), keyOperation.String("process"),
-		keyDeliveryID.String(deliveryID), keyAttempt.Int(attempt)}
-	if typ != "" {
-		attrs = append(attrs, keyDestination.String(typ))
+	ctx, span := tr.Start(Remote(ctx, traceparent), name, consumer)
+	if span.IsRecording() {
+		span.SetAttributes(keySystem.String("herald"), keyOperation.String("process"),
+			keyDeliveryID.String(deliveryID), keyAttempt.Int(attempt))
+		if typ != "" {
+			span.SetAttributes(keyDestination.String(typ))
+		}
+		if id != "" {
+			span.SetAttributes(keyMessageID.String(id))
+		}
 	}
-	if id != "" {
-		attrs = append(attrs, keyMessageID.String(id))
-	}
-	return tr.Start(Remote(ctx, traceparent), name, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	return ctx, span
 }
 
 // Settled records a settlement of the delivery as an event of its span: how ("ack",
