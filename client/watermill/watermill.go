@@ -133,8 +133,11 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		if err != nil {
 			return fmt.Errorf("watermill: metadata: %w", err)
 		}
+		// The message's context gives the publish its trace (the node stores it, see
+		// the client's WithTracerProvider); its cancellation is not the publish's.
+		mctx := context.WithoutCancel(msg.Context())
 		for _, g := range groups {
-			_, err := p.c.Publish(ctx, MessageType, map[string]any{
+			_, err := p.c.Publish(mctx, MessageType, map[string]any{
 				"topic":    topic,
 				"grp":      g,
 				"uuid":     msg.UUID,
@@ -284,7 +287,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		msg.SetContext(mctx)
+		// The message's context ends with the subscription, as before; its values are
+		// the handler's, which hold the span of the delivery (the publisher's trace).
+		msg.SetContext(valuesOf{mctx, hctx})
 		select {
 		case out <- msg:
 		case <-stop:
@@ -337,6 +342,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 }
 
 // decode turns a WatermillMessage node into a Watermill message.
+// valuesOf is a context that ends as its Context does and holds the values of values.
+type valuesOf struct {
+	context.Context
+	values context.Context
+}
+
+func (c valuesOf) Value(key any) any { return c.values.Value(key) }
+
 func decode(node map[string]any) (*message.Message, error) {
 	uuid, _ := node["uuid"].(string)
 	p, _ := node["payload"].(string)
