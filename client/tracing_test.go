@@ -58,9 +58,10 @@ func keys(m map[string]tracetest.SpanStub) []string {
 }
 
 // TestTracePublishToHandler: a publish made within a trace and the handler that
-// consumes the message are one trace — the client's producer span, the server's commit
-// span and the consumer's span, whose context the handler gets, the two last the
-// children of the first — and the settlement is an event of the consumer span.
+// consumes the message are one trace — the client's producer span, the server's
+// commit, lease and settle spans and the consumer's span, whose context the handler
+// gets, all children of the first — and the settlement is an event of the consumer
+// span.
 func TestTracePublishToHandler(t *testing.T) {
 	tp, exp := newRecorder(t)
 	s := heraldtest.NewServer(t, heraldtest.WithTracerProvider(tp))
@@ -89,7 +90,7 @@ func TestTracePublishToHandler(t *testing.T) {
 	}
 	s.RequireAcked("TJob", id)
 
-	spans := waitSpans(t, exp, "request", "publish TJob", "commit TJob", "process TJob")
+	spans := waitSpans(t, exp, "request", "publish TJob", "commit TJob", "lease TJob", "settle ack", "process TJob")
 	traceID := spans["request"].SpanContext.TraceID()
 	for name, sp := range spans {
 		if sp.SpanContext.TraceID() != traceID {
@@ -102,6 +103,11 @@ func TestTracePublishToHandler(t *testing.T) {
 	}
 	if commit.Parent.SpanID() != pub.SpanContext.SpanID() || !commit.Parent.IsRemote() || commit.SpanKind != trace.SpanKindServer {
 		t.Errorf("commit span: parent %s (remote %v) kind %v, want the publish span, remote, server", commit.Parent.SpanID(), commit.Parent.IsRemote(), commit.SpanKind)
+	}
+	for _, name := range []string{"lease TJob", "settle ack"} {
+		if sp := spans[name]; sp.Parent.SpanID() != pub.SpanContext.SpanID() || sp.SpanKind != trace.SpanKindServer || sp.Status.Code != 0 /* unset */ {
+			t.Errorf("%s span: parent %s kind %v status %v, want the publish span, server, no error", name, sp.Parent.SpanID(), sp.SpanKind, sp.Status)
+		}
 	}
 	if proc.Parent.SpanID() != pub.SpanContext.SpanID() || !proc.Parent.IsRemote() || proc.SpanKind != trace.SpanKindConsumer {
 		t.Errorf("process span: parent %s (remote %v) kind %v, want the publish span, remote, consumer", proc.Parent.SpanID(), proc.Parent.IsRemote(), proc.SpanKind)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -17,6 +18,7 @@ import (
 	"github.com/herald-mq/herald/api/convert"
 	heraldv1 "github.com/herald-mq/herald/api/heraldv1"
 	"github.com/herald-mq/herald/broker"
+	"github.com/herald-mq/herald/internal/tracing"
 )
 
 // maxEventsPerFrame bounds the events one stream frame carries.
@@ -277,6 +279,9 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 		return err
 	}
 	out := &subscribeWriter{stream: stream, c: c, binary: open.GetBinaryMatch(), wake: make(chan struct{}, 1)}
+	if s.tracer != nil {
+		out.tracer, out.traces = s.tracer, map[string]string{}
+	}
 	done := make(chan error, 1)
 	go func() { done <- out.run(ctx) }()
 
@@ -296,7 +301,9 @@ func (s *Service) Subscribe(ctx context.Context, stream *connect.BidiStream[hera
 		if err != nil {
 			return err
 		}
+		spans := out.startSettles(ctx, items)
 		s.b.SettleAsync(ctx, items, func(results []broker.SettleResult, _, _ uint64) {
+			endSettles(spans, results)
 			out.settled(items, results)
 		})
 		return nil
@@ -353,7 +360,72 @@ type subscribeWriter struct {
 	mu      sync.Mutex
 	results []*heraldv1.SettleResult // settlement outcomes waiting to go out
 	wake    chan struct{}
+
+	// With tracing: the trace context of each delivery out (under mu), and the lease
+	// spans of the frame being built (run's goroutine only), ended once it is sent.
+	tracer trace.Tracer
+	traces map[string]string
+	leases []trace.Span
 }
+
+// traced starts the lease span of a delivery whose match carries a trace context, and
+// remembers the context for its settlements.
+func (w *subscribeWriter) traced(ev herald.Event) {
+	tp, typ := ev.Match.MapGet(herald.AttrTrace), ev.Match.MapGet("_type")
+	if tp.Kind() != herald.KindString {
+		return
+	}
+	w.leases = append(w.leases, tracing.StartLease(context.Background(), w.tracer, tp.AsString(), typ.AsString(), ev.DeliveryID, ev.Attempt))
+	w.mu.Lock()
+	w.traces[ev.DeliveryID] = tp.AsString()
+	w.mu.Unlock()
+}
+
+// endLeases ends the lease spans of a frame, failed with err when it was not sent.
+func (w *subscribeWriter) endLeases(err error) {
+	for i, span := range w.leases {
+		tracing.End(span, err)
+		w.leases[i] = nil
+	}
+	w.leases = w.leases[:0]
+}
+
+// startSettles starts a span for each settlement of a traced delivery (nil for the
+// others), and forgets the trace of those that end their delivery.
+func (w *subscribeWriter) startSettles(ctx context.Context, items []broker.Settle) []trace.Span {
+	if w.tracer == nil {
+		return nil
+	}
+	var spans []trace.Span
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, it := range items {
+		tp, ok := w.traces[it.DeliveryID]
+		if !ok {
+			continue
+		}
+		if spans == nil {
+			spans = make([]trace.Span, len(items))
+		}
+		spans[i] = tracing.StartSettle(ctx, w.tracer, tp, actionNames[it.Action], it.DeliveryID)
+		if it.Action != broker.ActExtend {
+			delete(w.traces, it.DeliveryID)
+		}
+	}
+	return spans
+}
+
+// endSettles ends the settlement spans with their outcomes.
+func endSettles(spans []trace.Span, results []broker.SettleResult) {
+	for i, span := range spans {
+		if span != nil && i < len(results) {
+			tracing.End(span, results[i].Err)
+		}
+	}
+}
+
+// actionNames names the settlements in span names.
+var actionNames = map[broker.Action]string{broker.ActAck: "ack", broker.ActNack: "nack", broker.ActReject: "reject", broker.ActExtend: "extend"}
 
 func (w *subscribeWriter) send(r *heraldv1.SubscribeResponse) error { return w.stream.Send(r) }
 
@@ -381,6 +453,11 @@ func (w *subscribeWriter) settled(items []broker.Settle, results []broker.Settle
 
 // run writes deliveries and settlement outcomes until ctx ends or the consumer does.
 func (w *subscribeWriter) run(ctx context.Context) error {
+	defer func() {
+		if len(w.leases) > 0 {
+			w.endLeases(errors.New("the stream ended before the delivery was sent"))
+		}
+	}()
 	events := w.c.Events()
 	for {
 		frame := &heraldv1.SubscribeResponse{}
@@ -419,7 +496,11 @@ func (w *subscribeWriter) run(ctx context.Context) error {
 		}
 		w.flushResults(frame)
 		if len(frame.Deliveries)+len(frame.Settled)+len(frame.Events) > 0 {
-			if err := w.send(frame); err != nil {
+			err := w.send(frame)
+			if len(w.leases) > 0 {
+				w.endLeases(err)
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -446,6 +527,9 @@ func (w *subscribeWriter) add(frame *heraldv1.SubscribeResponse, ev herald.Event
 			d.Deadline = ev.Deadline.UnixNano()
 		}
 		frame.Deliveries = append(frame.Deliveries, d)
+		if w.tracer != nil {
+			w.traced(ev)
+		}
 	case herald.EventError:
 		return eventError(ev)
 	default:

@@ -159,6 +159,36 @@ func EndCommit(span trace.Span, id string, seq uint64, err error) {
 	}
 }
 
+// StartLease starts the server's span of leasing a delivery of a message of type typ
+// to a consumer, a child of the publisher's span (traceparent); End ends it once
+// the delivery is sent.
+func StartLease(ctx context.Context, tr trace.Tracer, traceparent, typ, deliveryID string, attempt int) trace.Span {
+	name := "lease"
+	if typ != "" {
+		name = "lease " + typ
+	}
+	_, span := tr.Start(Remote(ctx, traceparent), name, server)
+	if span.IsRecording() {
+		span.SetAttributes(keySystem.String("herald"), keyOperation.String("receive"),
+			keyDeliveryID.String(deliveryID), keyAttempt.Int(attempt))
+		if typ != "" {
+			span.SetAttributes(keyDestination.String(typ))
+		}
+	}
+	return span
+}
+
+// StartSettle starts the server's span of a settlement (how: ack, nack, reject, extend)
+// of a traced delivery, a child of the publisher's span; End ends it once the
+// settlement is durable, with its outcome.
+func StartSettle(ctx context.Context, tr trace.Tracer, traceparent, how, deliveryID string) trace.Span {
+	_, span := tr.Start(Remote(ctx, traceparent), "settle "+how, server)
+	if span.IsRecording() {
+		span.SetAttributes(keySystem.String("herald"), keyOperation.String("settle"), keyDeliveryID.String(deliveryID))
+	}
+	return span
+}
+
 // StartProcess starts a consumer's span of processing one delivery, a child of the
 // publisher's span (traceparent) when the delivery carries one, and returns ctx with
 // it for the handler. typ is the message's node type and id its id ("" when the
@@ -180,6 +210,17 @@ func StartProcess(ctx context.Context, tr trace.Tracer, traceparent, typ, id, de
 		}
 	}
 	return ctx, span
+}
+
+// End ends a lease or settle span, failed with err when it is not nil.
+func End(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		fail(span, err)
+	}
+	span.End()
 }
 
 // Settled records a settlement of the delivery as an event of its span: how ("ack",
