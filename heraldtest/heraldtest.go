@@ -51,8 +51,8 @@ func WithDisk() Option { return func(c *config) { c.disk = true } }
 // WithLogger sends the server's logs to l. By default they are discarded.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithTracerProvider gives the server a tracer provider: it records a span for the
-// commit of each published message that carries a trace context (docs/tracing.md).
+// WithTracerProvider gives the server a tracer provider: it records the commit, leases
+// and settlements of each message that carries a trace context (docs/tracing.md).
 // The client returned by Client uses the same provider.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tp = tp }

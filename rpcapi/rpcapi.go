@@ -59,10 +59,11 @@ type Options struct {
 	// code's name ("ok", "not_found": CodeName) and how long it took. The server
 	// counts calls with it.
 	Observe func(procedure, code string, elapsed time.Duration)
-	// TracerProvider, when set, records a span for the commit of every published
-	// message that carries a trace context (herald.AttrTrace): the child of its
-	// publisher's span, ended once the message is durable (docs/tracing.md). nil
-	// records none and costs nothing.
+	// TracerProvider, when set, records spans of the messages that carry a trace
+	// context (herald.AttrTrace), children of their publisher's span: the commit of
+	// each on the Publish stream (ended once durable), and each lease and settlement
+	// of one on a Subscribe stream (docs/tracing.md). nil records none and costs
+	// nothing.
 	TracerProvider trace.TracerProvider
 }
 

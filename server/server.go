@@ -55,8 +55,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock is the engine's time source; nil means the real clock.
 	Clock herald.Clock
-	// TracerProvider, when set, records a span for the commit of each published
-	// message that carries a trace context, in its publisher's trace (see
+	// TracerProvider, when set, records the commit, leases and settlements of each
+	// message that carries a trace context as spans in its publisher's trace (see
 	// docs/tracing.md). The program embedding the server sets it up (and its
 	// exporter); nil records none. `herald serve` sets none.
 	TracerProvider trace.TracerProvider

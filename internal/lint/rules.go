@@ -81,7 +81,8 @@ var Herald = Config{
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
 		// rpcapi serves both RPC services on the seam, with gRPC server reflection and
 		// health beside them; its queue tests put the real named queues behind the fake.
-		// Its Publish records a commit span per traced message through internal/tracing.
+		// Its Publish and Subscribe streams record the spans of traced messages through
+		// internal/tracing.
 		{Pkg: "rpcapi", Allow: []string{".", "broker", "api/...", "internal/tracing"}, External: []string{modProtobuf, modConnect, modReflect, modHealth, modOTelTrace},
 			TestAllow: []string{"broker/brokertest", "engine", "delivery", "namedqueue", "store/..."}, TestExternal: []string{modGoleak, modOTelSDK}},
 		// The client's tests check that no goroutine outlives them. It shares the seam's
