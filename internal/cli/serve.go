@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/tracing"
 	"github.com/herald-mq/herald/server"
 )
 
@@ -48,6 +49,7 @@ type serveFlags struct {
 	store, storeSchema  string // --store postgres://…: a store shared with other nodes
 	nodeName, advertise string
 	leaseTTL            time.Duration
+	otlpEndpoint        string
 }
 
 // DefaultRetention is how many change sets the change log keeps unless --retention says
@@ -139,6 +141,7 @@ variable over the file. --print-config prints the settings that result, as such 
 	fl.StringVar(&f.storeSchema, "store-schema", "herald", "the PostgreSQL schema of --store")
 	fl.StringVar(&f.nodeName, "node-name", "", "this node's name among those sharing --store, unique (default: the host name and the port)")
 	fl.StringVar(&f.advertise, "advertise", "", "the URL clients reach this node at, which followers send them to when it leads (default: http(s)://<listen address>, with the host name for an unspecified host)")
+	fl.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export OpenTelemetry spans (the commit, leases and settlements of each traced message) to this OTLP/HTTP endpoint, e.g. http://collector:4318 (its /v1/traces), as JSON; default: OpenTelemetry's OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else no exporting (docs/tracing.md)")
 	fl.DurationVar(&f.leaseTTL, "lease-ttl", server.DefaultLeaseTTL, "with --store, how long the leader's lease lasts without renewal: about the longest a dead leader holds the cluster up")
 	documentEnv(fl)
 	return cmd
@@ -150,7 +153,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	}
 	mode, interval, _ := parseTick(f.tick)
 	logger, _ := newLogger(stderr, f.logLevel, f.logFormat)
-	s := server.New(server.Config{
+	cfg := server.Config{
 		DataDir:      f.data,
 		Listen:       f.listen,
 		TickMode:     mode,
@@ -188,7 +191,18 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		NodeName:               f.nodeName,
 		Advertise:              f.advertise,
 		LeaseTTL:               f.leaseTTL,
-	})
+	}
+	if exp := exporting(f.otlpEndpoint, logger); exp != nil {
+		cfg.TracerProvider = exp
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := exp.Shutdown(sctx); err != nil {
+				logger.Warn("the last spans were not exported", "err", err)
+			}
+		}()
+	}
+	s := server.New(cfg)
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
@@ -208,6 +222,35 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		return err
 	}
 	return stopErr
+}
+
+// exporting returns the tracer provider that exports the server's spans to the OTLP
+// endpoint of --otlp-endpoint or of OpenTelemetry's variables, or nil when neither
+// names one.
+func exporting(endpoint string, logger *slog.Logger) *tracing.Exporting {
+	if endpoint != "" {
+		endpoint = tracesURL(endpoint)
+	} else {
+		endpoint = tracing.EndpointFromEnv(os.Getenv)
+	}
+	if endpoint == "" {
+		return nil
+	}
+	service := os.Getenv("OTEL_SERVICE_NAME")
+	if service == "" {
+		service = "herald"
+	}
+	logger.Info("exporting spans", "endpoint", endpoint, "service", service)
+	return tracing.NewExporting(endpoint, tracing.HeadersFromEnv(os.Getenv), service)
+}
+
+// tracesURL is the traces URL of an OTLP/HTTP endpoint given as its base URL (or as the
+// traces URL itself).
+func tracesURL(endpoint string) string {
+	if strings.HasSuffix(endpoint, "/v1/traces") {
+		return endpoint
+	}
+	return strings.TrimSuffix(endpoint, "/") + "/v1/traces"
 }
 
 // check refuses flag values herald serve cannot run with, as usage errors.
@@ -250,6 +293,11 @@ func (f serveFlags) check() error {
 	}
 	if f.leaseTTL < 100*time.Millisecond {
 		return usageError(fmt.Errorf("--lease-ttl must be at least 100ms, got %s", f.leaseTTL))
+	}
+	if f.otlpEndpoint != "" {
+		if u, err := url.Parse(f.otlpEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usageError(fmt.Errorf("--otlp-endpoint %q: want an http:// or https:// URL", f.otlpEndpoint))
+		}
 	}
 	if f.sessionWatches < 1 || f.statsInterval <= 0 {
 		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))
