@@ -96,8 +96,8 @@ func (x *execution) attrDecls(d *herald.TypeDecl, attrs []*ast.AttrDecl) error {
 			ad.Any = true
 		default:
 			k, ok := herald.KindByName(tname)
-			if !ok || k == herald.KindNull || k == herald.KindMap {
-				return x.errAt(herald.CodeTypeMismatch, a.Type.Pos(), "unknown attribute type %s (want Bool, Int, Float, String, Bytes, Timestamp, Duration, List, Any or [T])", tname)
+			if !ok || k == herald.KindNull {
+				return x.errAt(herald.CodeTypeMismatch, a.Type.Pos(), "unknown attribute type %s (want Bool, Int, Float, String, Bytes, Timestamp, Duration, List, Map, Any or [T])", tname)
 			}
 			ad.Type = k
 		}

@@ -67,12 +67,32 @@ func (x *execution) evalBody(b *ast.Body, scope *eval.Scope, row eval.Row) (attr
 		if err != nil {
 			return nil, err
 		}
-		if v.Kind() == herald.KindMap {
+		if wholeEntity(a.Value, scope) {
 			return nil, x.errAt(herald.CodeTypeMismatch, a.Value.Pos(), "attribute %s cannot hold a whole node or edge; assign its id or an attribute", id.Name)
 		}
 		attrs[id.Name] = v
 	}
 	return attrs, nil
+}
+
+// wholeEntity reports whether e is a bare node or edge variable (or a list of them):
+// its value is a Map of the whole node, which an attribute does not hold. Other Maps
+// (a Map attribute, a parameter) are values like any other.
+func wholeEntity(e ast.Expr, scope *eval.Scope) bool {
+	switch x := e.(type) {
+	case *ast.ParenExpr:
+		return wholeEntity(x.X, scope)
+	case *ast.Ident:
+		_, _, ok := scope.Lookup(x.Name)
+		return ok
+	case *ast.ListLit:
+		for _, el := range x.Elems {
+			if wholeEntity(el, scope) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkAttrs validates attrs against a declaration (nil: schemaless). On create, missing
@@ -400,7 +420,7 @@ func (x *execution) set(s *ast.SetStmt, scope *eval.Scope, row eval.Row, compoun
 		if err != nil {
 			return err
 		}
-		if v.Kind() == herald.KindMap {
+		if wholeEntity(a.Value, scope) {
 			return x.errAt(herald.CodeTypeMismatch, a.Value.Pos(), "an attribute cannot hold a whole node or edge")
 		}
 		plan = append(plan, assignment{a: a, name: name, attr: sel.Sel.Name, v: v})

@@ -159,7 +159,7 @@ func TestErrors(t *testing.T) {
 		{name: "empty body", method: "POST", path: "/v1/query", body: ``, status: 400, code: herald.CodeMalformedRequest},
 		{name: "unknown field", method: "POST", path: "/v1/query", body: `{"query":"x","bogus":1}`, status: 400, code: herald.CodeMalformedRequest},
 		{name: "trailing data", method: "POST", path: "/v1/query", body: `{"query":"x"} {"query":"y"}`, status: 400, code: herald.CodeMalformedRequest},
-		{name: "object parameter", method: "POST", path: "/v1/query", body: `{"query":"x","params":{"o":{"a":1}}}`, status: 400, code: herald.CodeMalformedRequest},
+		{name: "bad bytes parameter", method: "POST", path: "/v1/query", body: `{"query":"x","params":{"o":{"$bytes":"aGVsbG8=","a":1}}}`, status: 400, code: herald.CodeMalformedRequest},
 		{name: "empty query", method: "POST", path: "/v1/query", body: `{"query":""}`, status: 400, code: herald.CodeEmptyQuery},
 		{name: "whitespace query", method: "POST", path: "/v1/query", body: `{"query":" \n\t "}`, status: 400, code: herald.CodeEmptyQuery},
 		{name: "missing query", method: "POST", path: "/v1/query", body: `{}`, status: 400, code: herald.CodeEmptyQuery},
@@ -335,7 +335,8 @@ func TestRequestLog(t *testing.T) {
 }
 
 // A Bytes value in a row is {"$bytes": "<base64>"}; a parameter in that form is Bytes,
-// and one that is not base64, or another object, is refused.
+// and one that is not base64, or with another key beside "$bytes", is refused; any
+// other object is a Map.
 func TestQueryBytes(t *testing.T) {
 	hello := herald.Bytes([]byte("hello"))
 	f := &fakeEngine{resp: &herald.Response{Results: []herald.Result{{
@@ -354,11 +355,18 @@ func TestQueryBytes(t *testing.T) {
 	if b := f.params["b"]; b.Kind() != herald.KindBytes || !b.Equal(hello) {
 		t.Errorf("parameter $b = %s (%s)", b, b.Kind())
 	}
-	for _, params := range []string{`{"b":{"$bytes":"!!"}}`, `{"b":{"$bytes":"aGVsbG8"}}`, `{"b":{"bytes":"aGVsbG8="}}`, `{"b":[{"$bytes":1}]}`} {
+	for _, params := range []string{`{"b":{"$bytes":"!!"}}`, `{"b":{"$bytes":"aGVsbG8"}}`, `{"b":{"$bytes":"aGVsbG8=","x":1}}`, `{"b":[{"$bytes":1}]}`} {
 		w := do(t, h, "POST", "/v1/query", `{"query":"RETURN $b","params":`+params+`}`)
 		if d := decodeError(t, w); w.Code != 400 || d.Code != herald.CodeMalformedRequest {
 			t.Errorf("params %s: status %d, %+v", params, w.Code, d)
 		}
+	}
+	w = do(t, h, "POST", "/v1/query", `{"query":"RETURN $b","params":{"b":{"bytes":"aGVsbG8=","n":{"k":[1]}}}}`)
+	if w.Code != 200 {
+		t.Fatalf("an object parameter: status %d: %s", w.Code, w.Body)
+	}
+	if b := f.params["b"]; b.Kind() != herald.KindMap || b.String() != `{bytes: "aGVsbG8=", n: {k: [1]}}` {
+		t.Errorf("parameter $b = %s (%s), want a Map", b, b.Kind())
 	}
 }
 
