@@ -61,7 +61,7 @@ type AccessEnv struct {
 func AccessOf(st ast.Stmt, env AccessEnv) Access {
 	b := &accessBuilder{env: env, read: herald.ActRead, vars: map[string]string{}}
 	switch s := st.(type) {
-	case *ast.NodeDeclStmt, *ast.EdgeDeclStmt, *ast.ConstraintDeclStmt, *ast.DropConstraintStmt,
+	case *ast.NodeDeclStmt, *ast.EdgeDeclStmt, *ast.AlterTypeStmt, *ast.ConstraintDeclStmt, *ast.DropConstraintStmt,
 		*ast.BeginSessionStmt, *ast.TickStmt, *ast.RedriveStmt:
 		b.acc.Admin = true
 	case *ast.MatchStmt:

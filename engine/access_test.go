@@ -126,6 +126,8 @@ func TestAccessOf(t *testing.T) {
 		{`SPAWN x: Other {} RETURNING x`, "write:Other"},
 		{`MATCH s: Secret RETURN COUNT(s)`, "read:Secret"},
 		{`node T {}`, "admin"},
+		{`ALTER TYPE Other DROP v`, "admin"},
+		{`SPAWN IF NOT EXISTS #s9: Secret {}`, "write:Secret"},
 	} {
 		script, _, err := parser.ParseScript(tc.query)
 		if err != nil {

@@ -64,6 +64,33 @@ func (x *execution) declare(d *herald.TypeDecl, name *ast.Ident) (Result, error)
 	return Result{Stats: x.stats}, nil
 }
 
+// alterType executes `ALTER TYPE Name DROP a, b`: the attributes leave the declaration,
+// which is refused with E2013 while nodes (or edges) of the type hold one of them.
+func (x *execution) alterType(s *ast.AlterTypeStmt) (Result, error) {
+	if herald.IsSystemType(s.Name.Name) {
+		return Result{}, x.errAt(herald.CodeSealedType, s.Name.Pos(), "type names starting with _ are reserved for system types")
+	}
+	old := x.tx.Type(s.Name.Name)
+	if old == nil {
+		return Result{}, x.errAt(herald.CodeUnknownType, s.Name.Pos(), "type %s is not declared", s.Name.Name)
+	}
+	next := *old
+	next.Attrs = slices.Clone(old.Attrs)
+	for _, d := range s.Drop {
+		i := slices.IndexFunc(next.Attrs, func(a herald.AttrDecl) bool { return a.Name == d.Name })
+		if i < 0 {
+			return Result{}, x.errAt(herald.CodeUnknownAttribute, d.Pos(), "%s has no attribute %s", old.Name, d.Name)
+		}
+		if n := x.countUsing(old, d.Name, true); n > 0 {
+			return Result{}, x.errAt(herald.CodeAttributeInUse, d.Pos(), "%s.%s cannot be dropped: %d %s of %s hold it", old.Name, d.Name, n, plural(n, old), old.Name)
+		}
+		next.Attrs = slices.Delete(next.Attrs, i, i+1)
+	}
+	x.tx.PutType(&next)
+	x.stats.TypesDeclared++
+	return Result{Stats: x.stats}, nil
+}
+
 func (x *execution) typeMods(d *herald.TypeDecl, m *ast.Modifiers) error {
 	if m == nil {
 		return nil

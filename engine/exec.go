@@ -476,6 +476,8 @@ func (x *execution) run(st ast.Stmt) (Result, error) {
 		return x.declareNode(s)
 	case *ast.EdgeDeclStmt:
 		return x.declareEdge(s)
+	case *ast.AlterTypeStmt:
+		return x.alterType(s)
 	case *ast.ConstraintDeclStmt:
 		return x.declareConstraint(s)
 	case *ast.DropConstraintStmt:

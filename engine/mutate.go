@@ -174,6 +174,14 @@ func (x *execution) spawn(s *ast.SpawnStmt, scope *eval.Scope, row eval.Row) (ev
 	if s.ID != nil {
 		idNode, id = s.ID, herald.NodeID(s.ID.Name)
 	}
+	if s.IfNotExists.IsValid() && id != "" {
+		if n := x.tx.Node(id); n != nil {
+			if n.Type != s.Type.Name {
+				return nil, x.errAt(herald.CodeDuplicateID, s.ID.Pos(), "node #%s exists as a %s, not a %s", id, n.Type, s.Type.Name)
+			}
+			return row, nil // it exists: nothing to do
+		}
+	}
 	// The body is evaluated after the type and id checks, as the statement reads.
 	body := func() (attrMap, error) { return x.evalBody(s.Body, scope, row) }
 	n, err := x.create(s.Type.Name, id, nil, body, s.Type, idNode, s)

@@ -408,15 +408,17 @@ type (
 	}
 
 	// SpawnStmt creates a node: `SPAWN j: Job { priority = 5 }` binds j to a node with a
-	// generated id; `SPAWN #bob: Actor { ... }` gives the id explicitly.
+	// generated id; `SPAWN #bob: Actor { ... }` gives the id explicitly, and `SPAWN IF NOT
+	// EXISTS #bob: Actor { ... }` creates it only if no node has that id.
 	SpawnStmt struct {
-		Spawn     token.Pos
-		Var       *Ident   // nil when the id is given with ID
-		ID        *NodeRef // nil for a generated id
-		Colon     token.Pos
-		Type      *Ident
-		Body      *Body // nil when absent
-		Returning *ReturnClause
+		Spawn       token.Pos
+		IfNotExists token.Pos // position of "IF"; NoPos unless `IF NOT EXISTS` is given
+		Var         *Ident    // nil when the id is given with ID
+		ID          *NodeRef  // nil for a generated id
+		Colon       token.Pos
+		Type        *Ident
+		Body        *Body // nil when absent
+		Returning   *ReturnClause
 	}
 
 	// KillStmt deletes a node and its incident edges: `KILL j`, `KILL #job_1`.
@@ -548,6 +550,14 @@ type (
 		Options []*OptionList
 	}
 
+	// AlterTypeStmt is `ALTER TYPE Name DROP a, b`: it removes attributes from a declared
+	// type. "TYPE" is a keyword only after ALTER.
+	AlterTypeStmt struct {
+		Alter token.Pos
+		Name  *Ident
+		Drop  []*Ident
+	}
+
 	// ConstraintDeclStmt is `constraint name: pattern => condition`: every binding of
 	// the pattern must satisfy the condition after every commit. "constraint" is a
 	// keyword only at the start of a statement.
@@ -595,6 +605,7 @@ func (s *NackStmt) Pos() token.Pos           { return s.Nack }
 func (s *ExtendStmt) Pos() token.Pos         { return s.Extend }
 func (s *WatchControlStmt) Pos() token.Pos   { return s.OpPos }
 func (s *AlterWatchStmt) Pos() token.Pos     { return s.Alter }
+func (s *AlterTypeStmt) Pos() token.Pos      { return s.Alter }
 func (o *OnMatch) Pos() token.Pos            { return o.On }
 func (s *ConstraintDeclStmt) Pos() token.Pos { return s.Constraint }
 func (s *DropConstraintStmt) Pos() token.Pos { return s.Drop }
@@ -704,6 +715,12 @@ func (s *ConstraintDeclStmt) End() token.Pos {
 	return s.Arrow + 2
 }
 func (s *DropConstraintStmt) End() token.Pos { return s.Name.End() }
+func (s *AlterTypeStmt) End() token.Pos {
+	if len(s.Drop) == 0 {
+		return s.Name.End()
+	}
+	return s.Drop[len(s.Drop)-1].End()
+}
 func (s *AlterWatchStmt) End() token.Pos {
 	if len(s.Options) == 0 {
 		return s.Handle.End()
@@ -733,6 +750,7 @@ func (*NackStmt) stmtNode()           {}
 func (*ExtendStmt) stmtNode()         {}
 func (*WatchControlStmt) stmtNode()   {}
 func (*AlterWatchStmt) stmtNode()     {}
+func (*AlterTypeStmt) stmtNode()      {}
 func (*ConstraintDeclStmt) stmtNode() {}
 func (*DropConstraintStmt) stmtNode() {}
 
@@ -740,7 +758,7 @@ func (*DropConstraintStmt) stmtNode() {}
 func IsMutation(s Stmt) bool {
 	switch s := s.(type) {
 	case *NodeDeclStmt, *EdgeDeclStmt, *SpawnStmt, *KillStmt, *LinkStmt, *UnlinkStmt, *SetStmt,
-		*ConstraintDeclStmt, *DropConstraintStmt:
+		*ConstraintDeclStmt, *DropConstraintStmt, *AlterTypeStmt:
 		return true
 	case *MatchStmt:
 		return len(s.Actions) > 0

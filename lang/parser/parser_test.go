@@ -111,6 +111,13 @@ var validScripts = []string{
 	`CANCEL WATCH "w1"`,
 	`CANCEL WATCH $w`,
 	`ALTER WATCH #w SET [buffer: 2000]`,
+	`ALTER TYPE Order DROP note`,
+	`alter type Order drop note, region`,
+	`SPAWN IF NOT EXISTS #dlq: Queue { name = "dead letters" }`,
+	`spawn if not exists #dlq: Queue`,
+	`SPAWN if: Queue`,
+	`MATCH o: Order WHERE o.customer.address.city = "Lyon" RETURN o.customer.id`,
+	"MATCH o: Order SPAWN IF NOT EXISTS #audit: Audit { first = o.id }",
 	`ALTER WATCH w SET [buffer: 2000] [ack_timeout: 1m, max_in_flight: 2]`,
 	"SPAWN a: A\nSPAWN b: B\nLINK e(a, b)\nMATCH x: A RETURN x\nw = WATCH y: B RETURN y\nSET a.n = 1",
 }
