@@ -514,7 +514,9 @@ type (
 	}
 
 	// RedriveStmt is `REDRIVE id`: re-spawn the node a dead letter holds. The id names
-	// the _DeadLetter node (NodeRef, STRING BasicLit or ParamRef).
+	// the _DeadLetter node (NodeRef, STRING BasicLit or ParamRef). As an action of a
+	// MATCH (`MATCH d: _DeadLetter WHERE … REDRIVE d`) the id is the Ident of a variable
+	// the pattern binds, and every letter it binds is redriven.
 	RedriveStmt struct {
 		Redrive token.Pos
 		ID      Expr
