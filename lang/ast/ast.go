@@ -459,7 +459,7 @@ type (
 		OrderBy []*OrderItem
 		Limit   Expr
 		Offset  Expr
-		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt
+		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt, RedriveStmt
 		EndPos  token.Pos
 	}
 
@@ -504,7 +504,7 @@ type (
 	// OnMatch is a server-side trigger `ON MATCH DO action+`.
 	OnMatch struct {
 		On      token.Pos
-		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt
+		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt, RedriveStmt
 	}
 
 	// AckStmt is `ACK id`. The id is a STRING BasicLit, a ParamRef or a NodeRef.
