@@ -2,7 +2,6 @@ package engine
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/lang/ast"
@@ -293,17 +292,29 @@ func (b *accessBuilder) target(x ast.Expr, verb string) {
 			}
 			b.need(herald.ActWrite, typ, verb+" of "+r.Name, r.Pos())
 		} else if id, ok := b.env.Vars[r.Name]; ok {
-			b.nodeNeed(herald.ActWrite, id, verb+" of "+r.Name, r.Pos())
+			b.writeNode(verb, id, verb+" of "+r.Name, r.Pos())
 		}
 	case *ast.NodeRef:
 		id := herald.NodeID(r.Name)
 		if r.Name == "self" {
 			id = b.env.Actor
 		}
-		b.nodeNeed(herald.ActWrite, id, verb+" of #"+r.Name, r.Pos())
+		b.writeNode(verb, id, verb+" of #"+r.Name, r.Pos())
 	case *ast.ParamRef:
-		b.nodeNeed(herald.ActWrite, b.paramID(r), verb+" of the node $"+r.Name+" names", r.Pos())
+		b.writeNode(verb, b.paramID(r), verb+" of the node $"+r.Name+" names", r.Pos())
 	}
+}
+
+// writeNode records verb of the node id: a write of its type, or admin for a KILL of a
+// type in AdminKill.
+func (b *accessBuilder) writeNode(verb string, id herald.NodeID, what string, pos token.Pos) {
+	if verb == "KILL" && id != "" {
+		if n := b.env.Graph.Node(id); n != nil && AdminKill[n.Type] {
+			b.acc.Admin = true
+			return
+		}
+	}
+	b.nodeNeed(herald.ActWrite, id, what, pos)
 }
 
 // returning reads what RETURNING projects, but for what the statement spawned itself.
@@ -377,10 +388,6 @@ func (b *accessBuilder) nodeNeed(action string, id herald.NodeID, what string, p
 		return
 	}
 	if n := b.env.Graph.Node(id); n != nil {
-		if action == herald.ActWrite && strings.HasPrefix(what, "KILL ") && AdminKill[n.Type] {
-			b.acc.Admin = true
-			return
-		}
 		b.need(action, n.Type, what+" (a "+n.Type+")", pos)
 		return
 	}

@@ -94,7 +94,15 @@ func TestDeadLetterGrants(t *testing.T) {
 	exec(t, e, accessSchema)
 	wide := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "wide", Grants: []string{"read:*", "write:*"}})
 	admin := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "root", Grants: []string{"admin"}})
+	// A letter as the consume engine writes one, to purge by id.
+	if _, _, err := e.System(context.Background(), func(tx *engine.SysTx) error {
+		tx.PutNode(&herald.Node{ID: "dl1", Type: "_DeadLetter", Attrs: herald.AttrsOf(map[string]herald.Value{"failure_reason": herald.String("no_retry")})})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range []string{
+		`KILL #dl1`,
 		`MATCH d: _DeadLetter KILL d`,
 		`MATCH d: _DeadLetter WHERE d.created_at < now() - 1h REDRIVE d`,
 	} {
@@ -104,6 +112,9 @@ func TestDeadLetterGrants(t *testing.T) {
 		if _, err := e.Exec(admin, "", q, nil); err != nil {
 			t.Errorf("%s as admin: %v", q, err)
 		}
+	}
+	if r := exec(t, e, `MATCH d: _DeadLetter RETURN COUNT(d)`); fmt.Sprint(r.Results[0].Rows) != "[[0]]" {
+		t.Fatalf("the letter was not purged: %v", r.Results[0].Rows)
 	}
 }
 
