@@ -135,9 +135,10 @@ type letterLog struct {
 	unlogged int
 }
 
-// arrivals remembers when recent commits happened, at most one a second, so that the
-// age of a message can be told from the seq that created it. It keeps the last
-// arrivalSamples; older messages count from the oldest one kept.
+// arrivals remembers when commits happened, so that the age of a message can be told
+// from the seq that created it: at most one sample a second, and when arrivalSamples
+// are held every other one goes, so that they span the service's life, coarser as it
+// runs on. The first is the service's start: older messages count from it.
 type arrivals struct {
 	seqs  []uint64
 	times []time.Time
@@ -153,8 +154,13 @@ func (a *arrivals) note(seq uint64, t time.Time) {
 		return
 	}
 	if len(a.seqs) == arrivalSamples {
-		a.seqs = append(a.seqs[:0], a.seqs[1:]...)
-		a.times = append(a.times[:0], a.times[1:]...)
+		// Keep the first (the start) and every other one after it.
+		k := 1
+		for i := 2; i < len(a.seqs); i += 2 {
+			a.seqs[k], a.times[k] = a.seqs[i], a.times[i]
+			k++
+		}
+		a.seqs, a.times = a.seqs[:k], a.times[:k]
 	}
 	a.seqs = append(a.seqs, seq)
 	a.times = append(a.times, t)
@@ -237,8 +243,16 @@ func (s *Service) Metrics() []herald.Metric {
 func (s *Service) groupFiguresLocked() ([]*groupFigures, []graphRead) {
 	leased := map[*group]int{}
 	held := map[string][]graph.Pos{} // leased subjects by type, for lazy groups' backlogs
+	byWatch := map[herald.NodeID]*group{}
+	for _, g := range s.groups {
+		byWatch[g.watch] = g
+	}
 	for _, l := range s.leases {
-		if g := s.groupOfLocked(l); g != nil {
+		g := l.grp
+		if g == nil {
+			g = byWatch[l.watch] // recovered after a restart
+		}
+		if g != nil {
 			leased[g]++
 		}
 		held[l.subj.typ] = append(held[l.subj.typ], l.subj.pos())

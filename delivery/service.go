@@ -236,6 +236,8 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.core = standing.Attach(s.eng)
+	seq, _ := s.eng.Position()
+	s.arrivals.note(seq, s.clock.Now()) // messages from before the start count from it
 	s.unlisten = s.eng.ListenApplied(s.onCommit)
 	s.unext = s.eng.AddExtension(s)
 	s.started = true
