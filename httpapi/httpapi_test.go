@@ -296,6 +296,8 @@ func TestMetrics(t *testing.T) {
 	h := newTestHandler(t, &fakeEngine{}, Options{Metrics: []herald.MetricSource{fakeSource{
 		{Name: "herald_test_level", Help: "A level.", Value: 3},
 		{Name: "herald_test_total", Help: "A total.", Counter: true, Value: 12},
+		{Name: "herald_test_ready", Help: "Per group.", Value: 5, Labels: []herald.Label{{Name: "group", Value: "billing"}, {Name: "type", Value: "Job"}}},
+		{Name: "herald_test_ready", Help: "Per group.", Value: 2, Labels: []herald.Label{{Name: "group", Value: "_other"}, {Name: "type", Value: ""}}},
 	}}})
 	do(t, h, "POST", "/v1/query", `{"query":"RETURN 1"}`)
 	do(t, h, "POST", "/v1/query", `{"query":""}`)
@@ -314,6 +316,9 @@ func TestMetrics(t *testing.T) {
 		`herald_tick 7`,
 		"# TYPE herald_test_level gauge\nherald_test_level 3",
 		"# TYPE herald_test_total counter\nherald_test_total 12",
+		// Series of one name, told apart by their labels.
+		`herald_test_ready{group="_other",type=""} 2`,
+		`herald_test_ready{group="billing",type="Job"} 5`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
