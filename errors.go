@@ -38,6 +38,7 @@ const (
 	CodeConstraint        Code = "E2010"
 	CodeNoConstraint      Code = "E2011"
 	CodeUnknownType       Code = "E2012"
+	CodeAttributeInUse    Code = "E2013"
 
 	CodeTxState    Code = "E3001"
 	CodeTxConflict Code = "E3002"
@@ -118,6 +119,7 @@ var codeTable = []CodeInfo{
 	{CodeConstraint, "CONSTRAINT_VIOLATION", 409, "failed_precondition", "the commit (or a new constraint) would leave a binding that breaks a constraint"},
 	{CodeNoConstraint, "CONSTRAINT_NOT_FOUND", 404, "not_found", "DROP CONSTRAINT names no declared constraint"},
 	{CodeUnknownType, "UNKNOWN_TYPE", 400, "invalid_argument", "a pattern names a type that is not declared and that no node or edge has (a WATCH gets a warning event instead, and waits for it)"},
+	{CodeAttributeInUse, "ATTRIBUTE_IN_USE", 409, "failed_precondition", "a type change would remove or narrow an attribute that nodes still hold, or make required one they lack; the message names the attribute and counts the nodes"},
 
 	{CodeTxState, "TRANSACTION_STATE", 409, "failed_precondition", "BEGIN inside a transaction, COMMIT or ROLLBACK outside one, and similar"},
 	{CodeTxConflict, "TRANSACTION_CONFLICT", 409, "aborted", "a concurrent transaction changed what this one wrote; retry"},

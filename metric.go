@@ -12,9 +12,18 @@ type Metric struct {
 	Help    string // one line: what it counts
 	Counter bool   // a running total since start; otherwise a gauge (a current level)
 	Value   float64
-	// Histogram, when set, makes the metric a distribution of durations in seconds;
-	// Counter and Value are then unused.
+	// Histogram, when set, makes the metric a distribution (of durations in seconds,
+	// unless its name says otherwise); Counter and Value are then unused.
 	Histogram *Histogram
+	// Labels tell series of one name apart (a consume group's, a queue's). Every series
+	// of a name carries the same label names, in the same order, and the same Help;
+	// nil for a name with one series.
+	Labels []Label
+}
+
+// Label is one label of a metric's series: its name and its value.
+type Label struct {
+	Name, Value string
 }
 
 // MetricSource reports a service's metrics as of the call.

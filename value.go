@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -25,8 +26,9 @@ const (
 	KindTimestamp
 	KindDuration
 	KindList
-	// KindMap is a projection-only kind: query results use it to return a whole node or
-	// edge. Attributes never hold maps.
+	// KindMap is a nested value: string keys, in order, each with a value of any kind.
+	// Attributes may hold maps (declared `Map`, or `Any`); query results also use the
+	// kind to return a whole node or edge, which an attribute never holds.
 	KindMap
 	// KindBytes is a string of bytes that need not be text: a JSON or protobuf payload,
 	// an image, a hash. It comes last because the kind's number is what stored data and
@@ -495,7 +497,7 @@ func (v Value) MarshalJSON() ([]byte, error) {
 }
 
 // FromJSON converts a decoded JSON value (as produced by encoding/json with UseNumber
-// or plain decoding) into a Value. Objects are not values in the data model, except
+// or plain decoding) into a Value. An object is a Map with its keys sorted, except
 // {"$bytes": "<standard base64>"}, the tagged form of a Bytes value (MarshalJSON).
 func FromJSON(x any) (Value, error) {
 	switch t := x.(type) {
@@ -539,7 +541,23 @@ func FromJSON(x any) (Value, error) {
 		}
 		return compositeValue(KindList, &composite{l: vs}), nil
 	case map[string]any:
-		return bytesFromJSON(t)
+		if _, ok := t[BytesJSONKey]; ok {
+			return bytesFromJSON(t)
+		}
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		vs := make([]Value, len(keys))
+		for i, k := range keys {
+			v, err := FromJSON(t[k])
+			if err != nil {
+				return Null, err
+			}
+			vs[i] = v
+		}
+		return compositeValue(KindMap, &composite{m: keys, l: vs}), nil
 	}
 	return Null, fmt.Errorf("unsupported JSON value of type %T", x)
 }

@@ -46,12 +46,12 @@ func (v Value) appendJSONBytes(buf []byte) []byte {
 	return append(buf, `"}`...)
 }
 
-// bytesFromJSON reads the JSON form of a Bytes value from a decoded JSON object; any
-// other object is not a value.
+// bytesFromJSON reads the JSON form of a Bytes value from a decoded JSON object that
+// has the key BytesJSONKey; another key beside it is an error.
 func bytesFromJSON(obj map[string]any) (Value, error) {
 	x, ok := obj[BytesJSONKey]
 	if !ok || len(obj) != 1 {
-		return Null, fmt.Errorf(`an object is not a value (except {"%s": "aGVsbG8="}, the form of Bytes)`, BytesJSONKey)
+		return Null, fmt.Errorf(`{"%s": …} is the form of Bytes and has no other key`, BytesJSONKey)
 	}
 	s, ok := x.(string)
 	if !ok {

@@ -198,7 +198,6 @@ func TestBytesJSON(t *testing.T) {
 		`{"$bytes":"aGVsbG8_"}`,          // the URL alphabet
 		`{"$bytes":5}`,                   // not a string
 		`{"$bytes":"aGVsbG8=","more":1}`, // another key
-		`{"bytes":"aGVsbG8="}`,           // another object
 	} {
 		var x any
 		if err := json.Unmarshal([]byte(in), &x); err != nil {

@@ -106,8 +106,10 @@ func TestJSON(t *testing.T) {
 			t.Errorf("FromJSON(%s) = %s, %v; want %s", in, got, err, want)
 		}
 	}
-	if _, err := herald.FromJSON(map[string]any{"a": 1}); err == nil {
-		t.Error("objects must not convert to values")
+	// An object is a Map with its keys sorted, nested to any depth.
+	m, err := herald.FromJSON(map[string]any{"b": 1.0, "a": map[string]any{"c": []any{"x"}}})
+	if err != nil || m.Kind() != herald.KindMap || m.String() != `{a: {c: ["x"]}, b: 1}` {
+		t.Errorf("FromJSON(object) = %s (%s), %v; want a Map", m, m.Kind(), err)
 	}
 	// Numbers as the HTTP API decodes them (json.Number): an integer past 64 bits is
 	// refused rather than turned into a Float that lost its low digits.

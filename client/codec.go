@@ -50,8 +50,9 @@ type Codec interface {
 // (exactly, else ignoring case), ignores what the value has no field for, and accepts
 // a Timestamp's and a Duration's text form, which is how a Match carries them.
 //
-// A nested struct or map is a Map value. The server does not store Map attributes
-// yet, so publishing one is refused (E4001) until it does; lists of scalars are stored.
+// A nested struct or map is a Map value, stored as a Map attribute (declared `Map` or
+// `Any`, or on an undeclared type) and read with selectors such as `m.customer.id`;
+// a slice of structs is a List of Maps.
 var JSON Codec = jsonCodec{}
 
 type jsonCodec struct{}

@@ -172,9 +172,10 @@ func TestASubscriptionSubscribesAgainOnAnotherNode(t *testing.T) {
 	st.consumed("d1", 1, 1)
 	m1 := recv(t, handled)
 
-	// Node a goes away (the leader died); b leads now.
+	// Node a goes away (the leader died; first its listener, so the client cannot come
+	// back to it); b leads now.
+	a.srv.Listener.Close()
 	a.srv.CloseClientConnections()
-	a.srv.Close()
 	st2 := b.nextStream(t)
 	if st2.query != consumeWatch {
 		t.Fatalf("subscribed again with %q", st2.query)

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/client"
 	"github.com/herald-mq/herald/heraldtest"
 )
@@ -58,19 +57,47 @@ func TestPublishStructAndWork(t *testing.T) {
 	srv.WaitDrained("Order")
 }
 
-// Nested values are Map attributes, which today's server refuses to store (E4001): the
-// codec builds them, the server's side of issue 31 makes them storable.
-func TestPublishNestedValueRefusedToday(t *testing.T) {
+// Nested values are Map attributes: a nested struct and a list of structs are stored,
+// a consumer's filter reads into them with selectors, and a worker gets them back.
+func TestPublishNestedValues(t *testing.T) {
 	srv := heraldtest.NewServer(t)
+	ctx := context.Background()
 	type customer struct {
-		ID string `json:"id"`
+		ID   string `json:"id"`
+		Tier int    `json:"tier"`
+	}
+	type line struct {
+		SKU string `json:"sku"`
+		Qty int    `json:"qty"`
 	}
 	type nested struct {
 		Customer customer `json:"customer"`
+		Lines    []line   `json:"lines"`
 	}
-	_, err := srv.Client().Publish(context.Background(), "Order", nested{Customer: customer{ID: "c1"}})
-	if !errors.Is(err, herald.CodeMalformedRequest) {
-		t.Fatalf("Publish of a nested struct: %v, want E4001 until the server stores maps", err)
+	srv.Exec(`node Order { customer: Map, lines: List }`, nil)
+	c := srv.Client()
+	in := nested{Customer: customer{ID: "c1", Tier: 2}, Lines: []line{{"a1", 2}, {"b2", 1}}}
+	if _, err := c.Publish(ctx, "Order", in); err != nil {
+		t.Fatalf("Publish of a nested struct: %v", err)
+	}
+	if _, err := c.Publish(ctx, "Order", nested{Customer: customer{ID: "c2", Tier: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	row := srv.Exec(`MATCH o: Order WHERE o.customer.tier > 1 RETURN o.customer.id, length(o.lines)`, nil).Last().Rows
+	if len(row) != 1 || row[0][0] != "c1" || row[0][1] != int64(2) {
+		t.Fatalf("rows %v", row)
+	}
+	got := make(chan nested, 1)
+	_, err := client.Work(ctx, c, client.ConsumerConfig{Type: "Order", Filter: `m.customer.id = "c1"`},
+		client.WorkFunc[nested](func(ctx context.Context, j *client.Job[nested]) error {
+			got <- j.Payload
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := <-got; !reflect.DeepEqual(out, in) {
+		t.Fatalf("worker got %+v, want %+v", out, in)
 	}
 }
 

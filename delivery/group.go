@@ -49,6 +49,10 @@ type group struct {
 	// its pattern (the owner's statement limits).
 	owner  *herald.Principal
 	limits engine.Limits
+	// tally is the group's totals, and series the group label of its metrics: its name,
+	// or one of the series that sum groups (see metrics.go). Under the service's lock.
+	tally  tally
+	series string
 }
 
 func newGroup(s *Service, key string, op *standing.Opened, watch herald.NodeID) *group {

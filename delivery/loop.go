@@ -100,6 +100,7 @@ type letter struct {
 	reason   string
 	attempts int
 	match    herald.Value
+	grp      *group // the group it was leased by, if known
 }
 
 func (w *work) empty() bool {
@@ -220,6 +221,12 @@ func (s *Service) sent(w *work, seq, tick uint64, err error) {
 	}
 	s.count.delivered.Add(uint64(len(w.leases)))
 	s.count.deadLettered.Add(uint64(len(w.letters)))
+	s.tallyLeasesLocked(w.leases)
+	for _, lt := range w.letters {
+		if !lt.kept {
+			s.letteredLocked(lt.grp, lt.drop.subject, lt.reason)
+		}
+	}
 	for _, l := range w.leases {
 		if s.leases[l.key] == l && l.cons != nil {
 			l.sent = l.cons.send(Event{Type: EventConsumed, Match: l.match, DeliveryID: l.id, Attempt: l.attempt, Releases: l.releases, Seq: seq, Tick: tick, Deadline: l.deadline})
@@ -301,7 +308,7 @@ func (s *Service) settledLocked(l *lease, w *work) {
 	sp := l.opts()
 	max, dest, bo := sp.MaxRedeliveries, sp.DeadLetter, sp.Backoff
 	if spent >= 1+max {
-		w.letters = append(w.letters, letter{drop: dropLocked(sub), watch: l.watch, dest: herald.NodeID(dest), reason: ReasonMaxRedeliveries, attempts: spent, match: l.match})
+		w.letters = append(w.letters, letter{drop: dropLocked(sub), watch: l.watch, dest: herald.NodeID(dest), reason: ReasonMaxRedeliveries, attempts: spent, match: l.match, grp: s.groupOfLocked(l)})
 		s.dropSubjectLocked(sub)
 		s.lettering[sub.id] = true
 		return
@@ -376,6 +383,9 @@ func (s *Service) catchUpLocked(tx *graph.Tx) {
 	sets := s.pending
 	s.pending = nil
 	s.pendMu.Unlock()
+	for _, cs := range sets {
+		s.arrivals.note(cs.Seq, cs.Time)
+	}
 	if len(s.redecide) > 0 {
 		// Subjects whose dead letter did not commit: decided as if they had changed.
 		var changes []herald.Change

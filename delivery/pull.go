@@ -97,6 +97,7 @@ func (s *Service) Lease(ctx context.Context, sessionID, query string, params map
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.count.delivered.Add(uint64(len(w.leases)))
+	s.tallyLeasesLocked(w.leases)
 	out := make([]herald.Event, 0, len(w.leases))
 	for _, l := range w.leases {
 		if s.leases[l.key] != l {

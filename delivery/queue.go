@@ -166,6 +166,15 @@ func (q *readyQueue) pop() *entry {
 
 func (q *readyQueue) len() int { return q.n }
 
+// each calls fn with every queued entry, in no order.
+func (q *readyQueue) each(fn func(*entry)) {
+	for _, k := range q.keys {
+		for _, e := range k.h.items {
+			fn(e)
+		}
+	}
+}
+
 // delayQueue holds entries until their time comes.
 type delayQueue struct{ h entryHeap }
 

@@ -29,6 +29,12 @@ type Config struct {
 	// GroupIdle is how long a named group (and a pull statement's group) is kept without
 	// members, so that its queue need not be built again (0: 10 minutes).
 	GroupIdle time.Duration
+	// MaxGroupSeries is how many consume groups get series of their own on /metrics
+	// (0: 1,000; negative: none). Groups beyond it are summed under group="_other".
+	MaxGroupSeries int
+	// QueueOf names the queue a group serves ("" for none): the queue REST API's and the
+	// queue RPC's groups carry it as their metrics' queue label.
+	QueueOf func(group string) string
 }
 
 // subject is a message with delivery state: leased, delivered before, held back, or
@@ -158,6 +164,13 @@ type Service struct {
 	compDone chan struct{}
 
 	count counters
+	// The groups' metrics (metrics.go), under mu: how many groups have series of their
+	// own, the totals of ended groups that were summed into a shared series, and when
+	// recent commits happened (for the age of the oldest ready message).
+	labelled   int
+	endedTally map[string]tally
+	arrivals   arrivals
+	letterLog  letterLog
 
 	wake     chan struct{}
 	flush    chan chan struct{}
@@ -180,28 +193,32 @@ func New(cfg Config) *Service {
 	if cfg.GroupIdle <= 0 {
 		cfg.GroupIdle = 10 * time.Minute
 	}
+	if cfg.MaxGroupSeries == 0 {
+		cfg.MaxGroupSeries = DefaultMaxGroupSeries
+	}
 	return &Service{
-		cfg:       cfg,
-		eng:       cfg.Engine,
-		clock:     cfg.Engine.Clock(),
-		log:       cfg.Logger,
-		subjects:  map[herald.NodeID]*subject{},
-		leases:    map[Handle]*lease{},
-		groups:    map[string]*group{},
-		consumers: map[string]*consumer{},
-		index:     standing.NewIndex[*group](),
-		cleanup:   map[herald.NodeID]recordDrop{},
-		recovered: map[herald.NodeID]*standing.Query{},
-		lettering: map[herald.NodeID]bool{},
-		picking:   map[herald.NodeID]bool{},
-		wake:      make(chan struct{}, 1),
-		setWake:   make(chan struct{}, 1),
-		setDone:   make(chan struct{}),
-		jobs:      make(chan job, 1024),
-		compDone:  make(chan struct{}),
-		flush:     make(chan chan struct{}),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		cfg:        cfg,
+		eng:        cfg.Engine,
+		clock:      cfg.Engine.Clock(),
+		log:        cfg.Logger,
+		subjects:   map[herald.NodeID]*subject{},
+		leases:     map[Handle]*lease{},
+		groups:     map[string]*group{},
+		consumers:  map[string]*consumer{},
+		index:      standing.NewIndex[*group](),
+		cleanup:    map[herald.NodeID]recordDrop{},
+		recovered:  map[herald.NodeID]*standing.Query{},
+		lettering:  map[herald.NodeID]bool{},
+		endedTally: map[string]tally{},
+		picking:    map[herald.NodeID]bool{},
+		wake:       make(chan struct{}, 1),
+		setWake:    make(chan struct{}, 1),
+		setDone:    make(chan struct{}),
+		jobs:       make(chan job, 1024),
+		compDone:   make(chan struct{}),
+		flush:      make(chan chan struct{}),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 }
 
@@ -219,6 +236,8 @@ func (s *Service) Start(ctx context.Context) error {
 		return err
 	}
 	s.core = standing.Attach(s.eng)
+	seq, _ := s.eng.Position()
+	s.arrivals.note(seq, s.clock.Now()) // messages from before the start count from it
 	s.unlisten = s.eng.ListenApplied(s.onCommit)
 	s.unext = s.eng.AddExtension(s)
 	s.started = true
@@ -472,7 +491,7 @@ func (s *Service) takeOver(g *group, q *standing.Query) error {
 	if len(g.members) > 0 {
 		return g.differs(q)
 	}
-	s.log.Info("consume: a new statement takes an idle group over", "group", q.Opts.Group, "watch", g.watch, "was", g.text, "now", q.Describe())
+	s.log.Info("consume: a new statement takes an idle group over", "group", q.Opts.Group, "type", g.typ, "watch", g.watch, "was", g.text, "now", q.Describe())
 	s.dropGroupLocked(g)
 	return nil
 }
@@ -526,8 +545,12 @@ func (s *Service) addGroup(key string, op *standing.Opened, watchID herald.NodeI
 		return nil, err
 	}
 	s.groups[key] = g
+	g.series = s.seriesLocked(g)
 	s.index.Add(q, g)
 	s.core.Register(g)
+	if q.Opts.Group != "" {
+		s.log.Info("consume: group created", "group", q.Opts.Group, "type", g.typ, "watch", watchID, "statement", g.text)
+	}
 	return g, nil
 }
 
@@ -651,6 +674,7 @@ func (s *Service) releaseLocked(l *lease) {
 // for too long.
 func (s *Service) dropGroupLocked(g *group) {
 	delete(s.groups, g.key)
+	s.endSeriesLocked(g)
 	if g.q.Opts.Group == "" && g.key[:2] == "c:" && !g.cancelled {
 		s.retired = append(s.retired, g.watch)
 	}

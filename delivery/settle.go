@@ -158,6 +158,9 @@ func (st *settlement) afterAck() error {
 	sub.stored = false
 	s.dropSubjectLocked(sub)
 	s.count.acked.Add(1)
+	if g := s.groupOfLocked(st.l); g != nil {
+		g.tally.acked++
+	}
 	return nil
 }
 
@@ -211,10 +214,15 @@ func (s *Service) nackLocked(l *lease, o NackOptions) *settlement {
 			}
 			s.finishLocked(l)
 			s.count.nacked.Add(1)
+			g := s.groupOfLocked(l)
+			if g != nil {
+				g.tally.nacked++
+			}
 			if reason != "" {
 				// Counted here: the letter's commit deletes the subject, which the
 				// engine may already have reported (sub.gone) by now.
 				s.count.deadLettered.Add(1)
+				s.letteredLocked(g, sub.id, reason)
 			}
 			switch {
 			case sub.gone:

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -139,6 +140,15 @@ func (h *harness) run(d *datadriven.TestData) string {
 }
 
 func parseParam(s string) (herald.Value, error) {
+	if strings.HasPrefix(s, "{") || strings.HasPrefix(s, "[") {
+		var x any
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		if err := d.Decode(&x); err != nil {
+			return herald.Null, err
+		}
+		return herald.FromJSON(x)
+	}
 	var i int64
 	if _, err := fmt.Sscan(s, &i); err == nil && fmt.Sprint(i) == s {
 		return herald.Int(i), nil

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/eval"
 	"github.com/herald-mq/herald/lang/token"
@@ -22,6 +23,8 @@ func (x *execution) action(st ast.Stmt, scope *eval.Scope, row eval.Row, compoun
 		return row, x.unlink(s, scope, row)
 	case *ast.SetStmt:
 		return row, x.set(s, scope, row, compound)
+	case *ast.RedriveStmt:
+		return row, x.redrive(s, scope, row)
 	}
 	return row, x.errAt(herald.CodeInvalidQuery, st.Pos(), "%s is not a mutation", stmtName(st))
 }
@@ -67,12 +70,32 @@ func (x *execution) evalBody(b *ast.Body, scope *eval.Scope, row eval.Row) (attr
 		if err != nil {
 			return nil, err
 		}
-		if v.Kind() == herald.KindMap {
+		if wholeEntity(a.Value, scope) {
 			return nil, x.errAt(herald.CodeTypeMismatch, a.Value.Pos(), "attribute %s cannot hold a whole node or edge; assign its id or an attribute", id.Name)
 		}
 		attrs[id.Name] = v
 	}
 	return attrs, nil
+}
+
+// wholeEntity reports whether e is a bare node or edge variable (or a list of them):
+// its value is a Map of the whole node, which an attribute does not hold. Other Maps
+// (a Map attribute, a parameter) are values like any other.
+func wholeEntity(e ast.Expr, scope *eval.Scope) bool {
+	switch x := e.(type) {
+	case *ast.ParenExpr:
+		return wholeEntity(x.X, scope)
+	case *ast.Ident:
+		_, _, ok := scope.Lookup(x.Name)
+		return ok
+	case *ast.ListLit:
+		for _, el := range x.Elems {
+			if wholeEntity(el, scope) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkAttrs validates attrs against a declaration (nil: schemaless). On create, missing
@@ -163,6 +186,14 @@ func (x *execution) spawn(s *ast.SpawnStmt, scope *eval.Scope, row eval.Row) (ev
 	var id herald.NodeID
 	if s.ID != nil {
 		idNode, id = s.ID, herald.NodeID(s.ID.Name)
+	}
+	if s.IfNotExists.IsValid() && id != "" {
+		if n := x.tx.Node(id); n != nil {
+			if n.Type != s.Type.Name {
+				return nil, x.errAt(herald.CodeDuplicateID, s.ID.Pos(), "node #%s exists as a %s, not a %s", id, n.Type, s.Type.Name)
+			}
+			return row, nil // it exists: nothing to do
+		}
 	}
 	// The body is evaluated after the type and id checks, as the statement reads.
 	body := func() (attrMap, error) { return x.evalBody(s.Body, scope, row) }
@@ -275,7 +306,13 @@ func (x *execution) kill(s *ast.KillStmt, scope *eval.Scope, row eval.Row, compo
 		}
 		return x.errAt(herald.CodeNodeNotFound, s.Target.Pos(), "node #%s does not exist", id)
 	}
-	if err := x.writable(n.Type, s.Target); err != nil {
+	if AdminKill[n.Type] {
+		// A dead letter: an admin's to purge (AccessOf asked for the grant; a KILL that
+		// reaches here by another path is checked again).
+		if err := x.principal.Check(herald.ActAdmin, ""); err != nil {
+			return x.errAt(herald.CodePermissionDenied, s.Target.Pos(), "%s (KILL of a %s needs the admin grant)", err.(*herald.Error).Message, n.Type)
+		}
+	} else if err := x.writable(n.Type, s.Target); err != nil {
 		return err
 	}
 	if p := x.principal; p != nil {
@@ -291,6 +328,11 @@ func (x *execution) kill(s *ast.KillStmt, scope *eval.Scope, row eval.Row, compo
 	}
 	x.stats.EdgesDeleted += x.tx.DeleteNode(id)
 	x.stats.NodesDeleted++
+	if AdminKill[n.Type] {
+		if r := x.e.letterRedriver(); r != nil {
+			r.LetterKilled(x.tx, n)
+		}
+	}
 	return nil
 }
 
@@ -410,7 +452,7 @@ func (x *execution) set(s *ast.SetStmt, scope *eval.Scope, row eval.Row, compoun
 		if err != nil {
 			return err
 		}
-		if v.Kind() == herald.KindMap {
+		if wholeEntity(a.Value, scope) {
 			return x.errAt(herald.CodeTypeMismatch, a.Value.Pos(), "an attribute cannot hold a whole node or edge")
 		}
 		plan = append(plan, assignment{a: a, name: name, attr: sel.Sel.Name, v: v})
@@ -481,5 +523,48 @@ func (x *execution) setEdgeAttr(a *ast.Assign, row eval.Row, slot int, attr stri
 	x.tx.PutEdge(ne)
 	x.stats.AttrsSet++
 	row[slot].Edge = ne
+	return nil
+}
+
+// LetterRedriver is an extension that puts back what a dead letter holds inside a
+// statement's own transaction, for `MATCH d: _DeadLetter … REDRIVE d`: the consume
+// engine, which writes the letters and knows their form. It returns the id the node
+// came back under.
+type LetterRedriver interface {
+	RedriveLetter(tx *graph.Tx, letter herald.NodeID) (herald.NodeID, error)
+	// LetterKilled tidies up in tx after a KILL deleted letter (its node as it was):
+	// the watch it hung from, when nothing else keeps that.
+	LetterKilled(tx *graph.Tx, letter *herald.Node)
+}
+
+// redrive puts back the dead letter the variable of `REDRIVE d` binds in row. A letter
+// an earlier action of the statement already removed is skipped.
+func (x *execution) redrive(s *ast.RedriveStmt, scope *eval.Scope, row eval.Row) error {
+	id, err := x.nodeIDOf(s.ID, scope, row)
+	if err != nil {
+		return err
+	}
+	n := x.tx.Node(id)
+	if n == nil {
+		return nil
+	}
+	if !AdminKill[n.Type] {
+		return x.errAt(herald.CodeTypeMismatch, s.ID.Pos(), "REDRIVE needs a dead letter; #%s is a %s", id, n.Type)
+	}
+	if err := x.principal.Check(herald.ActAdmin, ""); err != nil {
+		return x.errAt(herald.CodePermissionDenied, s.Pos(), "%s (REDRIVE needs the admin grant)", err.(*herald.Error).Message)
+	}
+	r := x.e.letterRedriver()
+	if r == nil {
+		return x.errAt(herald.CodeNotImplemented, s.Pos(), "REDRIVE parses, but this server does not execute it (no consume engine)")
+	}
+	edges := len(x.tx.Incident(id))
+	if _, err := r.RedriveLetter(x.tx, id); err != nil {
+		return err
+	}
+	x.stats.NodesCreated++
+	x.stats.NodesDeleted++
+	x.stats.EdgesDeleted += edges
+	x.redriven++
 	return nil
 }

@@ -101,9 +101,7 @@ func checkNames(st ast.Stmt, tx *graph.Tx, vars map[string]herald.NodeID, file *
 		if !ok || skip[sel] {
 			return true
 		}
-		if inner, ok := sel.X.(*ast.SelectorExpr); ok {
-			skip[inner] = true // `t.a.b` is an error of its own, which compiling reports
-		}
+		// In `t.a.b` the declaration says whether t has a; b is a key of a's map.
 		v, ok := sel.X.(*ast.Ident)
 		if !ok {
 			return true

@@ -127,11 +127,11 @@ func (tx *Tx) CountByAttr(t, attr string, v herald.Value) int {
 }
 
 // NodesByAttr returns the ids of nodes of type t whose attribute attr equals v, in
-// arrival order, using the equality index. For a value too large to be indexed it
-// returns every node of type t: a superset the caller filters. For a type whose
+// arrival order, using the equality index. For a value too large to be indexed, or a
+// List or Map, it returns every node of type t: a superset the caller filters. For a type whose
 // attributes are not indexed (UnindexedAttrs) it filters the type's nodes itself.
 func (tx *Tx) NodesByAttr(t, attr string, v herald.Value) []herald.NodeID {
-	if v.IsNull() || v.Kind() == herald.KindMap {
+	if v.IsNull() {
 		return nil
 	}
 	vk := ValueKey(v)

@@ -159,7 +159,7 @@ func TestErrors(t *testing.T) {
 		{name: "empty body", method: "POST", path: "/v1/query", body: ``, status: 400, code: herald.CodeMalformedRequest},
 		{name: "unknown field", method: "POST", path: "/v1/query", body: `{"query":"x","bogus":1}`, status: 400, code: herald.CodeMalformedRequest},
 		{name: "trailing data", method: "POST", path: "/v1/query", body: `{"query":"x"} {"query":"y"}`, status: 400, code: herald.CodeMalformedRequest},
-		{name: "object parameter", method: "POST", path: "/v1/query", body: `{"query":"x","params":{"o":{"a":1}}}`, status: 400, code: herald.CodeMalformedRequest},
+		{name: "bad bytes parameter", method: "POST", path: "/v1/query", body: `{"query":"x","params":{"o":{"$bytes":"aGVsbG8=","a":1}}}`, status: 400, code: herald.CodeMalformedRequest},
 		{name: "empty query", method: "POST", path: "/v1/query", body: `{"query":""}`, status: 400, code: herald.CodeEmptyQuery},
 		{name: "whitespace query", method: "POST", path: "/v1/query", body: `{"query":" \n\t "}`, status: 400, code: herald.CodeEmptyQuery},
 		{name: "missing query", method: "POST", path: "/v1/query", body: `{}`, status: 400, code: herald.CodeEmptyQuery},
@@ -296,6 +296,8 @@ func TestMetrics(t *testing.T) {
 	h := newTestHandler(t, &fakeEngine{}, Options{Metrics: []herald.MetricSource{fakeSource{
 		{Name: "herald_test_level", Help: "A level.", Value: 3},
 		{Name: "herald_test_total", Help: "A total.", Counter: true, Value: 12},
+		{Name: "herald_test_ready", Help: "Per group.", Value: 5, Labels: []herald.Label{{Name: "group", Value: "billing"}, {Name: "type", Value: "Job"}}},
+		{Name: "herald_test_ready", Help: "Per group.", Value: 2, Labels: []herald.Label{{Name: "group", Value: "_other"}, {Name: "type", Value: ""}}},
 	}}})
 	do(t, h, "POST", "/v1/query", `{"query":"RETURN 1"}`)
 	do(t, h, "POST", "/v1/query", `{"query":""}`)
@@ -314,6 +316,9 @@ func TestMetrics(t *testing.T) {
 		`herald_tick 7`,
 		"# TYPE herald_test_level gauge\nherald_test_level 3",
 		"# TYPE herald_test_total counter\nherald_test_total 12",
+		// Series of one name, told apart by their labels.
+		`herald_test_ready{group="_other",type=""} 2`,
+		`herald_test_ready{group="billing",type="Job"} 5`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
@@ -335,7 +340,8 @@ func TestRequestLog(t *testing.T) {
 }
 
 // A Bytes value in a row is {"$bytes": "<base64>"}; a parameter in that form is Bytes,
-// and one that is not base64, or another object, is refused.
+// and one that is not base64, or with another key beside "$bytes", is refused; any
+// other object is a Map.
 func TestQueryBytes(t *testing.T) {
 	hello := herald.Bytes([]byte("hello"))
 	f := &fakeEngine{resp: &herald.Response{Results: []herald.Result{{
@@ -354,11 +360,18 @@ func TestQueryBytes(t *testing.T) {
 	if b := f.params["b"]; b.Kind() != herald.KindBytes || !b.Equal(hello) {
 		t.Errorf("parameter $b = %s (%s)", b, b.Kind())
 	}
-	for _, params := range []string{`{"b":{"$bytes":"!!"}}`, `{"b":{"$bytes":"aGVsbG8"}}`, `{"b":{"bytes":"aGVsbG8="}}`, `{"b":[{"$bytes":1}]}`} {
+	for _, params := range []string{`{"b":{"$bytes":"!!"}}`, `{"b":{"$bytes":"aGVsbG8"}}`, `{"b":{"$bytes":"aGVsbG8=","x":1}}`, `{"b":[{"$bytes":1}]}`} {
 		w := do(t, h, "POST", "/v1/query", `{"query":"RETURN $b","params":`+params+`}`)
 		if d := decodeError(t, w); w.Code != 400 || d.Code != herald.CodeMalformedRequest {
 			t.Errorf("params %s: status %d, %+v", params, w.Code, d)
 		}
+	}
+	w = do(t, h, "POST", "/v1/query", `{"query":"RETURN $b","params":{"b":{"bytes":"aGVsbG8=","n":{"k":[1]}}}}`)
+	if w.Code != 200 {
+		t.Fatalf("an object parameter: status %d: %s", w.Code, w.Body)
+	}
+	if b := f.params["b"]; b.Kind() != herald.KindMap || b.String() != `{bytes: "aGVsbG8=", n: {k: [1]}}` {
+		t.Errorf("parameter $b = %s (%s), want a Map", b, b.Kind())
 	}
 }
 

@@ -30,6 +30,14 @@ func (sources) Describe(chan<- *prometheus.Desc) {}
 func (ss sources) Collect(ch chan<- prometheus.Metric) {
 	for _, src := range ss {
 		for _, m := range src.Metrics() {
+			var labels prometheus.Labels
+			if len(m.Labels) > 0 {
+				labels = make(prometheus.Labels, len(m.Labels))
+				for _, l := range m.Labels {
+					labels[l.Name] = l.Value
+				}
+			}
+			desc := prometheus.NewDesc(m.Name, m.Help, nil, labels)
 			if h := m.Histogram; h != nil {
 				// Prometheus counts its buckets cumulatively.
 				buckets := make(map[float64]uint64, len(h.Bounds))
@@ -38,14 +46,14 @@ func (ss sources) Collect(ch chan<- prometheus.Metric) {
 					below += h.Counts[i]
 					buckets[b] = below
 				}
-				ch <- prometheus.MustNewConstHistogram(prometheus.NewDesc(m.Name, m.Help, nil, nil), h.Count, h.Sum, buckets)
+				ch <- prometheus.MustNewConstHistogram(desc, h.Count, h.Sum, buckets)
 				continue
 			}
 			kind := prometheus.GaugeValue
 			if m.Counter {
 				kind = prometheus.CounterValue
 			}
-			ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(m.Name, m.Help, nil, nil), kind, m.Value)
+			ch <- prometheus.MustNewConstMetric(desc, kind, m.Value)
 		}
 	}
 }

@@ -269,7 +269,7 @@ func TestWatchErrorsBeforeTheStream(t *testing.T) {
 	}{
 		{"empty query", &fakeDelivery{}, "/v1/watch", 400, herald.CodeEmptyQuery},
 		{"bad params", &fakeDelivery{}, "/v1/watch?query=WATCH&params=%5B1%5D", 400, herald.CodeMalformedRequest},
-		{"object param", &fakeDelivery{}, "/v1/watch?query=WATCH&params=" + url.QueryEscape(`{"a":{"b":1}}`), 400, herald.CodeMalformedRequest},
+		{"bad bytes param", &fakeDelivery{}, "/v1/watch?query=WATCH&params=" + url.QueryEscape(`{"a":{"$bytes":1}}`), 400, herald.CodeMalformedRequest},
 		{"consume fails", &fakeDelivery{err: herald.Errorf(herald.CodeSyntax, "expected WATCH").At(1, 1)}, "/v1/watch?query=MATCH", 400, herald.CodeSyntax},
 		{"not consume mode", &fakeDelivery{err: herald.Errorf(herald.CodeInvalidQuery, "not a consume watch")}, "/v1/watch?query=x", 400, herald.CodeInvalidQuery},
 		{"no delivery", nil, "/v1/watch?query=x", 501, herald.CodeNotImplemented},

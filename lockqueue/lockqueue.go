@@ -16,6 +16,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -381,6 +383,23 @@ func (s *Service) clearExpired(ctx context.Context, lk *lock) error {
 	// follows sees every item the lock held.
 	s.del.Flush()
 	return s.deleteLock(ctx, lk.queue)
+}
+
+// QueueOfGroup returns the queue a consume group serves when the group is one of this
+// API's (named "queue:<queue>:<ttl>s", see consumeStatement), else "".
+func QueueOfGroup(group string) string {
+	rest, ok := strings.CutPrefix(group, "queue:")
+	if !ok {
+		return ""
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 || !strings.HasSuffix(rest, "s") {
+		return ""
+	}
+	if _, err := strconv.Atoi(rest[i+1 : len(rest)-1]); err != nil {
+		return ""
+	}
+	return rest[:i]
 }
 
 // consumeStatement is the consume watch of a queue's pops, built as a tree and printed.

@@ -339,6 +339,20 @@ func (s *Service) EnqueueBatch(ctx context.Context, queue string, msgs []broker.
 	return ids, nil
 }
 
+// QueueOfGroup returns the queue a consume group serves when the group is one of this
+// API's (named "queue-rpc:<queue>:<incarnation>", see statement), else "".
+func QueueOfGroup(group string) string {
+	rest, ok := strings.CutPrefix(group, "queue-rpc:")
+	if !ok {
+		return ""
+	}
+	rest = strings.TrimSuffix(rest, ":unfair")
+	if i := strings.LastIndexByte(rest, ':'); i > 0 {
+		return rest[:i]
+	}
+	return ""
+}
+
 // statement is the consume watch of a queue, built as a tree and printed. It has no
 // parameters, so that the consume engine can compile it again after a restart and keep
 // the queue's options for leases it recovers. Every consumer of the queue joins one

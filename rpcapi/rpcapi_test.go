@@ -253,8 +253,8 @@ func TestQueryErrors(t *testing.T) {
 		{"conflict", herald.Errorf(herald.CodeTxConflict, "retry"), nil, connect.CodeAborted, herald.CodeTxConflict, 0},
 		{"foreign", errors.New("boom"), nil, connect.CodeInternal, herald.CodeInternal, 0},
 		{"empty", nil, &heraldv1.QueryRequest{Query: "  "}, connect.CodeInvalidArgument, herald.CodeEmptyQuery, 0},
-		{"object param", nil, &heraldv1.QueryRequest{Query: "RETURN $a", Params: map[string]*structpb.Value{
-			"a": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"b": structpb.NewBoolValue(true)}}),
+		{"bad bytes param", nil, &heraldv1.QueryRequest{Query: "RETURN $a", Params: map[string]*structpb.Value{
+			"a": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"$bytes": structpb.NewStringValue("aGVsbG8="), "b": structpb.NewBoolValue(true)}}),
 		}}, connect.CodeInvalidArgument, herald.CodeMalformedRequest, 0},
 	}
 	for _, c := range cases {

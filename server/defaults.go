@@ -1,6 +1,9 @@
 package server
 
-import "github.com/herald-mq/herald/engine"
+import (
+	"github.com/herald-mq/herald/delivery"
+	"github.com/herald-mq/herald/engine"
+)
 
 // TickMode selects how the logical clock advances (Config.TickMode): TickCommit,
 // TickManual or TickInterval (every Config.TickInterval).
@@ -26,6 +29,8 @@ const (
 	DefaultMaxWatchesPerPrincipal = engine.DefaultMaxWatchesPerPrincipal
 	// DefaultMinFreeBytes is what 0 means in Config.MinFreeBytes.
 	DefaultMinFreeBytes = engine.DefaultMinFreeBytes
+	// DefaultMetricsMaxGroups is what 0 means in Config.MetricsMaxGroups.
+	DefaultMetricsMaxGroups = delivery.DefaultMaxGroupSeries
 	// DefaultStatsInterval is what 0 means in Config.StatsInterval.
 	DefaultStatsInterval = engine.DefaultLayer0Interval
 )

@@ -68,6 +68,10 @@ type Config struct {
 	// mode together; 0 means engine.DefaultMaxWatchesPerSession.
 	MaxConsumers         int
 	MaxWatchesPerSession int
+	// MetricsMaxGroups is how many consume groups get series of their own on /metrics;
+	// the rest are summed under group="_other". 0 means DefaultMetricsMaxGroups, a
+	// negative value none.
+	MetricsMaxGroups int
 	// MaxWatchesPerPrincipal caps the watches of one principal (with Auth); 0 means
 	// engine.DefaultMaxWatchesPerPrincipal.
 	MaxWatchesPerPrincipal int

@@ -108,6 +108,14 @@ func (s *Server) openLeader(ctx context.Context, backend store.Backend, keep boo
 		Logger:       s.log.With("component", "delivery"),
 		MaxConsumers: s.cfg.MaxConsumers,
 		Policy:       s.cfg.WatchPolicy,
+		// The queue APIs' groups carry their queue's name as a label.
+		MaxGroupSeries: s.cfg.MetricsMaxGroups,
+		QueueOf: func(group string) string {
+			if q := lockqueue.QueueOfGroup(group); q != "" {
+				return q
+			}
+			return namedqueue.QueueOfGroup(group)
+		},
 	})
 	if err := del.Start(ctx); err != nil {
 		return nil, fmt.Errorf("server: start delivery: %w", err)

@@ -44,6 +44,7 @@ func (w *watcher) beginSince(ctx context.Context) error {
 		}
 	}
 	w.cursor = after
+	w.applied.Store(w.cursor)
 	w.setBehind()
 	if !w.q.Single() {
 		w.past = newPast(after, w.q.Reads)
@@ -237,6 +238,7 @@ func (w *watcher) heartbeatDue(t herald.Timer) bool {
 	}
 	if w.cursor < seq {
 		w.cursor, w.tick = seq, tick
+		w.applied.Store(w.cursor)
 	}
 	if !w.send(&herald.Event{Type: herald.EventHeartbeat, Seq: w.cursor, Tick: w.tick, Last: true}) {
 		return false
@@ -451,6 +453,7 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 		return w.fail(err)
 	}
 	w.cursor, w.tick = cs.Seq, cs.Tick
+	w.applied.Store(w.cursor)
 	if w.shown != nil && w.commitSeq != 0 && cs.Seq >= w.commitSeq {
 		w.shown, w.commitSeq = map[herald.NodeID]*row{}, 0
 	}

@@ -182,6 +182,7 @@ func (w *watcher) applyAlter(req alterReq) bool {
 	}
 	if w.cursor < seq {
 		w.cursor, w.tick = seq, tick
+		w.applied.Store(w.cursor)
 	}
 	// Both statements are run on the graph as of the cursor, so the difference is exact
 	// at that position.

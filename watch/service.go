@@ -153,13 +153,97 @@ type Stats struct {
 // Metrics reports the watch service's streams and dispatch cost (herald.MetricSource).
 func (s *Service) Metrics() []herald.Metric {
 	st := s.Stats()
-	return []herald.Metric{
+	out := []herald.Metric{
 		{Name: "herald_watch_streams", Help: "Open watch-mode streams.", Value: float64(st.Streams)},
 		{Name: "herald_watch_streams_parked", Help: "Open watch-mode streams idle without a goroutine of their own.", Value: float64(st.Parked)},
 		{Name: "herald_watch_dispatched_commits_total", Help: "Commits the watch service decided which streams to wake for.", Counter: true, Value: float64(st.Commits)},
 		{Name: "herald_watch_dispatch_seconds_total", Help: "Time spent deciding which streams each commit wakes.", Counter: true, Value: st.DispatchTime.Seconds()},
 		{Name: "herald_watch_fanout_seconds_total", Help: "Time watch-mode streams and their transports spent turning commits into events and frames, as the fan-out budget (--watch-cpu) counts it.", Counter: true, Value: st.FanoutTime.Seconds()},
 	}
+	lag, fill := s.lagAndFill()
+	return append(out,
+		herald.Metric{Name: "herald_watch_lag_commits", Help: "Watch-mode streams by how far each is behind: commits between the last it applied and the last that concerns it.", Histogram: lag.histogram()},
+		herald.Metric{Name: "herald_watch_lag_commits_max", Help: "How far the watch-mode stream furthest behind is, in commits.", Value: lag.max},
+		herald.Metric{Name: "herald_watch_buffer_fill", Help: "Watch-mode streams by how full their buffer is: events waiting for the client over the statement's buffer, or bytes over --watch-buffer-bytes, whichever is fuller (1: on_full applies).", Histogram: fill.histogram()},
+		herald.Metric{Name: "herald_watch_buffer_fill_max", Help: "How full the fullest watch-mode stream's buffer is (0 to 1).", Value: fill.max},
+	)
+}
+
+// The bounds of the streams' distributions on /metrics.
+var (
+	lagBounds  = []float64{0, 1, 10, 100, 1000, 10000, 100000}
+	fillBounds = []float64{0, 0.1, 0.25, 0.5, 0.75, 0.9, 1}
+)
+
+// spread is a distribution of one figure over the streams, as of one reading.
+type spread struct {
+	bounds []float64
+	counts []uint64
+	n      uint64
+	sum    float64
+	max    float64
+}
+
+func newSpread(bounds []float64) *spread {
+	return &spread{bounds: bounds, counts: make([]uint64, len(bounds))}
+}
+
+func (d *spread) add(v float64) {
+	for i, b := range d.bounds {
+		if v <= b {
+			d.counts[i]++
+			break
+		}
+	}
+	d.n++
+	d.sum += v
+	d.max = max(d.max, v)
+}
+
+func (d *spread) histogram() *herald.Histogram {
+	return &herald.Histogram{Bounds: d.bounds, Counts: d.counts, Count: d.n, Sum: d.sum}
+}
+
+// lagAndFill reads, for every stream, how far it is behind — the seq of the last commit
+// queued for it (or appended to its feed) less the seq of the last it applied — and how
+// full its buffer is.
+func (s *Service) lagAndFill() (lag, fill *spread) {
+	lag, fill = newSpread(lagBounds), newSpread(fillBounds)
+	s.mu.Lock()
+	type reading struct {
+		w      *watcher
+		wanted uint64
+		buffer int
+	}
+	rs := make([]reading, 0, len(s.watchers))
+	for _, w := range s.watchers {
+		want := w.pushed.Load()
+		if w.feed != nil {
+			want = max(want, w.feed.lastSeq)
+		}
+		rs = append(rs, reading{w, want, w.q.Opts.Buffer}) // w.q and w.feed change under s.mu
+	}
+	s.mu.Unlock()
+	for _, r := range rs {
+		w := r.w
+		behind := 0.0
+		if at := w.applied.Load(); r.wanted > at {
+			behind = float64(r.wanted - at)
+		}
+		lag.add(behind)
+		w.qmu.Lock()
+		events, bytes := w.outq.len()+len(w.events)+min(w.gap, 1), w.outq.bytes
+		w.qmu.Unlock()
+		f := 0.0
+		if b := r.buffer; b > 0 {
+			f = float64(events) / float64(b)
+		}
+		if m := s.cfg.MaxBufferBytes; m > 0 {
+			f = max(f, float64(bytes)/float64(m))
+		}
+		fill.add(min(f, 1))
+	}
+	return lag, fill
 }
 
 // Stats returns the service's counters.
@@ -487,6 +571,9 @@ type watcher struct {
 	// stream, and whether it waits in the dispatcher's list of streams to wake.
 	touchMark uint64
 	inWoken   bool
+	// pushed is the seq of the last change set queued for the stream (push), for
+	// Metrics: with the feed's last, how far the stream has to go.
+	pushed atomic.Uint64
 	// A stream indexed by one type alone reads that type's feed (feed.go) instead of a
 	// queue of its own: from set number fpos on, into feedBuf. The stream's goroutine
 	// owns fpos and feedBuf once it runs.
@@ -528,8 +615,9 @@ type watcher struct {
 	gap      int        // events dropped from outq, reported before its next one
 	gapSeq   uint64     // the position the gap marker shows (under qmu)
 	gapTick  uint64
-	queued   atomic.Int64 // len(outq), for SHOW WATCHES
-	cursor   uint64       // seq of the last change set applied
+	queued   atomic.Int64  // len(outq), for SHOW WATCHES
+	cursor   uint64        // seq of the last change set applied
+	applied  atomic.Uint64 // cursor, for readers on other goroutines (Metrics)
 	tick     uint64
 	past     *past          // join patterns: the graph as of the cursor
 	initial  []row          // the snapshot still to send
@@ -681,6 +769,7 @@ func (w *watcher) awaitDispatched() (seq, tick uint64) {
 
 // push queues cs for the stream; the dispatcher wakes it afterwards (wakeInRound).
 func (w *watcher) push(cs *herald.ChangeSet) {
+	w.pushed.Store(cs.Seq)
 	w.mu.Lock()
 	if !w.behind {
 		if len(w.queue) >= queueCap {
@@ -719,6 +808,7 @@ func (w *watcher) begin(ctx context.Context, after uint64) error {
 	}
 	if after > 0 {
 		w.cursor = after
+		w.applied.Store(w.cursor)
 		w.setBehind() // replay from the log first
 		if !q.Single() {
 			w.past = newPast(after, q.Reads)
@@ -756,8 +846,10 @@ func (w *watcher) snapshot(send bool) error {
 		// make the next commit copy the tree nodes it changes, which is most of what
 		// opening such a watch would cost.
 		w.cursor, w.tick = w.svc.eng.Position()
+		w.applied.Store(w.cursor)
 	} else if err := w.svc.eng.ViewSnapshot(func(tx *graph.Tx, seq, tick uint64) error {
 		w.cursor, w.tick = seq, tick
+		w.applied.Store(w.cursor)
 		var err error
 		rows, err = w.q.Matches(tx, time.Time{}, w.interrupt())
 		return err

@@ -2,6 +2,7 @@ package watch_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,11 +95,31 @@ func (h *harness) close() {
 	}
 }
 
+// params are an exec's arguments other than session, each a JSON value: `c={"id":7}`.
+func params(t *testing.T, d *datadriven.TestData) map[string]herald.Value {
+	out := map[string]herald.Value{}
+	for _, a := range d.CmdArgs {
+		if a.Key == "session" {
+			continue
+		}
+		var x any
+		if err := json.Unmarshal([]byte(a.Vals[0]), &x); err != nil {
+			d.Fatalf(t, "param %s: %v", a.Key, err)
+		}
+		v, err := herald.FromJSON(x)
+		if err != nil {
+			d.Fatalf(t, "param %s: %v", a.Key, err)
+		}
+		out[a.Key] = v
+	}
+	return out
+}
+
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	ctx := context.Background()
 	switch d.Cmd {
 	case "exec":
-		resp, err := h.eng.Exec(ctx, h.session(d), d.Input, nil)
+		resp, err := h.eng.Exec(ctx, h.session(d), d.Input, params(t, d))
 		h.svc.Flush()
 		if err != nil {
 			return "error: " + err.Error() + "\n"

@@ -89,7 +89,7 @@ func EventPlain(bin []byte, w *heraldv1.Value) (any, error) {
 
 // AttrsFromBinary decodes attributes sent in Herald's binary encoding
 // (PublishMessage.attrs_binary) and checks them as FromWireMap checks a map of wire
-// values: no map values, no nesting deeper than the wire allows, and, as protobuf
+// values: no nesting deeper than the wire allows, and, as protobuf
 // requires of its strings, names and strings in valid UTF-8.
 func AttrsFromBinary(b []byte, what string) (map[string]herald.Value, error) {
 	a, rest, err := herald.DecodeAttrsNested(b, maxDepth)
@@ -107,8 +107,6 @@ func AttrsFromBinary(b []byte, what string) (map[string]herald.Value, error) {
 		switch {
 		case !utf8.ValidString(x.Name):
 			err = fmt.Errorf("the name is not valid UTF-8")
-		case x.Value.Kind() == herald.KindMap:
-			err = fmt.Errorf("a map is not a value %s can hold", what)
 		case !validUTF8(x.Value):
 			err = fmt.Errorf("a string that is not valid UTF-8")
 		}
@@ -192,8 +190,8 @@ func fromWire(w *heraldv1.Value, depth int) (herald.Value, error) {
 	return herald.Null, nil
 }
 
-// FromWireMap converts named wire values (parameters, attributes). A map value is an
-// error there: attributes and parameters hold no whole nodes.
+// FromWireMap converts named wire values (parameters, attributes); a value may be a
+// map, nested to any depth up to the limit.
 func FromWireMap(in map[string]*heraldv1.Value, what string) (map[string]herald.Value, error) {
 	if len(in) == 0 {
 		return nil, nil
@@ -201,9 +199,6 @@ func FromWireMap(in map[string]*heraldv1.Value, what string) (map[string]herald.
 	out := make(map[string]herald.Value, len(in))
 	for name, w := range in {
 		v, err := FromWire(w)
-		if err == nil && v.Kind() == herald.KindMap {
-			err = fmt.Errorf("a map is not a value %s can hold", what)
-		}
 		if err != nil {
 			return nil, herald.Errorf(herald.CodeMalformedRequest, "%s %s: %v", what, name, err)
 		}

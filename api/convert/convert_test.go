@@ -123,3 +123,28 @@ func TestBytesCrossTheWire(t *testing.T) {
 		t.Fatalf("FromWireMap = %v, %v", wm, err)
 	}
 }
+
+// Map values are attributes and parameters like any other, nested to any depth, in
+// both the wire's value tree and the binary form; past the depth limit they are refused.
+func TestMapsCrossTheWire(t *testing.T) {
+	m := herald.Map([]string{"id", "address", "lines"}, []herald.Value{
+		herald.Int(7),
+		herald.Map([]string{"city"}, []herald.Value{herald.String("Lyon")}),
+		herald.List(herald.Map([]string{"sku"}, []herald.Value{herald.String("a1")})),
+	})
+	wm, err := FromWireMap(map[string]*heraldv1.Value{"customer": ToWire(m)}, "attribute")
+	if err != nil || !wm["customer"].Equal(m) || wm["customer"].Kind() != herald.KindMap {
+		t.Fatalf("FromWireMap = %v, %v", wm, err)
+	}
+	bm, err := AttrsFromBinary(herald.Attrs{{Name: "customer", Value: m}}.AppendBinary(nil), "attribute")
+	if err != nil || !bm["customer"].Equal(m) {
+		t.Fatalf("AttrsFromBinary = %v, %v", bm, err)
+	}
+	deep := herald.Int(1)
+	for range maxDepth + 2 {
+		deep = herald.Map([]string{"k"}, []herald.Value{deep})
+	}
+	if _, err := FromWireMap(map[string]*heraldv1.Value{"d": ToWire(deep)}, "attribute"); herald.CodeOf(err) != herald.CodeMalformedRequest {
+		t.Errorf("a map nested past the limit: %v, want E4001", err)
+	}
+}

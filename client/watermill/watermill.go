@@ -82,9 +82,10 @@ func (c Config) withDefaults() Config {
 // declarations conflict with its own.
 const schemaAttempts = 5
 
-// EnsureSchema declares the adapter's node types. Declaring a type exactly as it is
-// already declared changes nothing, so it is safe to call any number of times and from
-// concurrent callers; it fails if a type of the same name is declared differently.
+// EnsureSchema declares the adapter's node types. Declaring a type as it is already
+// declared changes nothing, so it is safe to call any number of times and from
+// concurrent callers; it fails if a type of the same name is an edge type, or has nodes
+// that hold one of the adapter's attributes as another kind (E2013).
 func EnsureSchema(ctx context.Context, c *client.Client) error {
 	for attempt := 1; ; attempt++ {
 		_, err := c.Exec(ctx, Schema, nil)

@@ -97,13 +97,13 @@ func eventually(t *testing.T, srv *heraldtest.Server, query string, params map[s
 	}
 }
 
-// declared reports whether typ is a declared type on the server: declaring it again
-// with another definition is refused with TYPE_CONFLICT only then (an undeclared type
-// is schemaless, and the declaration would simply succeed). The probe is rolled back.
+// declared reports whether typ is a declared node type on the server: declaring it
+// again as an edge type is refused with TYPE_CONFLICT only then (an undeclared type is
+// schemaless, and the declaration would simply succeed). The probe is rolled back.
 func declared(t *testing.T, c *client.Client, typ string) bool {
 	t.Helper()
 	_, err := c.Exec(context.Background(),
-		fmt.Sprintf("BEGIN; node %s { schema_probe: Int }; ROLLBACK", typ), nil)
+		fmt.Sprintf("BEGIN; edge %s(a: Any); ROLLBACK", typ), nil)
 	switch {
 	case err == nil:
 		return false
@@ -152,10 +152,10 @@ func TestEnsureSchemaDeclaresTypes(t *testing.T) {
 
 func TestEnsureSchemaRefusesAConflictingDeclaration(t *testing.T) {
 	srv := heraldtest.NewServer(t)
-	srv.Exec(`node WatermillGroup { topic: Int }`, nil)
+	srv.Exec(`node WatermillGroup { topic: Int }; SPAWN g: WatermillGroup { topic = 1 }`, nil)
 	err := watermill.EnsureSchema(context.Background(), srv.Client())
-	if herald.CodeOf(err) != herald.CodeTypeConflict {
-		t.Fatalf("EnsureSchema over another WatermillGroup: %v, want %s", err, herald.CodeTypeConflict)
+	if herald.CodeOf(err) != herald.CodeAttributeInUse {
+		t.Fatalf("EnsureSchema over another WatermillGroup: %v, want %s", err, herald.CodeAttributeInUse)
 	}
 }
 

@@ -29,15 +29,25 @@ func TestMailer(t *testing.T) {
 	}
 }
 
-// Against a server: setup survives a second run, a failed send is retried after the
-// backoff and then acknowledged, a bad address ends as a dead letter, and cancelling
-// the context drains the worker.
+// v2 of the worker adds an optional attribute: its declaration evolves the type, and
+// v1's, run again by a v1 worker that restarts, changes nothing.
+const schemaV2 = `node Email { to: String, subject: String, body: Bytes, reply_to: String? }`
+
+// EmailV2 is v2's payload; v1 workers decode it as an Email, without reply_to.
+type EmailV2 struct {
+	Email
+	ReplyTo string `json:"reply_to,omitempty"`
+}
+
+// Against a server: setup survives a second run and v2's declaration, a failed send is
+// retried after the backoff and then acknowledged, a bad address ends as a dead letter,
+// v2's emails are sent by v1, and cancelling the context drains the worker.
 func TestWorker(t *testing.T) {
 	srv := heraldtest.NewServer(t)
 	c := srv.Client()
 	ctx, cancel := context.WithCancel(context.Background())
-	for range 2 {
-		if err := setup(ctx, c); err != nil {
+	for _, s := range []string{schema, schema, schemaV2, schema} {
+		if _, err := c.Exec(ctx, s, nil); err != nil {
 			t.Fatalf("setup: %v", err)
 		}
 	}
@@ -58,6 +68,11 @@ func TestWorker(t *testing.T) {
 		}
 		ids[to] = id
 	}
+	v2, err := c.Publish(ctx, "Email", EmailV2{Email{To: "bob@example.com"}, "ann@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.RequireAcked("Email", v2)
 	srv.RequireAcked("Email", ids["ann@example.com"])
 	srv.RequireAcked("Email", ids["flaky@example.com"])
 	if l := srv.RequireDeadLettered("Email", ids["nobody"]); l.Reason != "no_retry" {

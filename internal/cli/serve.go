@@ -27,6 +27,7 @@ type serveFlags struct {
 	shutdownTimeout     time.Duration
 	denyWatch           []string
 	sessionWatches      int
+	metricsGroups       int
 	statsInterval       time.Duration
 	stmtTimeout         time.Duration
 	maxScanned          int
@@ -125,6 +126,7 @@ variable over the file. --print-config prints the settings that result, as such 
 	fl.IntVar(&f.maxConns, "max-connections", server.DefaultMaxConnections, "open connections the listener holds; beyond it new ones are closed at once")
 	fl.Float64Var(&f.rate, "rate-limit", 0, "with --auth, requests a second each principal may make (429 E4015 past it); 0 sets no limit")
 	fl.IntVar(&f.sessionWatches, "max-session-watches", server.DefaultMaxWatchesPerSession, "watches one session may hold, watch and consume mode together (E8006 past it)")
+	fl.IntVar(&f.metricsGroups, "metrics-max-groups", server.DefaultMetricsMaxGroups, "consume groups with series of their own on /metrics; the rest are summed under group=\"_other\"; 0 labels none")
 	fl.DurationVar(&f.statsInterval, "stats-interval", server.DefaultStatsInterval, "how often _Watch nodes get their counters (events_delivered, events_pending, last_event_at)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key the listener speaks TLS only. Reloaded on SIGHUP")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS private key file (PEM) of --tls-cert")
@@ -165,6 +167,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 		WatchPolicy:  herald.WatchPolicy{DenyTypes: f.denyWatch},
 
 		MaxWatchesPerSession:   f.sessionWatches,
+		MetricsMaxGroups:       noLimit(f.metricsGroups),
 		MaxConnections:         f.maxConns,
 		MaxInflightPublishes:   f.principalPubs,
 		MinFreeBytes:           noLimit(f.minFree),
@@ -298,6 +301,9 @@ func (f serveFlags) check() error {
 		if u, err := url.Parse(f.otlpEndpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return usageError(fmt.Errorf("--otlp-endpoint %q: want an http:// or https:// URL", f.otlpEndpoint))
 		}
+	}
+	if f.metricsGroups < 0 {
+		return usageError(fmt.Errorf("--metrics-max-groups must be at least 0, got %d", f.metricsGroups))
 	}
 	if f.sessionWatches < 1 || f.statsInterval <= 0 {
 		return usageError(fmt.Errorf("--max-session-watches must be at least 1 and --stats-interval positive (got %d and %s)", f.sessionWatches, f.statsInterval))

@@ -122,7 +122,7 @@ var Herald = Config{
 		// own copy of the command line, internal/cli, unless given a binary), or a
 		// server in-process for profiling.
 		{Pkg: "bench/...", Allow: []string{".", "client", "heraldtest", "internal/testutil", "bench", "bench/benchtest"}},
-		{Pkg: "bench/cmd/...", Allow: []string{".", "client", "server", "internal/cli", "bench", "bench/herald", "bench/nats", "bench/rabbit", "bench/redis"}, External: []string{modCobra}},
+		{Pkg: "bench/cmd/...", Allow: []string{".", "client", "server", "internal/cli", "store/pgstore", "bench", "bench/herald", "bench/nats", "bench/rabbit", "bench/redis"}, External: []string{modCobra}},
 		// Each peer's client module lives in its own benchmark adapter.
 		{Pkg: "bench/nats", Allow: []string{"bench"}, External: []string{modNATS}, TestAllow: []string{"bench/benchtest"}},
 		{Pkg: "bench/rabbit", Allow: []string{"bench"}, External: []string{modAMQP}, TestAllow: []string{"bench/benchtest"}},

@@ -408,15 +408,17 @@ type (
 	}
 
 	// SpawnStmt creates a node: `SPAWN j: Job { priority = 5 }` binds j to a node with a
-	// generated id; `SPAWN #bob: Actor { ... }` gives the id explicitly.
+	// generated id; `SPAWN #bob: Actor { ... }` gives the id explicitly, and `SPAWN IF NOT
+	// EXISTS #bob: Actor { ... }` creates it only if no node has that id.
 	SpawnStmt struct {
-		Spawn     token.Pos
-		Var       *Ident   // nil when the id is given with ID
-		ID        *NodeRef // nil for a generated id
-		Colon     token.Pos
-		Type      *Ident
-		Body      *Body // nil when absent
-		Returning *ReturnClause
+		Spawn       token.Pos
+		IfNotExists token.Pos // position of "IF"; NoPos unless `IF NOT EXISTS` is given
+		Var         *Ident    // nil when the id is given with ID
+		ID          *NodeRef  // nil for a generated id
+		Colon       token.Pos
+		Type        *Ident
+		Body        *Body // nil when absent
+		Returning   *ReturnClause
 	}
 
 	// KillStmt deletes a node and its incident edges: `KILL j`, `KILL #job_1`.
@@ -459,7 +461,7 @@ type (
 		OrderBy []*OrderItem
 		Limit   Expr
 		Offset  Expr
-		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt
+		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt, RedriveStmt
 		EndPos  token.Pos
 	}
 
@@ -504,7 +506,7 @@ type (
 	// OnMatch is a server-side trigger `ON MATCH DO action+`.
 	OnMatch struct {
 		On      token.Pos
-		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt
+		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt, RedriveStmt
 	}
 
 	// AckStmt is `ACK id`. The id is a STRING BasicLit, a ParamRef or a NodeRef.
@@ -514,7 +516,9 @@ type (
 	}
 
 	// RedriveStmt is `REDRIVE id`: re-spawn the node a dead letter holds. The id names
-	// the _DeadLetter node (NodeRef, STRING BasicLit or ParamRef).
+	// the _DeadLetter node (NodeRef, STRING BasicLit or ParamRef). As an action of a
+	// MATCH (`MATCH d: _DeadLetter WHERE … REDRIVE d`) the id is the Ident of a variable
+	// the pattern binds, and every letter it binds is redriven.
 	RedriveStmt struct {
 		Redrive token.Pos
 		ID      Expr
@@ -546,6 +550,14 @@ type (
 		Alter   token.Pos
 		Handle  Expr
 		Options []*OptionList
+	}
+
+	// AlterTypeStmt is `ALTER TYPE Name DROP a, b`: it removes attributes from a declared
+	// type. "TYPE" is a keyword only after ALTER.
+	AlterTypeStmt struct {
+		Alter token.Pos
+		Name  *Ident
+		Drop  []*Ident
 	}
 
 	// ConstraintDeclStmt is `constraint name: pattern => condition`: every binding of
@@ -595,6 +607,7 @@ func (s *NackStmt) Pos() token.Pos           { return s.Nack }
 func (s *ExtendStmt) Pos() token.Pos         { return s.Extend }
 func (s *WatchControlStmt) Pos() token.Pos   { return s.OpPos }
 func (s *AlterWatchStmt) Pos() token.Pos     { return s.Alter }
+func (s *AlterTypeStmt) Pos() token.Pos      { return s.Alter }
 func (o *OnMatch) Pos() token.Pos            { return o.On }
 func (s *ConstraintDeclStmt) Pos() token.Pos { return s.Constraint }
 func (s *DropConstraintStmt) Pos() token.Pos { return s.Drop }
@@ -704,6 +717,12 @@ func (s *ConstraintDeclStmt) End() token.Pos {
 	return s.Arrow + 2
 }
 func (s *DropConstraintStmt) End() token.Pos { return s.Name.End() }
+func (s *AlterTypeStmt) End() token.Pos {
+	if len(s.Drop) == 0 {
+		return s.Name.End()
+	}
+	return s.Drop[len(s.Drop)-1].End()
+}
 func (s *AlterWatchStmt) End() token.Pos {
 	if len(s.Options) == 0 {
 		return s.Handle.End()
@@ -733,6 +752,7 @@ func (*NackStmt) stmtNode()           {}
 func (*ExtendStmt) stmtNode()         {}
 func (*WatchControlStmt) stmtNode()   {}
 func (*AlterWatchStmt) stmtNode()     {}
+func (*AlterTypeStmt) stmtNode()      {}
 func (*ConstraintDeclStmt) stmtNode() {}
 func (*DropConstraintStmt) stmtNode() {}
 
@@ -740,7 +760,7 @@ func (*DropConstraintStmt) stmtNode() {}
 func IsMutation(s Stmt) bool {
 	switch s := s.(type) {
 	case *NodeDeclStmt, *EdgeDeclStmt, *SpawnStmt, *KillStmt, *LinkStmt, *UnlinkStmt, *SetStmt,
-		*ConstraintDeclStmt, *DropConstraintStmt:
+		*ConstraintDeclStmt, *DropConstraintStmt, *AlterTypeStmt:
 		return true
 	case *MatchStmt:
 		return len(s.Actions) > 0

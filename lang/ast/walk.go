@@ -214,6 +214,11 @@ func walkChildren(n Node, f func(Node) bool) {
 		Inspect(n.Options, f)
 	case *WatchControlStmt:
 		Inspect(n.Handle, f)
+	case *AlterTypeStmt:
+		Inspect(n.Name, f)
+		for _, d := range n.Drop {
+			Inspect(d, f)
+		}
 	case *AlterWatchStmt:
 		Inspect(n.Handle, f)
 		for _, o := range n.Options {

@@ -311,7 +311,7 @@ func (c *Compiler) selector(x *ast.SelectorExpr) (Func, error) {
 	}
 	id, ok := x.X.(*ast.Ident)
 	if !ok {
-		return nil, c.Error(herald.CodeInvalidQuery, x.Pos(), "attribute access needs a variable on the left of '.'")
+		return c.mapSelector(x)
 	}
 	slot, kind, ok := c.Scope.Lookup(id.Name)
 	if !ok {
@@ -342,6 +342,32 @@ func (c *Compiler) selector(x *ast.SelectorExpr) (Func, error) {
 			return herald.Null, nil
 		}
 		return n.Attr(attr)
+	}, nil
+}
+
+// mapSelector compiles `e.key` where e is not a variable: a key of the Map that e
+// evaluates to, such as `o.customer.id` where customer is a Map attribute. A missing
+// key, or a null e, reads as null; any other kind is an evaluation error.
+func (c *Compiler) mapSelector(x *ast.SelectorExpr) (Func, error) {
+	if _, ok := x.X.(*ast.BasicLit); ok {
+		return nil, c.Error(herald.CodeInvalidQuery, x.Pos(), "attribute access needs a variable, a node or a map on the left of '.'")
+	}
+	f, err := c.Compile(x.X)
+	if err != nil {
+		return nil, err
+	}
+	key, pos := x.Sel.Name, x.Sel.Pos()
+	return func(ctx *Context, row Row) (herald.Value, error) {
+		v, err := f(ctx, row)
+		switch {
+		case err != nil:
+			return herald.Null, err
+		case v.Kind() == herald.KindMap:
+			return v.MapGet(key), nil
+		case v.IsNull():
+			return herald.Null, nil
+		}
+		return herald.Null, c.Error(herald.CodeEvaluation, pos, ".%s needs a Map on its left, got %s", key, v.Kind())
 	}, nil
 }
 

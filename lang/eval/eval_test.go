@@ -23,7 +23,9 @@ func run(t *testing.T, src string) (herald.Value, error) {
 		return herald.Null, err
 	}
 	row := make(eval.Row, sc.Len())
-	row[n].Node = &herald.Node{ID: "n1", Type: "T", Attrs: herald.AttrsOf(map[string]herald.Value{"i": herald.Int(4), "s": herald.String("héllo")})}
+	customer := herald.Map([]string{"id", "tags"}, []herald.Value{herald.Int(7), herald.List(herald.String("vip"))})
+	row[n].Node = &herald.Node{ID: "n1", Type: "T", Attrs: herald.AttrsOf(map[string]herald.Value{"i": herald.Int(4), "s": herald.String("héllo"), "customer": customer,
+		"deep": herald.Map([]string{"a"}, []herald.Value{herald.Map([]string{"b"}, []herald.Value{herald.Int(1)})})})}
 	ctx := &eval.Context{Params: map[string]herald.Value{"p": herald.Int(2), "b": herald.Bytes([]byte("hi\xff"))}, Now: time.Unix(100, 0).UTC(), Actor: "bob", Session: "s1"}
 	return f(ctx, row)
 }
@@ -51,6 +53,13 @@ func TestExpressions(t *testing.T) {
 		`n.i IN []`:                     `false`,
 		`n = #n1`:                       `true`,
 		`n.id`:                          `"n1"`,
+		`n.customer.id`:                 `7`,
+		`n.customer.id = 7`:             `true`,
+		`n.customer.missing IS NULL`:    `true`,
+		`n.missing.id IS NULL`:          `true`,
+		`n.deep.a.b + 1`:                `2`,
+		`length(n.customer.tags)`:       `1`,
+		`(n.customer).id`:               `7`,
 		`length(n.s)`:                   `5`,
 		`length([1, 2, 3])`:             `3`,
 		`coalesce(n.missing, null, $p)`: `2`,
@@ -65,7 +74,7 @@ func TestExpressions(t *testing.T) {
 		`n.i - 10 < 0 OR 1 / 0 = 1`:     `true`, // short-circuit
 		`1.5e1`:                         `15.0`,
 		`"esc\"aped"`:                   `"esc\"aped"`,
-		`n`:                             `{id: "n1", _type: "T", i: 4, s: "héllo"}`,
+		`n`:                             `{id: "n1", _type: "T", customer: {id: 7, tags: ["vip"]}, deep: {a: {b: 1}}, i: 4, s: "héllo"}`,
 		`-(2.5)`:                        `-2.5`,
 		`n.i * 1.5`:                     `6.0`,
 		`coalesce(n.i, 1) = n.i`:        `true`,
@@ -110,7 +119,8 @@ func TestExpressionErrors(t *testing.T) {
 		`$missing`:    herald.CodeMissingParameter,
 		`1 IN 2`:      herald.CodeEvaluation,
 		`-"a"`:        herald.CodeEvaluation,
-		`n.i.j`:       herald.CodeInvalidQuery,
+		`n.i.j`:       herald.CodeEvaluation, // i is an Int, not a Map
+		`1 .j`:        herald.CodeInvalidQuery,
 		`coalesce()`:  herald.CodeEvaluation,
 		`now() + "x"`: herald.CodeEvaluation,
 		`string($b)`:  herald.CodeEvaluation, // not UTF-8

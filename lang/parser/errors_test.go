@@ -14,7 +14,7 @@ var invalidScripts = []struct {
 	src, pos, msg string
 }{
 	{`MATCH t: [x] RETURN t`, "1:10", "expected type name, found '['"},
-	{`MATCH t: Task`, "1:14", "expected WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN), found end of input"},
+	{`MATCH t: Task`, "1:14", "expected WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN, REDRIVE), found end of input"},
 	{`MATCH t: Task WHERE RETURN t`, "1:21", "expected expression, found 'RETURN'"},
 	{`MATCH t: Task RETURN`, "1:21", "expected expression, found end of input"},
 	{`MATCH t: Task RETURN t ORDER t.a`, "1:30", "expected 'BY', found 't'"},
@@ -108,6 +108,10 @@ var invalidScripts = []struct {
 	{`PAUSE w`, "1:7", "expected 'WATCH', found 'w'"},
 	{`PAUSE WATCH 5`, "1:13", "expected watch handle (node reference, identifier, string or parameter), found '5'"},
 	{`ALTER WATCH #w [buffer: 1]`, "1:16", "expected 'SET', found '['"},
+	{`ALTER TYPE Order note`, "1:18", "expected 'DROP', found 'note'"},
+	{`ALTER TYPE Order DROP`, "1:22", "expected attribute name, found end of input"},
+	{`SPAWN IF NOT #q: Queue`, "1:14", "expected 'EXISTS', found '#q'"},
+	{`SPAWN IF NOT EXISTS q: Queue`, "1:21", "expected node reference (SPAWN IF NOT EXISTS needs an id), found 'q'"},
 	{`ALTER WATCH #w SET buffer`, "1:20", "expected '[', found 'buffer'"},
 	{`ALTER WATCH #w SET [buffer: x]`, "1:29", "expected integer, found 'x'"},
 	{`TICK 5 5`, "1:8", "expected ';' or a new statement, found '5'"},

@@ -105,6 +105,9 @@ func (p *parser) parseStmt() ast.Stmt {
 		s.Handle = p.parseWatchHandle()
 		return s
 	case token.ALTER:
+		if p.peek(1) == token.IDENT && strings.EqualFold(p.peekLit(1), "type") {
+			return p.parseAlterType()
+		}
 		s := &ast.AlterWatchStmt{Alter: p.pos}
 		p.next()
 		p.expect(token.WATCH)
@@ -125,6 +128,26 @@ func (p *parser) parseStmt() ast.Stmt {
 
 // ---------------------------------------------------------------------------
 // Declarations
+
+// parseAlterType parses `ALTER TYPE Name DROP a, b`.
+func (p *parser) parseAlterType() *ast.AlterTypeStmt {
+	s := &ast.AlterTypeStmt{Alter: p.pos}
+	p.next() // ALTER
+	p.next() // TYPE
+	s.Name = p.word("type name")
+	if p.tok != token.IDENT || !strings.EqualFold(p.lit, "drop") {
+		p.errorExpected(p.pos, "'DROP'")
+		return s
+	}
+	p.next()
+	for {
+		s.Drop = append(s.Drop, p.word("attribute name"))
+		if !p.got(token.COMMA) {
+			break
+		}
+	}
+	return s
+}
 
 // parseConstraintDecl parses `constraint name: pattern => condition`.
 func (p *parser) parseConstraintDecl() *ast.ConstraintDeclStmt {
@@ -240,6 +263,19 @@ func (p *parser) parseAction(returning bool) ast.Stmt {
 	case token.SPAWN:
 		x := &ast.SpawnStmt{Spawn: p.pos}
 		p.next()
+		if p.tok == token.IDENT && strings.EqualFold(p.lit, "if") && p.peek(1) == token.NOT {
+			x.IfNotExists = p.pos
+			p.next()
+			p.next()
+			if p.tok != token.IDENT || !strings.EqualFold(p.lit, "exists") {
+				p.errorExpected(p.pos, "'EXISTS'")
+			} else {
+				p.next()
+			}
+			if p.tok != token.NODEREF {
+				p.errorExpected(p.pos, "node reference (SPAWN IF NOT EXISTS needs an id)")
+			}
+		}
 		switch p.tok {
 		case token.IDENT:
 			x.Var = p.ident()
@@ -293,6 +329,12 @@ func (p *parser) parseAction(returning bool) ast.Stmt {
 		*ret = p.parseReturn()
 	}
 	return s
+}
+
+// redriveAction reports whether the parser is at `REDRIVE variable`, the action of a
+// MATCH; `REDRIVE "id"` (or #id, $param) on a line of its own is a statement.
+func (p *parser) redriveAction() bool {
+	return p.tok == token.REDRIVE && p.peek(1) == token.IDENT
 }
 
 func isAction(tok token.Token) bool {
@@ -415,15 +457,22 @@ func (p *parser) parseMatch() *ast.MatchStmt {
 				s.Offset = p.parseExpr()
 			}
 		}
-	case isAction(p.tok):
-		for isAction(p.tok) {
+	case isAction(p.tok) || p.redriveAction():
+		for isAction(p.tok) || p.redriveAction() {
+			if p.tok == token.REDRIVE {
+				// `MATCH d: _DeadLetter … REDRIVE d`: every letter the match binds.
+				pos := p.pos
+				p.next()
+				s.Actions = append(s.Actions, &ast.RedriveStmt{Redrive: pos, ID: p.ident()})
+				continue
+			}
 			s.Actions = append(s.Actions, p.parseAction(false))
 		}
 		if p.tok == token.RETURNING {
 			s.Return = p.parseReturn()
 		}
 	default:
-		p.errorExpected(p.pos, "WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN)")
+		p.errorExpected(p.pos, "WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN, REDRIVE)")
 	}
 	s.EndPos = p.prevEnd
 	return s

@@ -133,6 +133,9 @@ func (p *printer) stmt(s ast.Stmt) {
 		}
 	case *ast.SpawnStmt:
 		p.print("SPAWN ")
+		if s.IfNotExists.IsValid() {
+			p.print("IF NOT EXISTS ")
+		}
 		if s.ID != nil {
 			p.expr(s.ID)
 		} else {
@@ -275,6 +278,14 @@ func (p *printer) stmt(s ast.Stmt) {
 	case *ast.WatchControlStmt:
 		p.print(s.Op.String(), " WATCH ")
 		p.expr(s.Handle)
+	case *ast.AlterTypeStmt:
+		p.print("ALTER TYPE ", s.Name.Name, " DROP ")
+		for i, d := range s.Drop {
+			if i > 0 {
+				p.print(", ")
+			}
+			p.print(d.Name)
+		}
 	case *ast.AlterWatchStmt:
 		p.print("ALTER WATCH ")
 		p.expr(s.Handle)

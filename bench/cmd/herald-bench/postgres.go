@@ -11,17 +11,13 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/herald-mq/herald/bench"
 	heraldbench "github.com/herald-mq/herald/bench/herald"
 	"github.com/herald-mq/herald/server"
+	"github.com/herald-mq/herald/store/pgstore"
 )
 
 // The herald-pg system: Herald on its PostgreSQL store, `herald serve --store
@@ -89,46 +85,27 @@ type pgServer struct {
 	syncCommit, fsync, walSync string
 }
 
-// pgDial returns the network and address of the server a connection string names (its
-// first host).
-func pgDial(cfg *pgconn.Config) (network, addr string) {
-	port := strconv.Itoa(int(cfg.Port))
-	if strings.HasPrefix(cfg.Host, "/") {
-		return "unix", filepath.Join(cfg.Host, ".s.PGSQL."+port)
-	}
-	return "tcp", net.JoinHostPort(cfg.Host, port)
-}
-
 // preparePG checks that PostgreSQL answers at dsn, reads the settings that make its
 // commits durable, and creates schema, which must not exist yet. A server that cannot
 // be reached at all comes back as a plain error (the system is then unavailable); one
 // that answers but refuses the connection or the schema, as a failedStart.
 func preparePG(ctx context.Context, dsn, schema string) (pgServer, error) {
-	cfg, err := pgconn.ParseConfig(dsn)
+	network, addr, loopback, err := pgstore.Address(dsn)
 	if err != nil {
 		return pgServer{}, &failedStart{fmt.Errorf("--pg-dsn %s: %w", redactDSN(dsn), err)}
 	}
-	network, addr := pgDial(cfg)
-	srv := pgServer{addr: addr, unix: network == "unix"}
-	if ip := net.ParseIP(cfg.Host); ip != nil && ip.IsLoopback() || cfg.Host == "localhost" {
-		srv.loopback = true
-	}
+	srv := pgServer{addr: addr, unix: network == "unix", loopback: loopback && network == "tcp"}
 	c, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
 	if err != nil {
 		return srv, fmt.Errorf("PostgreSQL is not reachable at %s (--pg-dsn, default $%s): %w", addr, pgDSNEnv, err)
 	}
 	c.Close()
-	conn, err := pgx.Connect(ctx, dsn)
+	d, err := pgstore.Describe(ctx, dsn)
 	if err != nil {
-		return srv, &failedStart{fmt.Errorf("PostgreSQL at %s answers but the bench cannot connect: %w", addr, err)}
+		return srv, &failedStart{fmt.Errorf("PostgreSQL at %s answers but the bench cannot read it: %w", addr, err)}
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	err = conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit'),
-		current_setting('fsync'), current_setting('wal_sync_method')`).Scan(&srv.version, &srv.syncCommit, &srv.fsync, &srv.walSync)
-	if err != nil {
-		return srv, &failedStart{fmt.Errorf("reading PostgreSQL's settings at %s: %w", addr, err)}
-	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	srv.version, srv.syncCommit, srv.fsync, srv.walSync = d.Version, d.SyncCommit, d.Fsync, d.WALSync
+	if err := pgstore.CreateSchema(ctx, dsn, schema); err != nil {
 		return srv, &failedStart{fmt.Errorf("creating schema %s at %s: %w", schema, addr, err)}
 	}
 	return srv, nil
@@ -138,13 +115,7 @@ func preparePG(ctx context.Context, dsn, schema string) (pgServer, error) {
 func dropPGSchema(dsn, schema string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	return err
+	return pgstore.DropSchema(ctx, dsn, schema)
 }
 
 // durability is the herald-pg system's line in the report's durability table.
