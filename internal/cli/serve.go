@@ -244,7 +244,9 @@ func exporting(endpoint string, logger *slog.Logger) *tracing.Exporting {
 		service = "herald"
 	}
 	logger.Info("exporting spans", "endpoint", endpoint, "service", service)
-	return tracing.NewExporting(endpoint, tracing.HeadersFromEnv(os.Getenv), service)
+	return tracing.NewExporting(endpoint, tracing.HeadersFromEnv(os.Getenv), service, func(err error) {
+		logger.Warn("span export failed", "err", err)
+	})
 }
 
 // tracesURL is the traces URL of an OTLP/HTTP endpoint given as its base URL (or as the

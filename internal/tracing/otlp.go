@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -62,8 +63,12 @@ type Exporting struct {
 
 // NewExporting returns a tracer provider whose spans go, in batches, to endpoint (an
 // OTLP/HTTP traces URL, e.g. http://collector:4318/v1/traces) with headers, under the
-// service name service. Shutdown sends what is left.
-func NewExporting(endpoint string, headers map[string]string, service string) *Exporting {
+// service name service. Shutdown sends what is left. onError, when set, is told of
+// each failed export (OpenTelemetry's error handler, which is process-wide).
+func NewExporting(endpoint string, headers map[string]string, service string, onError func(error)) *Exporting {
+	if onError != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(onError))
+	}
 	exp := &exporter{url: endpoint, headers: headers, hc: &http.Client{Timeout: 10 * time.Second}}
 	res := resource.NewSchemaless(attribute.String("service.name", service))
 	return &Exporting{sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}

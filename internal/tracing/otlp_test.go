@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestOTLPExport(t *testing.T) {
 	headers := HeadersFromEnv(func(k string) string {
 		return map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "X-Key=secret, bad"}[k]
 	})
-	tp := NewExporting(endpoint, headers, "herald")
+	tp := NewExporting(endpoint, headers, "herald", nil)
 	tr := Tracer(tp)
 	span := StartCommit(context.Background(), tr, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "Job")
 	span.AddEvent("ack")
@@ -124,5 +125,27 @@ func TestOTLPEndpointFromEnv(t *testing.T) {
 	env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://t:4318/custom"
 	if got := EndpointFromEnv(get); got != "http://t:4318/custom" {
 		t.Fatalf("traces endpoint: %q", got)
+	}
+}
+
+// TestOTLPExportFailure: an endpoint that refuses the spans is reported to onError,
+// with its status and answer, and the provider shuts down all the same.
+func TestOTLPExportFailure(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no room", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	errs := make(chan error, 4)
+	tp := NewExporting(srv.URL+"/v1/traces", nil, "herald", func(err error) { errs <- err })
+	_, span := Tracer(tp).Start(context.Background(), "s")
+	span.End()
+	_ = tp.Shutdown(context.Background())
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "no room") {
+			t.Fatalf("onError got %v", err)
+		}
+	default:
+		t.Fatal("the failed export was not reported")
 	}
 }
