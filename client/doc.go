@@ -214,6 +214,17 @@
 // packages; Status alone, made to ask about servers that may be down, wraps a server
 // it cannot reach in E4025 UNREACHABLE, the network's error kept for errors.As.
 //
+// # Tracing
+//
+// A publish made within an OpenTelemetry trace takes the trace to its consumers:
+// Publish starts a producer span, the child of its context's span, and the message
+// stores that span's W3C traceparent as its attribute _trace (herald.AttrTrace); a
+// subscription runs each handler in a consumer span, the child of the publish's, in
+// the handler's context, with its settlements as events. WithTracerProvider chooses the
+// provider (OpenTelemetry's global one by default); PublishAsync joins the trace of
+// WithContext's context. A projection (RETURN m.a AS a) joins the trace by returning
+// m._trace AS _trace. See docs/tracing.md.
+//
 // # Transport
 //
 // The client's one transport is the Connect protocol over HTTP/2 (cleartext h2c for
