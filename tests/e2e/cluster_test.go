@@ -144,7 +144,7 @@ type ledger struct {
 	acked      map[int64]bool // acknowledged ACKs
 	ackFailed  int            // ACKs that failed (the lease lost, or their outcome unknown)
 	ackErrors  []string
-	redelivery []string       // deliveries of messages whose ACK had been acknowledged
+	redelivery []string // deliveries of messages whose ACK had been acknowledged
 	seen       []map[int64]int
 	disorder   []string
 }
