@@ -21,6 +21,7 @@ const (
 	modHealth     = "connectrpc.com/grpchealth"
 	modTOML       = "github.com/BurntSushi/toml"
 	modPflag      = "github.com/spf13/pflag"
+	modChromedp   = "github.com/chromedp"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -71,7 +72,11 @@ var Herald = Config{
 		// The surfaces know the seam only: never the engine, the standing queries or the
 		// queues behind it.
 		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
-		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
+		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "console", "internal/clock"}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak}},
+		// The console is a surface like the others: the seam and the root package. Its
+		// browser test drives Debian's chromium (chromedp, tests only) against a real
+		// server started in-process, whose principals it makes through the client.
+		{Pkg: "console", Allow: []string{".", "broker"}, TestAllow: []string{"broker/brokertest", "server", "client"}, TestExternal: []string{modChromedp}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
@@ -131,6 +136,7 @@ var Herald = Config{
 		{Module: modAMQP, Only: []string{"bench/rabbit"}},
 		{Module: modRedis, Only: []string{"bench/redis"}},
 		{Module: modBTree, Only: []string{"graph/..."}},
+		{Module: modChromedp, Only: []string{"console"}},
 	},
 	TestKits:     []string{"internal/testutil", "internal/clock", "internal/race", "store/memstore", "store/storetest"},
 	TestExternal: []string{modRapid, modDataDriven},
