@@ -186,6 +186,12 @@
 // streams leased messages, settled by id with Ack, Nack and Extend; RedriveDeadLetters
 // puts the dead letters back. Its values are the server's seam's (package broker).
 //
+// Client.DeadLetters, RedriveDeadLetters and PurgeDeadLetters work on the dead letters
+// of every queue model at once — consume groups', the REST queues' items, the queue
+// RPC's messages — selected by a DeadLetterFilter (queue, group, reason, type, age,
+// limit). A redrive or a purge is one statement and one commit
+// (`MATCH d: _DeadLetter WHERE … REDRIVE d`, `… KILL d`), and needs the admin grant.
+//
 // # Errors
 //
 // There is one error type, *herald.Error, with a stable code (docs/errors.md). What the

@@ -104,8 +104,9 @@ func (h *harness) subst(s string) string {
 func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	ctx := context.Background()
 	switch d.Cmd {
-	case "exec":
+	case "exec", "exec-stats":
 		// Arguments are parameters; a value naming a delivery (d1, …) is its real id.
+		// exec-stats also prints what each statement created and deleted.
 		params := map[string]herald.Value{}
 		for _, a := range d.CmdArgs {
 			v := a.Vals[0]
@@ -131,6 +132,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 					vals[i] = v.String()
 				}
 				fmt.Fprintf(&b, "%s\n", strings.Join(vals, " | "))
+			}
+			if d.Cmd == "exec-stats" {
+				fmt.Fprintf(&b, "stats: nodes_created=%d nodes_deleted=%d edges_deleted=%d\n", r.Stats.NodesCreated, r.Stats.NodesDeleted, r.Stats.EdgesDeleted)
 			}
 		}
 		h.svc.Flush()
@@ -200,6 +204,17 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		h.svc.Flush()
 		return b.String()
+	case "kill-letter":
+		// KILL #<letter> of the dead letter of the node named by the argument.
+		resp, err := h.eng.Exec(ctx, "", `MATCH d: _DeadLetter WHERE d.subject_id = $s RETURN d.id`, map[string]herald.Value{"s": herald.String(d.CmdArgs[0].Key)})
+		if err != nil || len(resp.Results[0].Rows) != 1 {
+			return fmt.Sprintf("error: no single letter of %s (%v)\n", d.CmdArgs[0].Key, err)
+		}
+		if _, err := h.eng.Exec(ctx, "", "KILL #"+resp.Results[0].Rows[0][0].AsString(), nil); err != nil {
+			return "error: " + err.Error() + "\n"
+		}
+		h.svc.Flush()
+		return "ok\n"
 	case "flush-layer0":
 		if err := h.eng.FlushLayer0(ctx); err != nil {
 			return "error: " + err.Error() + "\n"

@@ -376,6 +376,17 @@ func (s *Service) deadLetter(tx *engine.SysTx, drop recordDrop, watch herald.Nod
 	}
 	if watch != "" {
 		attrs["watch"] = herald.String(string(watch))
+		// The group the message was consumed by, and the queue it belonged to (the
+		// REST queues' items and the queue RPC's messages name theirs): what an operator
+		// selects letters by (`MATCH d: _DeadLetter WHERE d.queue = "emails" …`).
+		if w := tx.Node(watch); w != nil {
+			if g := w.Attrs.Get("group"); g.Kind() == herald.KindString && g.AsString() != "" {
+				attrs["group"] = g
+			}
+		}
+	}
+	if q := all.Get("queue"); q.Kind() == herald.KindString && q.AsString() != "" {
+		attrs["queue"] = q
 	}
 	var failed *herald.Error
 	if dest != "" {
@@ -400,27 +411,40 @@ func (s *Service) deadLetter(tx *engine.SysTx, drop recordDrop, watch herald.Nod
 func (s *Service) Redrive(ctx context.Context, letter herald.NodeID) (herald.NodeID, error) {
 	var id herald.NodeID
 	_, _, err := s.eng.System(ctx, func(tx *engine.SysTx) error {
-		l := tx.Node(letter)
-		if l == nil || l.Type != typeDeadLetter {
-			return herald.Errorf(herald.CodeNodeNotFound, "no dead letter #%s", letter)
-		}
-		raw, err := base64.StdEncoding.DecodeString(l.Attrs.Get("original_node").AsString())
-		if err != nil {
-			return herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
-		}
-		n, err := store.DecodeNode(raw, nil)
-		if err != nil {
-			return herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
-		}
-		if tx.Node(n.ID) != nil {
-			n.ID = herald.NewID("n")
-		}
-		tx.PutNode(&herald.Node{ID: n.ID, Type: n.Type, Attrs: n.Attrs})
-		tx.DeleteNode(letter)
-		id = n.ID
-		return nil
+		var err error
+		id, err = redriveIn(tx.Tx, letter)
+		return err
 	})
 	return id, err
+}
+
+// RedriveLetter puts back what letter holds inside a statement's transaction: each
+// letter `MATCH d: _DeadLetter … REDRIVE d` binds (engine.LetterRedriver).
+func (s *Service) RedriveLetter(tx *graph.Tx, letter herald.NodeID) (herald.NodeID, error) {
+	return redriveIn(tx, letter)
+}
+
+// redriveIn re-spawns the node letter holds in tx and deletes the letter (and its
+// links to the watch and the destination).
+func redriveIn(tx *graph.Tx, letter herald.NodeID) (herald.NodeID, error) {
+	l := tx.Node(letter)
+	if l == nil || l.Type != typeDeadLetter {
+		return "", herald.Errorf(herald.CodeNodeNotFound, "no dead letter #%s", letter)
+	}
+	raw, err := base64.StdEncoding.DecodeString(l.Attrs.Get("original_node").AsString())
+	if err != nil {
+		return "", herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
+	}
+	n, err := store.DecodeNode(raw, nil)
+	if err != nil {
+		return "", herald.Errorf(herald.CodeInternal, "dead letter #%s is unreadable: %v", letter, err)
+	}
+	if tx.Node(n.ID) != nil {
+		n.ID = herald.NewID("n")
+	}
+	tx.PutNode(&herald.Node{ID: n.ID, Type: n.Type, Attrs: n.Attrs})
+	tx.DeleteNode(letter)
+	return n.ID, nil
 }
 
 // Record is a subject's durable delivery state, as stored: for operators' tools and

@@ -25,7 +25,11 @@ import (
 //   - A session variable an expression reads is read with its node's type.
 //   - SPAWN writes its type; SET, KILL, LINK and UNLINK write the type of what they
 //     change — also inside a compound MATCH and a WATCH's ON MATCH DO.
-//   - Schema changes, BEGIN SESSION AS, TICK and REDRIVE need admin.
+//   - Schema changes, BEGIN SESSION AS, TICK and REDRIVE need admin; so does a MATCH
+//     whose action is REDRIVE (`MATCH d: _DeadLetter … REDRIVE d`).
+//   - KILL of a node of a type in AdminKill (a dead letter: `KILL #dl_1`,
+//     `MATCH d: _DeadLetter … KILL d`) needs admin instead of a write grant; other
+//     system types stay read-only (E2003).
 //
 // ACK, NACK and EXTEND need settle on the type of the message they settle, which only
 // the delivery knows (the consume engine checks it); PAUSE, RESUME, CANCEL and ALTER
@@ -34,6 +38,12 @@ type Access struct {
 	Admin bool
 	Needs []Need
 }
+
+// AdminKill lists the system types whose nodes an admin may KILL: dead letters, which
+// an operator purges once they are understood. Every other system type (`_Watch`,
+// `_Token`, …) is the system's alone. The executor reads the same table, so the grant
+// the check asks for and the write the executor allows cannot drift apart.
+var AdminKill = map[string]bool{"_DeadLetter": true}
 
 // Need is one grant a statement needs: Action on nodes or edges of Type ("*" means a
 // type the check cannot know, which only a grant on every type covers).
@@ -224,6 +234,10 @@ func (b *accessBuilder) action(st ast.Stmt) {
 	case *ast.KillStmt:
 		b.target(s.Target, "KILL")
 		b.returning(s.Returning)
+	case *ast.RedriveStmt:
+		// `MATCH d: _DeadLetter … REDRIVE d`: the letters it binds are read by the
+		// pattern; putting their messages back is an operator's act.
+		b.acc.Admin = true
 	case *ast.SetStmt:
 		for _, a := range s.Assigns {
 			if sel, ok := a.Target.(*ast.SelectorExpr); ok {
@@ -272,19 +286,35 @@ func (b *accessBuilder) target(x ast.Expr, verb string) {
 	switch r := x.(type) {
 	case *ast.Ident:
 		if typ, ok := b.vars[r.Name]; ok {
+			if verb == "KILL" && AdminKill[typ] {
+				b.acc.Admin = true
+				return
+			}
 			b.need(herald.ActWrite, typ, verb+" of "+r.Name, r.Pos())
 		} else if id, ok := b.env.Vars[r.Name]; ok {
-			b.nodeNeed(herald.ActWrite, id, verb+" of "+r.Name, r.Pos())
+			b.writeNode(verb, id, verb+" of "+r.Name, r.Pos())
 		}
 	case *ast.NodeRef:
 		id := herald.NodeID(r.Name)
 		if r.Name == "self" {
 			id = b.env.Actor
 		}
-		b.nodeNeed(herald.ActWrite, id, verb+" of #"+r.Name, r.Pos())
+		b.writeNode(verb, id, verb+" of #"+r.Name, r.Pos())
 	case *ast.ParamRef:
-		b.nodeNeed(herald.ActWrite, b.paramID(r), verb+" of the node $"+r.Name+" names", r.Pos())
+		b.writeNode(verb, b.paramID(r), verb+" of the node $"+r.Name+" names", r.Pos())
 	}
+}
+
+// writeNode records verb of the node id: a write of its type, or admin for a KILL of a
+// type in AdminKill.
+func (b *accessBuilder) writeNode(verb string, id herald.NodeID, what string, pos token.Pos) {
+	if verb == "KILL" && id != "" {
+		if n := b.env.Graph.Node(id); n != nil && AdminKill[n.Type] {
+			b.acc.Admin = true
+			return
+		}
+	}
+	b.nodeNeed(herald.ActWrite, id, what, pos)
 }
 
 // returning reads what RETURNING projects, but for what the statement spawned itself.

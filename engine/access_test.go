@@ -87,6 +87,37 @@ func TestAccessMatrix(t *testing.T) {
 	}
 }
 
+// TestDeadLetterGrants: purging and redriving dead letters is an admin's; a principal
+// that may read and write every type is still refused, before anything runs.
+func TestDeadLetterGrants(t *testing.T) {
+	e := openEngine(t, memstore.New(), engine.Config{})
+	exec(t, e, accessSchema)
+	wide := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "wide", Grants: []string{"read:*", "write:*"}})
+	admin := herald.WithPrincipal(context.Background(), &herald.Principal{Name: "root", Grants: []string{"admin"}})
+	// A letter as the consume engine writes one, to purge by id.
+	if _, _, err := e.System(context.Background(), func(tx *engine.SysTx) error {
+		tx.PutNode(&herald.Node{ID: "dl1", Type: "_DeadLetter", Attrs: herald.AttrsOf(map[string]herald.Value{"failure_reason": herald.String("no_retry")})})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`KILL #dl1`,
+		`MATCH d: _DeadLetter KILL d`,
+		`MATCH d: _DeadLetter WHERE d.created_at < now() - 1h REDRIVE d`,
+	} {
+		if _, err := e.Exec(wide, "", q, nil); herald.CodeOf(err) != herald.CodePermissionDenied {
+			t.Errorf("%s as wide: err = %v, want E4013", q, err)
+		}
+		if _, err := e.Exec(admin, "", q, nil); err != nil {
+			t.Errorf("%s as admin: %v", q, err)
+		}
+	}
+	if r := exec(t, e, `MATCH d: _DeadLetter RETURN COUNT(d)`); fmt.Sprint(r.Results[0].Rows) != "[[0]]" {
+		t.Fatalf("the letter was not purged: %v", r.Results[0].Rows)
+	}
+}
+
 // TestAccessInTransaction: inside BEGIN … COMMIT a refused statement rolls the whole
 // transaction back, and a node named by id is judged by its type in the transaction.
 func TestAccessInTransaction(t *testing.T) {
@@ -126,6 +157,9 @@ func TestAccessOf(t *testing.T) {
 		{`SPAWN x: Other {} RETURNING x`, "write:Other"},
 		{`MATCH s: Secret RETURN COUNT(s)`, "read:Secret"},
 		{`node T {}`, "admin"},
+		{`MATCH d: _DeadLetter WHERE d.queue = "emails" REDRIVE d`, "admin read:_DeadLetter"},
+		{`MATCH d: _DeadLetter WHERE d.failure_reason = "no_retry" KILL d`, "admin read:_DeadLetter"},
+		{`MATCH w: _Watch KILL w`, "read:_Watch write:_Watch"},
 	} {
 		script, _, err := parser.ParseScript(tc.query)
 		if err != nil {

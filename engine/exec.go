@@ -223,6 +223,8 @@ type execution struct {
 	// watch's action).
 	principal *herald.Principal
 	readAct   string
+	// redriven counts the letters `MATCH d: _DeadLetter … REDRIVE d` put back.
+	redriven int
 }
 
 // limit starts the limits of statement st (LimitsFor the call's principal), and its
@@ -584,7 +586,21 @@ func (x *execution) match(s *ast.MatchStmt) (Result, error) {
 	if s.Return != nil {
 		return x.project(res, s.Return, plan.Scope, rows)
 	}
+	if redrives(s) {
+		// A bulk redrive answers how many letters it put back.
+		res.Columns, res.Rows = []string{"redriven"}, [][]herald.Value{{herald.Int(int64(x.redriven))}}
+	}
 	return res, nil
+}
+
+// redrives reports whether one of s's actions is REDRIVE.
+func redrives(s *ast.MatchStmt) bool {
+	for _, a := range s.Actions {
+		if _, ok := a.(*ast.RedriveStmt); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // countOnly reports whether s is `MATCH v: T RETURN COUNT(v)` (or COUNT(*)), and T.

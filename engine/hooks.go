@@ -203,6 +203,18 @@ func (e *Engine) extension(st ast.Stmt) Extension {
 	return nil
 }
 
+// letterRedriver is the installed extension that redrives dead letters, or nil.
+func (e *Engine) letterRedriver() LetterRedriver {
+	e.extMu.Lock()
+	defer e.extMu.Unlock()
+	for _, x := range e.exts {
+		if r, ok := x.(LetterRedriver); ok {
+			return r
+		}
+	}
+	return nil
+}
+
 // RunActions executes mutation statements (SET, KILL, LINK, UNLINK, SPAWN) as one
 // transaction of their own, with row bound in scope (the variables of a match), and
 // waits until it is durable. Watch-mode triggers (`ON MATCH DO`) use it. The actions

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/graph"
 	"github.com/herald-mq/herald/lang/ast"
 	"github.com/herald-mq/herald/lang/eval"
 	"github.com/herald-mq/herald/lang/token"
@@ -22,6 +23,8 @@ func (x *execution) action(st ast.Stmt, scope *eval.Scope, row eval.Row, compoun
 		return row, x.unlink(s, scope, row)
 	case *ast.SetStmt:
 		return row, x.set(s, scope, row, compound)
+	case *ast.RedriveStmt:
+		return row, x.redrive(s, scope, row)
 	}
 	return row, x.errAt(herald.CodeInvalidQuery, st.Pos(), "%s is not a mutation", stmtName(st))
 }
@@ -265,7 +268,13 @@ func (x *execution) kill(s *ast.KillStmt, scope *eval.Scope, row eval.Row, compo
 		}
 		return x.errAt(herald.CodeNodeNotFound, s.Target.Pos(), "node #%s does not exist", id)
 	}
-	if err := x.writable(n.Type, s.Target); err != nil {
+	if AdminKill[n.Type] {
+		// A dead letter: an admin's to purge (AccessOf asked for the grant; a KILL that
+		// reaches here by another path is checked again).
+		if err := x.principal.Check(herald.ActAdmin, ""); err != nil {
+			return x.errAt(herald.CodePermissionDenied, s.Target.Pos(), "%s (KILL of a %s needs the admin grant)", err.(*herald.Error).Message, n.Type)
+		}
+	} else if err := x.writable(n.Type, s.Target); err != nil {
 		return err
 	}
 	if p := x.principal; p != nil {
@@ -471,5 +480,45 @@ func (x *execution) setEdgeAttr(a *ast.Assign, row eval.Row, slot int, attr stri
 	x.tx.PutEdge(ne)
 	x.stats.AttrsSet++
 	row[slot].Edge = ne
+	return nil
+}
+
+// LetterRedriver is an extension that puts back what a dead letter holds inside a
+// statement's own transaction, for `MATCH d: _DeadLetter … REDRIVE d`: the consume
+// engine, which writes the letters and knows their form. It returns the id the node
+// came back under.
+type LetterRedriver interface {
+	RedriveLetter(tx *graph.Tx, letter herald.NodeID) (herald.NodeID, error)
+}
+
+// redrive puts back the dead letter the variable of `REDRIVE d` binds in row. A letter
+// an earlier action of the statement already removed is skipped.
+func (x *execution) redrive(s *ast.RedriveStmt, scope *eval.Scope, row eval.Row) error {
+	id, err := x.nodeIDOf(s.ID, scope, row)
+	if err != nil {
+		return err
+	}
+	n := x.tx.Node(id)
+	if n == nil {
+		return nil
+	}
+	if !AdminKill[n.Type] {
+		return x.errAt(herald.CodeTypeMismatch, s.ID.Pos(), "REDRIVE needs a dead letter; #%s is a %s", id, n.Type)
+	}
+	if err := x.principal.Check(herald.ActAdmin, ""); err != nil {
+		return x.errAt(herald.CodePermissionDenied, s.Pos(), "%s (REDRIVE needs the admin grant)", err.(*herald.Error).Message)
+	}
+	r := x.e.letterRedriver()
+	if r == nil {
+		return x.errAt(herald.CodeNotImplemented, s.Pos(), "REDRIVE parses, but this server does not execute it (no consume engine)")
+	}
+	edges := len(x.tx.Incident(id))
+	if _, err := r.RedriveLetter(x.tx, id); err != nil {
+		return err
+	}
+	x.stats.NodesCreated++
+	x.stats.NodesDeleted++
+	x.stats.EdgesDeleted += edges
+	x.redriven++
 	return nil
 }

@@ -79,7 +79,7 @@ through a query language. Run a broker with "herald serve" and talk to it with
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(newServeCmd(), newQueryCmd(stdin, stdout, stderr), newVersionCmd(stdout), newWatchCmd(stdout, stderr), newConsumeCmd(stdout, stderr))
-	root.AddCommand(newQueueCmd(stdout), newTokenCmd(stdout), newHealthCmd(stdout), newStatusCmd(stdout))
+	root.AddCommand(newQueueCmd(stdout), newTokenCmd(stdout), newHealthCmd(stdout), newStatusCmd(stdout), newDLQCmd(stdout))
 	return root
 }
 

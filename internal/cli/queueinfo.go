@@ -95,7 +95,8 @@ that returned only other fields — cannot be placed and is not listed.
 
 Queue pops never dead-letter (their items are redelivered however often their locks
 expire); letters appear when items are consumed by other consume-mode watches with
-max_redeliveries, or NACKed with [no_retry]. Redrive a letter with REDRIVE "<id>".`,
+max_redeliveries, or NACKed with [no_retry]. Redrive a letter with REDRIVE "<id>",
+or redrive and purge them by filter with herald dlq --queue QUEUE.`,
 		Example: `  herald queue dlq emails
   herald queue dlq emails --json | jq '.dead_letters[].item'`,
 		Args: exactArgs(1, 1, "dlq QUEUE"),

@@ -459,7 +459,7 @@ type (
 		OrderBy []*OrderItem
 		Limit   Expr
 		Offset  Expr
-		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt
+		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt, RedriveStmt
 		EndPos  token.Pos
 	}
 
@@ -504,7 +504,7 @@ type (
 	// OnMatch is a server-side trigger `ON MATCH DO action+`.
 	OnMatch struct {
 		On      token.Pos
-		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt
+		Actions []Stmt // SetStmt, KillStmt, LinkStmt, UnlinkStmt, SpawnStmt, RedriveStmt
 	}
 
 	// AckStmt is `ACK id`. The id is a STRING BasicLit, a ParamRef or a NodeRef.
@@ -514,7 +514,9 @@ type (
 	}
 
 	// RedriveStmt is `REDRIVE id`: re-spawn the node a dead letter holds. The id names
-	// the _DeadLetter node (NodeRef, STRING BasicLit or ParamRef).
+	// the _DeadLetter node (NodeRef, STRING BasicLit or ParamRef). As an action of a
+	// MATCH (`MATCH d: _DeadLetter WHERE … REDRIVE d`) the id is the Ident of a variable
+	// the pattern binds, and every letter it binds is redriven.
 	RedriveStmt struct {
 		Redrive token.Pos
 		ID      Expr

@@ -14,7 +14,7 @@ var invalidScripts = []struct {
 	src, pos, msg string
 }{
 	{`MATCH t: [x] RETURN t`, "1:10", "expected type name, found '['"},
-	{`MATCH t: Task`, "1:14", "expected WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN), found end of input"},
+	{`MATCH t: Task`, "1:14", "expected WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN, REDRIVE), found end of input"},
 	{`MATCH t: Task WHERE RETURN t`, "1:21", "expected expression, found 'RETURN'"},
 	{`MATCH t: Task RETURN`, "1:21", "expected expression, found end of input"},
 	{`MATCH t: Task RETURN t ORDER t.a`, "1:30", "expected 'BY', found 't'"},

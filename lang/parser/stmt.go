@@ -295,6 +295,12 @@ func (p *parser) parseAction(returning bool) ast.Stmt {
 	return s
 }
 
+// redriveAction reports whether the parser is at `REDRIVE variable`, the action of a
+// MATCH; `REDRIVE "id"` (or #id, $param) on a line of its own is a statement.
+func (p *parser) redriveAction() bool {
+	return p.tok == token.REDRIVE && p.peek(1) == token.IDENT
+}
+
 func isAction(tok token.Token) bool {
 	switch tok {
 	case token.SPAWN, token.KILL, token.LINK, token.UNLINK, token.SET:
@@ -415,15 +421,22 @@ func (p *parser) parseMatch() *ast.MatchStmt {
 				s.Offset = p.parseExpr()
 			}
 		}
-	case isAction(p.tok):
-		for isAction(p.tok) {
+	case isAction(p.tok) || p.redriveAction():
+		for isAction(p.tok) || p.redriveAction() {
+			if p.tok == token.REDRIVE {
+				// `MATCH d: _DeadLetter … REDRIVE d`: every letter the match binds.
+				pos := p.pos
+				p.next()
+				s.Actions = append(s.Actions, &ast.RedriveStmt{Redrive: pos, ID: p.ident()})
+				continue
+			}
 			s.Actions = append(s.Actions, p.parseAction(false))
 		}
 		if p.tok == token.RETURNING {
 			s.Return = p.parseReturn()
 		}
 	default:
-		p.errorExpected(p.pos, "WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN)")
+		p.errorExpected(p.pos, "WHERE, RETURN or an action (SET, KILL, LINK, UNLINK, SPAWN, REDRIVE)")
 	}
 	s.EndPos = p.prevEnd
 	return s
