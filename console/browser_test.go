@@ -271,7 +271,8 @@ func liveFigures(r *rig, ctx context.Context) {
 	r.until("the queue drained", fig("messages")+` === "0" && `+fig("in_flight")+` === "0"`)
 	r.until("2 dead letters counted", fig("dead_letters")+` === "2"`)
 	r.do("overview", chromedp.Navigate(r.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#role")))
-	r.until("the overview counts the letters", `document.querySelector('[data-fig="dead_letters"]').textContent === "2"`)
+	r.until("the overview counts the letters", `document.querySelector('[data-fig="dead_letters"]').textContent === "2"`+
+		` && document.querySelector('svg[data-spark="seq"] polyline') !== null`)
 	r.shot("overview")
 }
 
@@ -296,15 +297,16 @@ func streamsAndTail(r *rig, ctx context.Context) {
 	r.shot("tail")
 }
 
-// redriveOne: the dead-letter page lists both letters with their reason and original
-// message, and a row's button redrives one (REDRIVE #id).
+// redriveOne: the dead-letter page lists both letters with their reason, group and
+// original message, and a row's button redrives one.
 func redriveOne(r *rig) {
 	r.do("dead letters", chromedp.Navigate(r.base+"/ui/dead-letters"), chromedp.WaitVisible(chromedp.CSS("#total")))
 	if n := r.text("#total"); !strings.HasPrefix(n, "2 dead letters") {
 		r.t.Fatalf("the page says %q", n)
 	}
-	if reason, body := r.text(".letter .reason"), r.text(".letter pre"); reason != "no_retry" || !strings.Contains(body, `"bad":true`) {
-		r.t.Fatalf("a letter shows reason %q and message %q", reason, body)
+	if reason, body, row := r.text(".letter .reason"), r.text(".letter pre"), r.text(".letter"); reason != "no_retry" ||
+		!strings.Contains(body, `"bad":true`) || !strings.Contains(row, "workers") {
+		r.t.Fatalf("a letter shows reason %q, message %q, row %q", reason, body, row)
 	}
 	r.shot("dead-letters")
 	jobs := r.count(`MATCH j: Job RETURN COUNT(j)`)
@@ -317,8 +319,8 @@ func redriveOne(r *rig) {
 	}
 }
 
-// purgeAndRedriveAll: a selection is purged, and every letter a filter matches is
-// redriven, then purged (MATCH d: _DeadLetter WHERE … REDRIVE d / KILL d).
+// purgeAndRedriveAll: a selection is purged; every letter of a group is redriven, and
+// every letter of a type purged, each through the filter and the form below the list.
 func purgeAndRedriveAll(r *rig) {
 	r.do("purge the selection", chromedp.Navigate(r.base+"/ui/dead-letters"), chromedp.WaitVisible(chromedp.CSS("#total")),
 		chromedp.Click(chromedp.CSS("#select-all")), chromedp.Click(chromedp.CSS("#purge-selected")), answered())
@@ -327,11 +329,10 @@ func purgeAndRedriveAll(r *rig) {
 	}
 	r.deadLetters("Bad", 3)
 	r.deadLetters("Worse", 2)
-	filter := r.base + "/ui/dead-letters?type=Bad"
-	r.do("redrive all of Bad", chromedp.Navigate(filter), chromedp.WaitVisible(chromedp.CSS("#total")),
+	r.do("redrive all of a group", chromedp.Navigate(r.base+"/ui/dead-letters?group=rejects-Bad"), chromedp.WaitVisible(chromedp.CSS("#total")),
 		chromedp.Click(chromedp.CSS("#confirm-all")), chromedp.Click(chromedp.CSS("#redrive-all")), answered())
 	if done := r.text("#done"); done != "3 dead letters redriven" || r.count(`MATCH b: Bad RETURN COUNT(b)`) != 3 {
-		r.t.Fatalf("after redriving all of Bad: %q (%s)", done, r.text("#error"))
+		r.t.Fatalf("after redriving all of the group: %q (%s)", done, r.text("#error"))
 	}
 	r.do("purge all of Worse", chromedp.Navigate(r.base+"/ui/dead-letters?type=Worse"), chromedp.WaitVisible(chromedp.CSS("#total")),
 		chromedp.Click(chromedp.CSS("#confirm-all")), chromedp.Click(chromedp.CSS("#purge-all")), answered())

@@ -31,8 +31,11 @@ func fake(t *testing.T) (*brokertest.Broker, *[]string) {
 				return nil, herald.Errorf(herald.CodePermissionDenied, "%s may not read _Watch", p.Name)
 			}
 			res := herald.Result{Columns: []string{"n"}, Rows: [][]herald.Value{{herald.Int(3), herald.Int(1)}}}
-			if strings.HasPrefix(q, "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d") {
+			switch q {
+			case "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d":
 				res = herald.Result{Stats: herald.Stats{NodesDeleted: len(params["ids"].AsList())}}
+			case "MATCH d: _DeadLetter WHERE d.id IN $ids REDRIVE d":
+				res = herald.Result{Columns: []string{"redriven"}, Rows: [][]herald.Value{{herald.Int(int64(len(params["ids"].AsList())))}}}
 			}
 			return &herald.Response{Results: []herald.Result{res}, Seq: 9}, nil
 		},
@@ -97,8 +100,8 @@ func TestCrossOriginPostRefused(t *testing.T) {
 	}
 }
 
-// The dead-letter actions run the statement forms: REDRIVE #id a letter, KILL over the
-// selection by id, and MATCH … WHERE <filter> KILL d for all matching.
+// The dead-letter actions run the statement forms: REDRIVE d or KILL d over the
+// selection by id, and over the filter for all matching.
 func TestDeadLetterStatements(t *testing.T) {
 	b, ran := fake(t)
 	h := New(b, Options{})
@@ -116,7 +119,7 @@ func TestDeadLetterStatements(t *testing.T) {
 		t.Fatalf("bad id: %d %s", code, body)
 	}
 	all := strings.Join(*ran, "\n")
-	for _, want := range []string{"REDRIVE #dla", "REDRIVE #dlb", "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d",
+	for _, want := range []string{"MATCH d: _DeadLetter WHERE d.id IN $ids REDRIVE d", "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d",
 		"MATCH d: _DeadLetter WHERE d.failure_reason = $reason KILL d"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q among the statements:\n%s", want, all)

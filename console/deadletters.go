@@ -15,12 +15,14 @@ import (
 // The dead-letter page browses _DeadLetter nodes with a filter and acts on one, a
 // selection, or every letter the filter matches:
 //
-//	redrive one or a selection   REDRIVE #id, one statement a letter
+//	redrive one or a selection   MATCH d: _DeadLetter WHERE d.id IN $ids REDRIVE d
 //	redrive all matching         MATCH d: _DeadLetter WHERE … REDRIVE d
-//	purge a selection            MATCH d: _DeadLetter WHERE d.id IN $ids KILL d
+//	purge one or a selection     MATCH d: _DeadLetter WHERE d.id IN $ids KILL d
 //	purge all matching           MATCH d: _DeadLetter WHERE … KILL d
 //
-// Each runs as the principal, so the node's grants decide (REDRIVE needs admin).
+// Each is one statement and one commit: every letter it selects comes back (or goes),
+// or none does. It runs as the principal, so the node's grants decide (both need
+// admin).
 
 // maxLetters bounds the letters one page lists.
 const maxLetters = 200
@@ -29,13 +31,21 @@ const maxLetters = 200
 type letterFilter struct {
 	Reason string // failure_reason
 	Type   string // subject_type
+	Group  string // the consume group it was delivered to
+	Queue  string // the queue its message named
 	Watch  string // the _Watch id of the group that dead-lettered it
 	Where  string // an expression over d, as the user wrote it
 }
 
 func filterOf(form url.Values) letterFilter {
-	return letterFilter{Reason: strings.TrimSpace(form.Get("reason")), Type: strings.TrimSpace(form.Get("type")),
-		Watch: strings.TrimSpace(form.Get("watch")), Where: strings.TrimSpace(form.Get("where"))}
+	get := func(k string) string { return strings.TrimSpace(form.Get(k)) }
+	return letterFilter{Reason: get("reason"), Type: get("type"), Group: get("group"), Queue: get("queue"),
+		Watch: get("watch"), Where: get("where")}
+}
+
+// fields are the filter's fields by their form names.
+func (f letterFilter) fields() map[string]string {
+	return map[string]string{"reason": f.Reason, "type": f.Type, "group": f.Group, "queue": f.Queue, "watch": f.Watch, "where": f.Where}
 }
 
 // clause is the filter as a WHERE clause ("" for none) and its parameters.
@@ -50,6 +60,8 @@ func (f letterFilter) clause() (string, map[string]herald.Value) {
 	}
 	add("failure_reason", "reason", f.Reason)
 	add("subject_type", "type", f.Type)
+	add("group", "group", f.Group)
+	add("queue", "queue", f.Queue)
 	add("watch", "watch", f.Watch)
 	if f.Where != "" {
 		conds = append(conds, "("+f.Where+")")
@@ -63,7 +75,7 @@ func (f letterFilter) clause() (string, map[string]herald.Value) {
 // query is the filter as URL parameters, to come back to the same list after an action.
 func (f letterFilter) query() string {
 	v := url.Values{}
-	for k, s := range map[string]string{"reason": f.Reason, "type": f.Type, "watch": f.Watch, "where": f.Where} {
+	for k, s := range f.fields() {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -73,9 +85,9 @@ func (f letterFilter) query() string {
 
 // letter is one dead letter as the page lists it.
 type letter struct {
-	ID, Reason, SubjectType, SubjectID, Watch, Match string
-	Attempts                                         int64
-	CreatedAt                                        string
+	ID, Reason, SubjectType, SubjectID, Watch, Match, Group, Queue string
+	Attempts                                                       int64
+	CreatedAt                                                      string
 }
 
 type lettersData struct {
@@ -100,17 +112,18 @@ func (h *Handler) letters(ctx context.Context, f letterFilter) ([]letter, int64,
 	}
 	where, params := f.clause()
 	res, _, err := h.exec(ctx, "MATCH d: _DeadLetter"+where+` RETURN d.id, d.failure_reason, d.subject_type, d.subject_id,
- d.delivery_attempts, d.created_at, d.original_match, d.watch LIMIT `+fmt.Sprint(maxLetters), params)
+ d.delivery_attempts, d.created_at, d.original_match, d.watch, d.group, d.queue LIMIT `+fmt.Sprint(maxLetters), params)
 	if err != nil {
 		return nil, 0, err
 	}
 	out := make([]letter, 0, len(res.Rows))
 	for _, row := range res.Rows {
-		if len(row) < 8 {
+		if len(row) < 10 {
 			continue
 		}
 		l := letter{ID: row[0].AsString(), Reason: row[1].AsString(), SubjectType: row[2].AsString(), SubjectID: row[3].AsString(),
-			Attempts: row[4].AsInt(), Match: row[6].AsString(), Watch: row[7].AsString()}
+			Attempts: row[4].AsInt(), Match: row[6].AsString(), Watch: row[7].AsString(),
+			Group: row[8].AsString(), Queue: row[9].AsString()}
 		if !row[5].IsNull() {
 			l.CreatedAt = row[5].AsTime().Format(time.RFC3339)
 		}
@@ -160,10 +173,8 @@ func (h *Handler) actOnDeadLetters(w http.ResponseWriter, r *http.Request) {
 		n, err = h.allMatching(r.Context(), action, f)
 	case len(ids) == 0:
 		err = herald.Errorf(herald.CodeMalformedRequest, "select at least one dead letter")
-	case action == "redrive":
-		n, err = h.redrive(r.Context(), ids)
 	default:
-		n, err = h.purge(r.Context(), ids)
+		n, err = h.bySelection(r.Context(), action, ids)
 	}
 	if err != nil {
 		d := lettersData{Filter: f}
@@ -183,41 +194,31 @@ func (h *Handler) actOnDeadLetters(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, Prefix+"/dead-letters?"+q+"done="+url.QueryEscape(done), http.StatusSeeOther)
 }
 
-// redrive redrives each letter on its own; it stops at the first refusal.
-func (h *Handler) redrive(ctx context.Context, ids []string) (int, error) {
-	for i, id := range ids {
-		if _, _, err := h.exec(ctx, "REDRIVE #"+id, nil); err != nil {
-			return i, err
-		}
-	}
-	return len(ids), nil
-}
-
-// purge deletes the selected letters in one statement.
-func (h *Handler) purge(ctx context.Context, ids []string) (int, error) {
+// bySelection redrives or purges the letters ids names.
+func (h *Handler) bySelection(ctx context.Context, action string, ids []string) (int, error) {
 	list := make([]herald.Value, len(ids))
 	for i, id := range ids {
 		list[i] = herald.String(id)
 	}
-	res, _, err := h.exec(ctx, "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d", map[string]herald.Value{"ids": herald.List(list...)})
-	return res.Stats.NodesDeleted, err
+	return h.act(ctx, action, " WHERE d.id IN $ids", map[string]herald.Value{"ids": herald.List(list...)})
 }
 
-// allMatching redrives or purges every letter the filter matches, in one statement, and
-// reports how many letters left the list.
+// allMatching redrives or purges every letter the filter matches.
 func (h *Handler) allMatching(ctx context.Context, action string, f letterFilter) (int, error) {
 	where, params := f.clause()
-	verb := "REDRIVE"
+	return h.act(ctx, action, where, params)
+}
+
+// act runs MATCH d: _DeadLetter <where> REDRIVE d (or KILL d) and reports how many
+// letters it redrove (its one column, redriven) or purged (the nodes it deleted).
+func (h *Handler) act(ctx context.Context, action, where string, params map[string]herald.Value) (int, error) {
 	if action == "purge" {
-		verb = "KILL"
+		res, _, err := h.exec(ctx, "MATCH d: _DeadLetter"+where+" KILL d", params)
+		return res.Stats.NodesDeleted, err
 	}
-	before, err := h.countLetters(ctx, f)
-	if err != nil {
+	res, _, err := h.exec(ctx, "MATCH d: _DeadLetter"+where+" REDRIVE d", params)
+	if err != nil || len(res.Rows) == 0 || len(res.Rows[0]) == 0 {
 		return 0, err
 	}
-	if _, _, err := h.exec(ctx, "MATCH d: _DeadLetter"+where+" "+verb+" d", params); err != nil {
-		return 0, err
-	}
-	after, err := h.countLetters(ctx, f)
-	return int(max(before-after, 0)), err
+	return int(res.Rows[0][0].AsInt()), nil
 }
