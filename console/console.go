@@ -1,7 +1,7 @@
 // Package console serves Herald's web console at /ui: server-rendered pages over the
 // seam (status, consume groups, watch streams, dead letters, queries, a live tail) with
-// a little embedded script and no build step. Every page acts for the request's
-// principal, so it shows and does only what that principal's grants allow.
+// a little embedded script and no build step. Every page runs its statements as the
+// request's principal, so it shows and does only what that principal's grants allow.
 package console
 
 import (

@@ -145,3 +145,34 @@ func TestLoginCookie(t *testing.T) {
 		}
 	}
 }
+
+// The tail opens the pattern in watch mode only, as the principal, passes each event
+// as a server-sent event, and closes the stream when the browser leaves.
+func TestTailEvents(t *testing.T) {
+	st := brokertest.NewStream(broker.ModeWatch, 4)
+	opened := make(chan broker.StreamRequest, 1)
+	b := &brokertest.Broker{OpenFunc: func(ctx context.Context, req broker.StreamRequest) (broker.Stream, error) {
+		opened <- req
+		return st, nil
+	}}
+	srv := httptest.NewServer(New(b, Options{}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/ui/tail/events?pattern="+url.QueryEscape("WATCH j: Job RETURN j"), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-opened; got.Query != "WATCH j: Job RETURN j" || got.Only != broker.ModeWatch {
+		t.Fatalf("opened %+v", got)
+	}
+	st.Send(herald.Event{Type: herald.EventAdded, Match: herald.Int(7), Seq: 3})
+	line := make([]byte, 256)
+	n, _ := resp.Body.Read(line)
+	if got := string(line[:n]); !strings.HasPrefix(got, `data: {"type":"added","match":7,"seq":3`) {
+		t.Fatalf("the tail wrote %q", got)
+	}
+	cancel()
+	resp.Body.Close()
+	<-st.Closed()
+}
