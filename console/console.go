@@ -222,7 +222,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 
 // parsePages parses each page template with the layout it shares.
 func parsePages() map[string]*template.Template {
-	funcs := template.FuncMap{"value": showValue, "age": showAge}
+	funcs := template.FuncMap{"value": showValue, "age": showAge, "fig": showFig}
 	layout := template.Must(template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
 	names, _ := fs.Glob(templateFS, "templates/*.html")
 	out := map[string]*template.Template{}

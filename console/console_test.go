@@ -32,6 +32,15 @@ func fake(t *testing.T) (*brokertest.Broker, *[]string) {
 			}
 			res := herald.Result{Columns: []string{"n"}, Rows: [][]herald.Value{{herald.Int(3), herald.Int(1)}}}
 			switch q {
+			case stmtGroups:
+				s := herald.String
+				res.Rows = [][]herald.Value{{s("w1"), s("workers"), s(`WATCH j: Job [mode: consume, group: "workers"] RETURN j`), s("active"),
+					herald.Int(9), herald.Int(2), herald.Duration(30e9), herald.Int(3), herald.Value{}, herald.Value{}}}
+			case "MATCH m: Job RETURN COUNT(m)":
+				if p := herald.PrincipalFrom(ctx); p != nil && !p.Can(herald.ActRead, "Job") {
+					return nil, herald.Errorf(herald.CodePermissionDenied, "%s may not read Job", p.Name)
+				}
+				res.Rows = [][]herald.Value{{herald.Int(5)}}
 			case "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d":
 				res = herald.Result{Stats: herald.Stats{NodesDeleted: len(params["ids"].AsList())}}
 			case "MATCH d: _DeadLetter WHERE d.id IN $ids REDRIVE d":
@@ -84,6 +93,23 @@ func TestGrants(t *testing.T) {
 	code, body, _ = get(t, h, &herald.Principal{Name: "writer", Grants: []string{"write:Job"}}, "GET", "/ui/queues", nil)
 	if code != 200 || !strings.Contains(body, "E4013") || !strings.Contains(body, "may not read _Watch") {
 		t.Fatalf("writer: %d %s", code, body)
+	}
+}
+
+// A group's figures: messages from its subject type's count, ready less the leases in
+// flight; a principal that may read _Watch but not the subject's type sees a dash.
+func TestQueueFigures(t *testing.T) {
+	b, _ := fake(t)
+	h := New(b, Options{Auth: true})
+	_, body, _ := get(t, h, nil, "GET", "/ui/queues", nil)
+	for _, want := range []string{`data-fig="g.w1.messages">5<`, `data-fig="g.w1.ready">3<`, `data-fig="g.w1.in_flight">2<`, "30s"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+	_, body, _ = get(t, h, &herald.Principal{Name: "ops", Grants: []string{"read:_Watch"}}, "GET", "/ui/queues", nil)
+	if !strings.Contains(body, `data-fig="g.w1.messages">—<`) || !strings.Contains(body, `data-fig="g.w1.ready">—<`) {
+		t.Errorf("a principal without read:Job sees\n%s", body)
 	}
 }
 

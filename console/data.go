@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -31,8 +32,8 @@ type group struct {
 	Pattern     string `json:"pattern"`
 	Status      string `json:"status"`
 	Subject     string `json:"subject"`  // the type of the statement's subject
-	Messages    int64  `json:"messages"` // nodes of that type: ready, in flight and delayed
-	Ready       int64  `json:"ready"`    // Messages less InFlight
+	Messages    int64  `json:"messages"` // nodes of that type: ready, in flight and delayed (-1: not readable)
+	Ready       int64  `json:"ready"`    // Messages less InFlight (-1: not readable)
 	InFlight    int64  `json:"in_flight"`
 	Delivered   int64  `json:"delivered"`
 	DeadLetters int64  `json:"dead_letters"`
@@ -111,6 +112,9 @@ func (h *Handler) groups(ctx context.Context) ([]group, error) {
 				counts[g.Subject] = n
 			}
 			g.Messages, g.Ready = n, max(n-g.InFlight, 0)
+			if n < 0 { // the principal may not read the subject's type
+				g.Ready = -1
+			}
 		}
 		out = append(out, g)
 	}
@@ -194,6 +198,14 @@ func showValue(v herald.Value) string {
 		return v.String()
 	}
 	return string(b)
+}
+
+// showFig prints a figure, or a dash for one the principal may not read (-1).
+func showFig(n int64) string {
+	if n < 0 {
+		return "—"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // showAge prints how long ago an RFC 3339 time was, to the second.

@@ -27,13 +27,16 @@
   function apply(f) {
     var figs = flatten(f);
     Object.keys(figs).forEach(function (k) {
+      if (figs[k] < 0) return;
       var h = history[k] || (history[k] = []);
       h.push(figs[k]);
       if (h.length > keep) h.shift();
     });
     document.querySelectorAll("[data-fig]").forEach(function (el) {
       var v = figs[el.getAttribute("data-fig")];
-      if (v !== undefined && String(v) !== el.textContent) el.textContent = v;
+      if (v === undefined) return;
+      v = v < 0 ? "\u2014" : String(v); // -1: a figure the principal may not read
+      if (v !== el.textContent) el.textContent = v;
     });
     document.querySelectorAll("svg[data-spark]").forEach(function (svg) {
       var h = history[svg.getAttribute("data-spark")];
