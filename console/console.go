@@ -93,6 +93,8 @@ func (h *Handler) handle(op string, fn http.HandlerFunc) {
 	public := herald.Operations[op].Public
 	h.mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Referrer-Policy", "same-origin")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
 		if r.Method == http.MethodPost && !sameOrigin(r) {
 			h.fail(w, r, herald.Errorf(herald.CodePermissionDenied, "a console form must be posted from the console's own origin"))
