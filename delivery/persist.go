@@ -444,7 +444,26 @@ func redriveIn(tx *graph.Tx, letter herald.NodeID) (herald.NodeID, error) {
 	}
 	tx.PutNode(&herald.Node{ID: n.ID, Type: n.Type, Attrs: n.Attrs})
 	tx.DeleteNode(letter)
+	retireWatch(tx, l)
 	return n.ID, nil
+}
+
+// LetterKilled removes, in tx, the watch a purged letter hung from when that watch
+// was kept only for its letters (engine.LetterRedriver).
+func (s *Service) LetterKilled(tx *graph.Tx, letter *herald.Node) { retireWatch(tx, letter) }
+
+// retireWatch deletes the _Watch node of a consume group of one that has ended
+// (status cancelled) once its last letter is gone: RetireIn kept it for the letters.
+func retireWatch(tx *graph.Tx, letter *herald.Node) {
+	w := letter.Attrs.Get("watch")
+	if w.Kind() != herald.KindString {
+		return
+	}
+	n := tx.Node(herald.NodeID(w.AsString()))
+	if n == nil || n.Type != standing.TypeWatch || n.Attrs.Get("mode").AsString() != "consume" || n.Attrs.Get("status").AsString() != "cancelled" {
+		return
+	}
+	standing.RetireIn(tx, n.ID)
 }
 
 // Record is a subject's durable delivery state, as stored: for operators' tools and

@@ -290,6 +290,11 @@ func (x *execution) kill(s *ast.KillStmt, scope *eval.Scope, row eval.Row, compo
 	}
 	x.stats.EdgesDeleted += x.tx.DeleteNode(id)
 	x.stats.NodesDeleted++
+	if AdminKill[n.Type] {
+		if r := x.e.letterRedriver(); r != nil {
+			r.LetterKilled(x.tx, n)
+		}
+	}
 	return nil
 }
 
@@ -489,6 +494,9 @@ func (x *execution) setEdgeAttr(a *ast.Assign, row eval.Row, slot int, attr stri
 // came back under.
 type LetterRedriver interface {
 	RedriveLetter(tx *graph.Tx, letter herald.NodeID) (herald.NodeID, error)
+	// LetterKilled tidies up in tx after a KILL deleted letter (its node as it was):
+	// the watch it hung from, when nothing else keeps that.
+	LetterKilled(tx *graph.Tx, letter *herald.Node)
 }
 
 // redrive puts back the dead letter the variable of `REDRIVE d` binds in row. A letter
