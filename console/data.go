@@ -51,7 +51,7 @@ type stream struct {
 	Handle    string `json:"handle,omitempty"`
 	Delivery  string `json:"delivery"`
 	Position  int64  `json:"position"`
-	Lag       int64  `json:"lag"` // commits between its position and the head
+	Lag       int64  `json:"lag"` // while events wait for the client, commits from its position to the head
 	Delivered int64  `json:"delivered"`
 	Pending   int64  `json:"pending"`
 	LastEvent string `json:"last_event_at,omitempty"`
@@ -143,7 +143,9 @@ func (h *Handler) streamsOf(ctx context.Context) ([]stream, uint64, error) {
 		}
 		s := stream{ID: row[0].AsString(), Pattern: row[1].AsString(), Status: row[2].AsString(), Position: row[3].AsInt(),
 			Delivered: row[4].AsInt(), Pending: row[5].AsInt(), Handle: row[6].AsString(), Delivery: row[7].AsString()}
-		s.Lag = max(int64(head)-s.Position, 0)
+		if s.Pending > 0 { // events wait for the client: it is as far behind as the oldest
+			s.Lag = max(int64(head)-s.Position, 0)
+		}
 		if !row[8].IsNull() {
 			s.LastEvent = row[8].AsTime().Format(time.RFC3339)
 		}
