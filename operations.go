@@ -88,6 +88,25 @@ var Operations = map[string]OperationGrant{
 	"GET /v1/tokens":            {Needs: []string{ActAdmin}},
 	"DELETE /v1/tokens/{id}":    {Needs: []string{ActAdmin}},
 
+	// The console (/ui): its pages run their statements as the principal, which
+	// decides what each shows and does; a principal without any grant is refused. The
+	// sign-in form answers without credentials (it only sets the cookie the next
+	// request is authenticated by).
+	"GET /ui/{$}":           {Then: "statement"},
+	"GET /ui/queues":        {Then: "statement"},
+	"GET /ui/streams":       {Then: "statement"},
+	"GET /ui/dead-letters":  {Then: "statement"},
+	"POST /ui/dead-letters": {Then: "statement"},
+	"GET /ui/query":         {},
+	"POST /ui/query":        {Then: "statement"},
+	"GET /ui/tail":          {},
+	"GET /ui/tail/events":   {Then: "statement"},
+	"GET /ui/stats":         {Then: "statement"},
+	"GET /ui/static/":       {},
+	"GET /ui/login":         {Public: true},
+	"POST /ui/login":        {Public: true},
+	"POST /ui/logout":       {},
+
 	// The queue REST API (QueueItem nodes). A pop without require_ack settles at once,
 	// and a pop with it is settled by acknowledge or release: popping needs both.
 	"POST /queue/{queue_id}/push":        {Needs: []string{"write:QueueItem"}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/auth"
+	"github.com/herald-mq/herald/console"
 	"github.com/herald-mq/herald/httpapi"
 	"github.com/herald-mq/herald/rpcapi"
 )
@@ -19,7 +20,9 @@ import (
 // verified client certificate names (its subject's common name). A request from
 // loopback that brings no credentials acts as "local", with every grant, unless
 // Config.AuthLoopback; that is how the first principal and token are made on the
-// server's own host.
+// server's own host. A browser on the console (/ui) brings its token in the console's
+// HttpOnly cookie, which counts for the console's paths alone, and is shown the
+// sign-in page when it brings none or a refused one.
 
 // localPrincipal is a credential-less request from loopback.
 var localPrincipal = &herald.Principal{Name: "local", Grants: []string{herald.ActAdmin}}
@@ -33,6 +36,10 @@ func (s *Server) authenticate(tokens func() *auth.Store, next http.Handler) http
 		p, until, err := s.principalOf(tokens(), r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+			if ui := s.console; ui != nil && isConsole(r) {
+				ui.Unauthenticated(w, r, err) // a browser: the sign-in page
+				return
+			}
 			if !rpcapi.WriteError(w, r, err) {
 				httpapi.WriteError(w, err)
 			}
@@ -57,7 +64,11 @@ func (s *Server) authenticate(tokens func() *auth.Store, next http.Handler) http
 // principalOf authenticates r: its principal, and the contexts that end when that stops
 // holding (see auth.Store.AuthenticateUntil).
 func (s *Server) principalOf(store *auth.Store, r *http.Request) (*herald.Principal, []context.Context, error) {
-	if h := r.Header.Get("Authorization"); h != "" {
+	h := r.Header.Get("Authorization")
+	if t := console.Token(r); h == "" && t != "" {
+		h = "Bearer " + t // the console's cookie, for its own paths only
+	}
+	if h != "" {
 		token, ok := strings.CutPrefix(h, "Bearer ")
 		if !ok {
 			return nil, nil, herald.Errorf(herald.CodeUnauthenticated, "the Authorization header must be \"Bearer <token>\"")
@@ -90,6 +101,11 @@ func (s *Server) principalOf(store *auth.Store, r *http.Request) (*herald.Princi
 // checks, over HTTP and gRPC), so a probe that brings none is answered.
 func public(r *http.Request) bool {
 	return herald.Operations[r.Method+" "+r.URL.Path].Public || herald.Operations[r.URL.Path].Public
+}
+
+// isConsole: r asks for a page of the console.
+func isConsole(r *http.Request) bool {
+	return r.URL.Path == console.Prefix || strings.HasPrefix(r.URL.Path, console.Prefix+"/")
 }
 
 func fromLoopback(r *http.Request) bool {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/auth"
+	"github.com/herald-mq/herald/console"
 	"github.com/herald-mq/herald/delivery"
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/httpapi"
@@ -196,6 +197,7 @@ type Server struct {
 	stopped chan struct{} // closed when the first Stop has finished
 	stopErr error
 	routes  []string // the HTTP operations served, as herald.Operations names them
+	console *console.Handler
 }
 
 // Routes lists the operations the running server serves, as herald.Operations names

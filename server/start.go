@@ -15,6 +15,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/broker"
+	"github.com/herald-mq/herald/console"
 	"github.com/herald-mq/herald/httpapi"
 	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/rpcapi"
@@ -141,8 +142,8 @@ func (s *Server) openStore() (store.Backend, error) {
 	return ps, nil
 }
 
-// handler mounts the JSON API, the RPC services and the principal and token API on one
-// port, inside authentication, the rate limit and the body limits.
+// handler mounts the JSON API, the RPC services, the principal and token API and the
+// console on one port, inside authentication, the rate limit and the body limits.
 func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpcapi.Service, error) {
 	// Watch streams of both surfaces encode their events in the same few slots, so
 	// that a fan-out, over server-sent events and RPC alike, leaves CPU to the writers.
@@ -178,7 +179,11 @@ func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpca
 	mux.Handle("/v1/principals/", admin)
 	mux.Handle("/v1/tokens", admin)
 	mux.Handle("/v1/tokens/", admin)
-	s.routes = append(append(api.Routes(), adminRoutes...), rpc.Procedures()...)
+	// The console, at /ui, on the same seam, behind the same authentication.
+	ui := console.New(b, console.Options{Logger: s.log.With("component", "console"), Auth: s.cfg.Auth})
+	s.console = ui
+	mux.Handle(console.Prefix+"/", ui)
+	s.routes = append(append(append(api.Routes(), adminRoutes...), ui.Routes()...), rpc.Procedures()...)
 	// The RPC services, reflection and health; any other RPC answers UNIMPLEMENTED,
 	// and every other request goes to the JSON API.
 	rpc.Mount(mux, api)

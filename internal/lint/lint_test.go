@@ -117,7 +117,7 @@ func TestVerdict(t *testing.T) {
 // not, is the engine, the standing queries, either mode, the queues or the store.
 func TestSurfacesDependOnTheSeamOnly(t *testing.T) {
 	serverSide := []string{"engine", "standing", "watch", "delivery", "lockqueue", "namedqueue", "queue", "graph", "store", "auth", "server"}
-	for _, surface := range []string{"httpapi", "rpcapi"} {
+	for _, surface := range []string{"httpapi", "rpcapi", "console"} {
 		deps, err := Deps(moduleRoot(t), Herald.Module, surface)
 		if err != nil {
 			t.Fatal(err)

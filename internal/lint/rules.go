@@ -24,6 +24,7 @@ const (
 	modOTel       = "go.opentelemetry.io/otel"
 	modOTelTrace  = "go.opentelemetry.io/otel/trace"
 	modOTelSDK    = "go.opentelemetry.io/otel/sdk"
+	modChromedp   = "github.com/chromedp"
 )
 
 // lang lets the language packages' tests use each other (the parser's round-trip test
@@ -75,7 +76,11 @@ var Herald = Config{
 		// queues behind it.
 		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
 		// The server takes a tracer provider (OpenTelemetry's trace API) for rpcapi.
-		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "internal/clock"}, External: []string{modOTelTrace}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak, modOTelSDK}},
+		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "console", "internal/clock"}, External: []string{modOTelTrace}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak, modOTelSDK}},
+		// The console is a surface like the others: the seam and the root package. Its
+		// browser test drives Debian's chromium (chromedp, tests only) against a real
+		// server started in-process, whose principals it makes through the client.
+		{Pkg: "console", Allow: []string{".", "broker"}, TestAllow: []string{"broker/brokertest", "server", "client"}, TestExternal: []string{modChromedp}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
@@ -147,6 +152,7 @@ var Herald = Config{
 		{Module: modBTree, Only: []string{"graph/..."}},
 		{Module: modOTel, Only: []string{"internal/tracing", "client", "rpcapi", "server", "heraldtest"}},
 		{Module: modOTelSDK, Only: []string{"internal/tracing"}},
+		{Module: modChromedp, Only: []string{"console"}},
 	},
 	TestKits:     []string{"internal/testutil", "internal/clock", "internal/race", "store/memstore", "store/storetest"},
 	TestExternal: []string{modRapid, modDataDriven},

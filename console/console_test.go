@@ -1,0 +1,204 @@
+package console
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/broker"
+	"github.com/herald-mq/herald/broker/brokertest"
+)
+
+// fake is a node whose statements the test records and answers from a table.
+func fake(t *testing.T) (*brokertest.Broker, *[]string) {
+	var mu sync.Mutex
+	var ran []string
+	b := &brokertest.Broker{
+		StatusFunc: func(context.Context) (broker.Status, error) {
+			return broker.Status{Name: "n1", Role: broker.RoleLeader, Store: "memory", Seq: 7}, nil
+		},
+		ExecFunc: func(ctx context.Context, _, q string, params map[string]herald.Value) (*herald.Response, error) {
+			mu.Lock()
+			ran = append(ran, q)
+			mu.Unlock()
+			if p := herald.PrincipalFrom(ctx); p != nil && !p.Can(herald.ActRead, "_Watch") {
+				return nil, herald.Errorf(herald.CodePermissionDenied, "%s may not read _Watch", p.Name)
+			}
+			res := herald.Result{Columns: []string{"n"}, Rows: [][]herald.Value{{herald.Int(3), herald.Int(1)}}}
+			switch q {
+			case stmtGroups:
+				s := herald.String
+				res.Rows = [][]herald.Value{{s("w1"), s("workers"), s(`WATCH j: Job [mode: consume, group: "workers"] RETURN j`), s("active"),
+					herald.Int(9), herald.Int(2), herald.Duration(30e9), herald.Int(3), herald.Value{}, herald.Value{}}}
+			case "MATCH m: Job RETURN COUNT(m)":
+				if p := herald.PrincipalFrom(ctx); p != nil && !p.Can(herald.ActRead, "Job") {
+					return nil, herald.Errorf(herald.CodePermissionDenied, "%s may not read Job", p.Name)
+				}
+				res.Rows = [][]herald.Value{{herald.Int(5)}}
+			case "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d":
+				res = herald.Result{Stats: herald.Stats{NodesDeleted: len(params["ids"].AsList())}}
+			case "MATCH d: _DeadLetter WHERE d.id IN $ids REDRIVE d":
+				res = herald.Result{Columns: []string{"redriven"}, Rows: [][]herald.Value{{herald.Int(int64(len(params["ids"].AsList())))}}}
+			}
+			return &herald.Response{Results: []herald.Result{res}, Seq: 9}, nil
+		},
+	}
+	return b, &ran
+}
+
+func get(t *testing.T, h http.Handler, p *herald.Principal, method, path string, form url.Values) (int, string, http.Header) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, "http://herald.test"+path, body)
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("Origin", "http://herald.test")
+	}
+	if p != nil {
+		r = r.WithContext(herald.WithPrincipal(r.Context(), p))
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code, w.Body.String(), w.Header()
+}
+
+// The overview shows the node's role from Status and the counts its statements read.
+func TestOverview(t *testing.T) {
+	b, _ := fake(t)
+	code, body, _ := get(t, New(b, Options{}), nil, "GET", "/ui/", nil)
+	if code != 200 || !strings.Contains(body, `id="role">leader<`) || !strings.Contains(body, `id="groups">3<`) {
+		t.Fatalf("%d %s", code, body)
+	}
+}
+
+// A principal without grants gets the 403 page with E4013 and runs no statement; one
+// with a grant that does not cover _Watch sees its pages, with the refusal in place of
+// the figures it may not read.
+func TestGrants(t *testing.T) {
+	b, ran := fake(t)
+	h := New(b, Options{Auth: true})
+	code, body, _ := get(t, h, &herald.Principal{Name: "nobody"}, "GET", "/ui/queues", nil)
+	if code != 403 || !strings.Contains(body, "E4013") || len(*ran) != 0 {
+		t.Fatalf("no grants: %d %s (ran %v)", code, body, *ran)
+	}
+	code, body, _ = get(t, h, &herald.Principal{Name: "writer", Grants: []string{"write:Job"}}, "GET", "/ui/queues", nil)
+	if code != 200 || !strings.Contains(body, "E4013") || !strings.Contains(body, "may not read _Watch") {
+		t.Fatalf("writer: %d %s", code, body)
+	}
+}
+
+// A group's figures: messages from its subject type's count, ready less the leases in
+// flight; a principal that may read _Watch but not the subject's type sees a dash.
+func TestQueueFigures(t *testing.T) {
+	b, _ := fake(t)
+	h := New(b, Options{Auth: true})
+	_, body, _ := get(t, h, nil, "GET", "/ui/queues", nil)
+	for _, want := range []string{`data-fig="g.w1.messages">5<`, `data-fig="g.w1.ready">3<`, `data-fig="g.w1.in_flight">2<`, "30s"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+	_, body, _ = get(t, h, &herald.Principal{Name: "ops", Grants: []string{"read:_Watch"}}, "GET", "/ui/queues", nil)
+	if !strings.Contains(body, `data-fig="g.w1.messages">—<`) || !strings.Contains(body, `data-fig="g.w1.ready">—<`) {
+		t.Errorf("a principal without read:Job sees\n%s", body)
+	}
+}
+
+// A form posted from another origin is refused before anything runs.
+func TestCrossOriginPostRefused(t *testing.T) {
+	b, ran := fake(t)
+	r := httptest.NewRequest("POST", "http://herald.test/ui/dead-letters", strings.NewReader("action=purge&scope=all"))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Origin", "http://evil.test")
+	w := httptest.NewRecorder()
+	New(b, Options{}).ServeHTTP(w, r)
+	if w.Code != 403 || len(*ran) != 0 {
+		t.Fatalf("%d, ran %v", w.Code, *ran)
+	}
+}
+
+// The dead-letter actions run the statement forms: REDRIVE d or KILL d over the
+// selection by id, and over the filter for all matching.
+func TestDeadLetterStatements(t *testing.T) {
+	b, ran := fake(t)
+	h := New(b, Options{})
+	code, _, hdr := get(t, h, nil, "POST", "/ui/dead-letters", url.Values{"action": {"redrive"}, "ids": {"dla", "dlb"}})
+	if code != 303 || !strings.Contains(hdr.Get("Location"), "2+dead+letters+redriven") {
+		t.Fatalf("redrive: %d %v", code, hdr)
+	}
+	_, _, hdr = get(t, h, nil, "POST", "/ui/dead-letters", url.Values{"act": {"purge dlc"}})
+	if !strings.Contains(hdr.Get("Location"), "1+dead+letter+purged") {
+		t.Fatalf("purge: %v", hdr)
+	}
+	get(t, h, nil, "POST", "/ui/dead-letters", url.Values{"action": {"purge"}, "scope": {"all"}, "reason": {"no_retry"}})
+	code, body, _ := get(t, h, nil, "POST", "/ui/dead-letters", url.Values{"action": {"redrive"}, "ids": {"dl x"}})
+	if code != 400 || !strings.Contains(body, "E4001") {
+		t.Fatalf("bad id: %d %s", code, body)
+	}
+	all := strings.Join(*ran, "\n")
+	for _, want := range []string{"MATCH d: _DeadLetter WHERE d.id IN $ids REDRIVE d", "MATCH d: _DeadLetter WHERE d.id IN $ids KILL d",
+		"MATCH d: _DeadLetter WHERE d.failure_reason = $reason KILL d"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no %q among the statements:\n%s", want, all)
+		}
+	}
+}
+
+// Signing in keeps the token in an HttpOnly, SameSite=Strict cookie on the console's
+// path, which Token reads back for console paths only.
+func TestLoginCookie(t *testing.T) {
+	b, _ := fake(t)
+	code, _, hdr := get(t, New(b, Options{Auth: true}), nil, "POST", "/ui/login", url.Values{"token": {"hrd_secret"}})
+	c := hdr.Get("Set-Cookie")
+	if code != 303 || !strings.Contains(c, CookieName+"=hrd_secret") || !strings.Contains(c, "HttpOnly") ||
+		!strings.Contains(c, "SameSite=Strict") || !strings.Contains(c, "Path=/ui") {
+		t.Fatalf("%d %q", code, c)
+	}
+	for path, want := range map[string]string{"/ui/queues": "hrd_secret", "/v1/query": ""} {
+		r := httptest.NewRequest("GET", path, nil)
+		r.AddCookie(&http.Cookie{Name: CookieName, Value: "hrd_secret"})
+		if got := Token(r); got != want {
+			t.Errorf("Token(%s) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// The tail opens the pattern in watch mode only, as the principal, passes each event
+// as a server-sent event, and closes the stream when the browser leaves.
+func TestTailEvents(t *testing.T) {
+	st := brokertest.NewStream(broker.ModeWatch, 4)
+	opened := make(chan broker.StreamRequest, 1)
+	b := &brokertest.Broker{OpenFunc: func(ctx context.Context, req broker.StreamRequest) (broker.Stream, error) {
+		opened <- req
+		return st, nil
+	}}
+	srv := httptest.NewServer(New(b, Options{}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/ui/tail/events?pattern="+url.QueryEscape("WATCH j: Job RETURN j"), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-opened; got.Query != "WATCH j: Job RETURN j" || got.Only != broker.ModeWatch {
+		t.Fatalf("opened %+v", got)
+	}
+	st.Send(herald.Event{Type: herald.EventAdded, Match: herald.Int(7), Seq: 3})
+	line := make([]byte, 256)
+	n, _ := resp.Body.Read(line)
+	if got := string(line[:n]); !strings.HasPrefix(got, `data: {"type":"added","match":7,"seq":3`) {
+		t.Fatalf("the tail wrote %q", got)
+	}
+	cancel()
+	resp.Body.Close()
+	<-st.Closed()
+}
