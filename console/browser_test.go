@@ -265,11 +265,13 @@ func liveFigures(r *rig, ctx context.Context) {
 	}
 	r.until("4 messages shown", fig("messages")+` === "4"`)
 	r.until("4 in flight shown", fig("in_flight")+` === "4"`)
+	r.until("4 leased and none delayed, from the metrics", fig("leased")+` === "4" && `+fig("delayed")+` === "0"`)
 	r.until("a sparkline drawn", `document.querySelector('#group-workers svg polyline') !== null`)
 	r.shot("queues")
 	close(gate)
 	r.until("the queue drained", fig("messages")+` === "0" && `+fig("in_flight")+` === "0"`)
 	r.until("2 dead letters counted", fig("dead_letters")+` === "2"`)
+	r.until("2 acked and 2 dead-lettered, from the metrics", fig("acked")+` === "2" && `+fig("dead_lettered")+` === "2"`)
 	r.do("overview", chromedp.Navigate(r.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#role")))
 	r.until("the overview counts the letters", `document.querySelector('[data-fig="dead_letters"]').textContent === "2"`+
 		` && document.querySelector('svg[data-spark="seq"] polyline') !== null`)

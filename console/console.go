@@ -40,21 +40,26 @@ type Options struct {
 	// Auth says whether the server authenticates requests; without it the console
 	// offers no sign-in, as every request may do everything.
 	Auth bool
+	// Metrics, when set, reports the node's metrics; the queues page and /ui/stats take
+	// each consume group's delayed, leased, oldest ready age and settlement totals from
+	// its herald_consume_group_* series. nil leaves those figures out (a dash).
+	Metrics func() []herald.Metric
 }
 
 // Handler is the console. Create it with New.
 type Handler struct {
-	b      broker.Broker
-	log    *slog.Logger
-	auth   bool
-	mux    *http.ServeMux
-	pages  map[string]*template.Template
-	routes []string
+	b       broker.Broker
+	log     *slog.Logger
+	auth    bool
+	metrics func() []herald.Metric
+	mux     *http.ServeMux
+	pages   map[string]*template.Template
+	routes  []string
 }
 
 // New returns the console over a node.
 func New(b broker.Broker, opts Options) *Handler {
-	h := &Handler{b: b, log: opts.Logger, auth: opts.Auth, mux: http.NewServeMux(), pages: parsePages()}
+	h := &Handler{b: b, log: opts.Logger, auth: opts.Auth, metrics: opts.Metrics, mux: http.NewServeMux(), pages: parsePages()}
 	if h.log == nil {
 		h.log = slog.Default()
 	}

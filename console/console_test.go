@@ -113,6 +113,59 @@ func TestQueueFigures(t *testing.T) {
 	}
 }
 
+// A group's figures from the node's metrics: delayed, leased, the oldest ready age and
+// the settlement totals of the series labelled with its group and subject type, on the
+// page and in /ui/stats; a principal that may not read the type sees dashes (-1), and
+// without a metrics source every one is a dash.
+func TestQueueMetrics(t *testing.T) {
+	b, _ := fake(t)
+	series := func(name string, v float64, group, typ, queue string) herald.Metric {
+		return herald.Metric{Name: name, Value: v, Labels: []herald.Label{{Name: "group", Value: group}, {Name: "type", Value: typ}, {Name: "queue", Value: queue}}}
+	}
+	metrics := func() []herald.Metric {
+		return []herald.Metric{
+			series("herald_consume_group_delayed", 4, "workers", "Job", ""),
+			series("herald_consume_group_leased", 2, "workers", "Job", ""),
+			series("herald_consume_group_oldest_ready_seconds", 12.7, "workers", "Job", ""),
+			series("herald_consume_group_acked_total", 17, "workers", "Job", ""),
+			series("herald_consume_group_nacked_total", 3, "workers", "Job", ""),
+			series("herald_consume_group_dead_lettered_total", 1, "workers", "Job", ""),
+			series("herald_consume_group_delayed", 99, "others", "Job", ""),   // another group
+			series("herald_consume_group_delayed", 88, "workers", "Task", ""), // another type
+			series("herald_consume_group_acked_total", 500, "_other", "", ""), // a sum of groups
+		}
+	}
+	h := New(b, Options{Auth: true, Metrics: metrics})
+	_, body, _ := get(t, h, nil, "GET", "/ui/queues", nil)
+	for _, want := range []string{`data-fig="g.w1.delayed">4<`, `data-fig="g.w1.leased">2<`, `data-fig="g.w1.oldest_ready_seconds">12<`,
+		`data-fig="g.w1.acked">17<`, `data-fig="g.w1.nacked">3<`, `data-fig="g.w1.dead_lettered">1<`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+	_, js, _ := get(t, h, nil, "GET", "/ui/stats", nil)
+	for _, want := range []string{`"leased":2,"delayed":4,"oldest_ready_seconds":12,"acked":17,"nacked":3,"dead_lettered":1`} {
+		if !strings.Contains(js, want) {
+			t.Errorf("no %s in /ui/stats: %s", want, js)
+		}
+	}
+	ops := &herald.Principal{Name: "ops", Grants: []string{"read:_Watch"}}
+	_, body, _ = get(t, h, ops, "GET", "/ui/queues", nil)
+	for _, k := range []string{"delayed", "leased", "oldest_ready_seconds", "acked", "nacked", "dead_lettered"} {
+		if want := `data-fig="g.w1.` + k + `">—<`; !strings.Contains(body, want) {
+			t.Errorf("a principal without read:Job: no %s in\n%s", want, body)
+		}
+	}
+	_, js, _ = get(t, h, ops, "GET", "/ui/stats", nil)
+	if !strings.Contains(js, `"leased":-1,"delayed":-1,"oldest_ready_seconds":-1,"acked":-1,"nacked":-1,"dead_lettered":-1`) {
+		t.Errorf("a principal without read:Job gets from /ui/stats: %s", js)
+	}
+	_, body, _ = get(t, New(b, Options{Auth: true}), nil, "GET", "/ui/queues", nil)
+	if !strings.Contains(body, `data-fig="g.w1.delayed">—<`) {
+		t.Errorf("without metrics:\n%s", body)
+	}
+}
+
 // A form posted from another origin is refused before anything runs.
 func TestCrossOriginPostRefused(t *testing.T) {
 	b, ran := fake(t)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -41,6 +42,14 @@ type group struct {
 	MaxRedeliv  int64  `json:"max_redeliveries"`
 	DeadLetter  string `json:"dead_letter,omitempty"`
 	LastEvent   string `json:"last_event_at,omitempty"`
+	// From the node's herald_consume_group_* metrics, for a group whose subject type the
+	// principal may read (-1: not readable, or no series for the group).
+	Leased       int64 `json:"leased"`
+	Delayed      int64 `json:"delayed"`
+	OldestReady  int64 `json:"oldest_ready_seconds"`
+	Acked        int64 `json:"acked"`
+	Nacked       int64 `json:"nacked"`
+	DeadLettered int64 `json:"dead_lettered"`
 }
 
 // stream is a watch-mode stream as the streams page shows it.
@@ -90,6 +99,7 @@ func (h *Handler) groups(ctx context.Context) ([]group, error) {
 		}
 	}
 	counts := map[string]int64{}
+	series := h.groupSeries()
 	out := make([]group, 0, len(res.Rows))
 	for _, row := range res.Rows {
 		if len(row) < 10 {
@@ -116,9 +126,69 @@ func (h *Handler) groups(ctx context.Context) ([]group, error) {
 				g.Ready = -1
 			}
 		}
+		g.Leased, g.Delayed, g.OldestReady, g.Acked, g.Nacked, g.DeadLettered = -1, -1, -1, -1, -1, -1
+		if s, ok := series[groupKey{g.Group, g.Subject}]; ok && g.Subject != "" && g.Messages >= 0 {
+			g.Leased, g.Delayed, g.OldestReady, g.Acked, g.Nacked, g.DeadLettered = s.leased, s.delayed, s.oldest, s.acked, s.nacked, s.deadLettered
+		}
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// groupKey names a consume group's series: its group and subject type labels.
+type groupKey struct{ group, typ string }
+
+// groupFigures are a group's figures from its metric series.
+type groupFigures struct {
+	leased, delayed, oldest, acked, nacked, deadLettered int64
+}
+
+// groupSeries reads the herald_consume_group_* series of the node's metrics by group and
+// type (summed over the queue label; the oldest age is the largest). Series that sum
+// groups (type "") are left out. Nothing without a metrics source.
+func (h *Handler) groupSeries() map[groupKey]*groupFigures {
+	if h.metrics == nil {
+		return nil
+	}
+	out := map[groupKey]*groupFigures{}
+	for _, m := range h.metrics() {
+		if !strings.HasPrefix(m.Name, "herald_consume_group_") || m.Histogram != nil {
+			continue
+		}
+		var k groupKey
+		for _, l := range m.Labels {
+			switch l.Name {
+			case "group":
+				k.group = l.Value
+			case "type":
+				k.typ = l.Value
+			}
+		}
+		if k.group == "" || k.typ == "" {
+			continue
+		}
+		f := out[k]
+		if f == nil {
+			f = &groupFigures{}
+			out[k] = f
+		}
+		v := int64(m.Value)
+		switch strings.TrimPrefix(m.Name, "herald_consume_group_") {
+		case "leased":
+			f.leased += v
+		case "delayed":
+			f.delayed += v
+		case "oldest_ready_seconds":
+			f.oldest = max(f.oldest, v)
+		case "acked_total":
+			f.acked += v
+		case "nacked_total":
+			f.nacked += v
+		case "dead_lettered_total":
+			f.deadLettered += v
+		}
+	}
+	return out
 }
 
 // count is the number of nodes of typ (-1 when the principal may not read them).

@@ -16,7 +16,8 @@
   function flatten(f) {
     var out = { seq: f.seq, dead_letters: f.dead_letters };
     (f.groups || []).forEach(function (g) {
-      ["messages", "ready", "in_flight", "delivered", "dead_letters"].forEach(function (k) { out["g." + g.id + "." + k] = g[k]; });
+      ["messages", "ready", "in_flight", "delivered", "dead_letters", "delayed", "leased",
+        "oldest_ready_seconds", "acked", "nacked", "dead_lettered"].forEach(function (k) { out["g." + g.id + "." + k] = g[k]; });
     });
     (f.streams || []).forEach(function (s) {
       ["position", "lag", "delivered", "pending"].forEach(function (k) { out["s." + s.id + "." + k] = s[k]; });
