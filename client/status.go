@@ -92,25 +92,36 @@ func (c *Client) Status(ctx context.Context) (ClusterStatus, error) {
 	return out, nil
 }
 
-// unreachable reports err, a call that got no answer, as E4025: the connection was
-// refused or dropped, the name did not resolve, or the client's own timeout ran out.
-// The caller's context ending, the client's own refusals and a TLS handshake that
-// failed (the server was reached, and the setup is wrong) keep their errors.
-func unreachable(ctx context.Context, err error) error {
+// Unreached reports whether err, the failure of a call made under ctx, means that no
+// server answered: the connection was refused or dropped, the name did not resolve, or
+// the client's own timeout ran out (timedOut). The caller's context ending, the
+// client's own refusals and a TLS handshake that failed (the server was reached, and
+// the setup is wrong) are not. why is the cause in words.
+func Unreached(ctx context.Context, err error) (why string, timedOut, ok bool) {
 	var cert *tls.CertificateVerificationError
 	var op *net.OpError
 	switch {
 	case ctx.Err() != nil, herald.CodeOf(err) != herald.CodeInternal, errors.As(err, &cert):
-		return err
+		return "", false, false
 	case errors.As(err, &op) && op.Op == "remote error": // a TLS alert from the server
+		return "", false, false
+	case errors.Is(err, context.DeadlineExceeded):
+		return "", true, true
+	case op != nil:
+		return op.Error(), false, true
+	}
+	return err.Error(), false, true
+}
+
+// unreachable reports err, a call that got no answer (Unreached), as E4025; other
+// errors keep their own.
+func unreachable(ctx context.Context, err error) error {
+	why, timedOut, ok := Unreached(ctx, err)
+	if !ok {
 		return err
 	}
-	why := err.Error()
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	if timedOut {
 		why = "no answer within the client's timeout"
-	case op != nil:
-		why = op.Error()
 	}
 	where := "the server"
 	var ue *url.Error

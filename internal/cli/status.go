@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -95,24 +93,15 @@ func askStatus(ctx context.Context, f statusFlags) (client.ClusterStatus, error)
 	return c.Status(ctx)
 }
 
-// dialFailure reports a dial that got no answer (the connection refused, the name not
-// resolved, the timeout spent) as E4025 UNREACHABLE; the caller's context ending, a
-// refusal with a code and a failed TLS handshake keep their errors.
+// dialFailure reports a dial that got no answer (client.Unreached) as E4025
+// UNREACHABLE; other failures keep their errors.
 func dialFailure(ctx context.Context, addr string, err error) error {
-	var cert *tls.CertificateVerificationError
-	var op *net.OpError
-	switch {
-	case ctx.Err() != nil, herald.CodeOf(err) != herald.CodeInternal, errors.As(err, &cert):
-		return err
-	case errors.As(err, &op) && op.Op == "remote error": // a TLS alert from the server
+	why, timedOut, ok := client.Unreached(ctx, err)
+	if !ok {
 		return err
 	}
-	why := err.Error()
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	if timedOut {
 		why = "no answer within --timeout"
-	case op != nil:
-		why = op.Error()
 	}
 	return &herald.Error{Code: herald.CodeUnreachable, Message: "cannot reach " + addr + ": " + why, Err: err}
 }
