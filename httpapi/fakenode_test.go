@@ -21,13 +21,17 @@ func fakeNode(eng *fakeEngine, others ...any) *brokertest.Broker {
 		PositionFunc:     eng.Position,
 	}
 	var del *fakeDelivery
-	var wat *fakeWatcher
+	var wat interface {
+		Open(ctx context.Context, sessionID, query string, params map[string]herald.Value, after uint64) (herald.Stream, error)
+	}
 	for _, o := range others {
 		switch f := o.(type) {
 		case *fakeDelivery:
 			del = f
 			b.SettleFunc = f.SettleMany
 		case *fakeWatcher:
+			wat = f
+		case *listWatcher:
 			wat = f
 		case *fakeQueue:
 			b.PushFunc, b.PopFunc, b.AcknowledgeFunc, b.ReleaseFunc = f.Push, f.Pop, f.Acknowledge, f.Release
@@ -60,7 +64,11 @@ type modeStream struct {
 }
 
 func (m *modeStream) Mode() broker.Mode { return m.mode }
-func (m *modeStream) SetNotify(func())  {}
+func (m *modeStream) SetNotify(fn func()) {
+	if n, ok := m.Stream.(interface{ SetNotify(func()) }); ok {
+		n.SetNotify(fn)
+	}
+}
 func (m *modeStream) SetCredit(int) error {
 	return herald.Errorf(herald.CodeMalformedRequest, "no credit")
 }

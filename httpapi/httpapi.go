@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -83,6 +85,10 @@ type Handler struct {
 	slots       chan struct{}   // Options.SendSlots
 	streams     context.Context // done once CloseStreams is called
 	stopStreams context.CancelFunc
+
+	hubOnce sync.Once
+	hubs    []*sseHub // the SSE hubs, made with the first stream (hubFor)
+	hubNext atomic.Uint64
 }
 
 // New returns the HTTP API over a node.

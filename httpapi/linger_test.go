@@ -48,13 +48,13 @@ func TestWatchModeStreamLingers(t *testing.T) {
 	ev := func(seq uint64) herald.Event {
 		return herald.Event{Type: herald.EventAdded, Match: herald.Int(int64(seq)), Seq: seq, Tick: seq}
 	}
-	st.events <- ev(1)
+	st.send(ev(1))
 	if got := readEvent(t, r); len(got) != 2 || got[1] != `data: {"type":"added","match":1,"seq":1,"tick":1}` {
 		t.Fatalf("the first event: %q", got)
 	}
-	st.events <- ev(2)
+	st.send(ev(2))
 	waitPending(t, clk, 2) // the ping, and the linger the second event waits out
-	st.events <- ev(3)
+	st.send(ev(3))
 	clk.Advance(10 * time.Millisecond)
 	for _, seq := range []string{"2", "3"} {
 		if got := readEvent(t, r); len(got) != 2 || got[1] != `data: {"type":"added","match":`+seq+`,"seq":`+seq+`,"tick":`+seq+`}` {

@@ -219,6 +219,15 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer out.close()
 
+	if !consume && out.conn != nil {
+		if tw, ok := newTryWriter(out.conn); ok {
+			rec, _ := w.(*recorder)
+			hub := h.hubFor()
+			h.serveHubbed(ctx, hub, hub.join(st, out, tw, rec), ping)
+			return
+		}
+	}
+
 	var buf bytes.Buffer
 	var batch []herald.Event
 	var last time.Time // when the last write went out, for the linger

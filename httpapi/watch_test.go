@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,18 @@ type fakeStream struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
+	notify    atomic.Pointer[func()]
+}
+
+func (s *fakeStream) SetNotify(fn func()) { s.notify.Store(&fn) }
+
+// send puts ev in the stream's channel and calls the transport's notify callback, as a
+// watch service's stream does.
+func (s *fakeStream) send(ev herald.Event) {
+	s.events <- ev
+	if fn := s.notify.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 func newFakeStream() *fakeStream {

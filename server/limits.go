@@ -1,12 +1,14 @@
 package server
 
 import (
+	"errors"
 	"math"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/herald-mq/herald"
@@ -49,6 +51,16 @@ type countedConn struct {
 	net.Conn
 	l    *limitListener
 	once sync.Once
+}
+
+// SyscallConn gives the connection's socket (when it has one) to the writers that must
+// not wait on it: the SSE hub of httpapi.
+func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 func (c *countedConn) Close() error {

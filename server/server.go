@@ -178,6 +178,9 @@ const (
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// fanSlots are the fan-out slots the watch streams and the transports writing their
+	// events share (watch.Config.Slots): fan-out holds at most that many CPUs at once.
+	fanSlots chan struct{}
 
 	mu      sync.Mutex
 	state   state
@@ -219,7 +222,7 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), stopped: make(chan struct{})}
+	return &Server{cfg: cfg, log: cfg.Logger, served: make(chan struct{}), stopped: make(chan struct{}), fanSlots: watch.FanOutSlots()}
 }
 
 // listenError says why the listener could not be bound, plainly for the usual causes.

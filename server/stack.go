@@ -186,5 +186,5 @@ func (s *Server) engineConfig(backend store.Backend, keep, follower bool) engine
 }
 
 func (s *Server) newWatch(eng *engine.Engine) *watch.Service {
-	return watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare, FeedLinger: max(s.cfg.FeedLinger, 0)})
+	return watch.New(watch.Config{Engine: eng, Logger: s.log.With("component", "watch"), Policy: s.cfg.WatchPolicy, MaxBufferBytes: s.cfg.WatchBufferBytes, CPUShare: s.cfg.WatchCPUShare, Slots: s.fanSlots, FeedLinger: max(s.cfg.FeedLinger, 0)})
 }

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -147,7 +146,7 @@ func (s *Server) openStore() (store.Backend, error) {
 func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpcapi.Service, error) {
 	// Watch streams of both surfaces encode their events in the same few slots, so
 	// that a fan-out, over server-sent events and RPC alike, leaves CPU to the writers.
-	sendSlots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+	sendSlots := s.fanSlots
 	api := httpapi.New(b, httpapi.Options{
 		MaxBodyBytes: s.cfg.MaxBodyBytes,
 		Logger:       s.log.With("component", "http"),

@@ -4,6 +4,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"runtime"
@@ -42,6 +43,11 @@ type Config struct {
 	// of one CPU, over windows of 2 ms; past it they wait, and lag, so that fan-out
 	// leaves the CPUs to writers. 0 means DefaultCPUShare(); 1 or more, no bound.
 	CPUShare float64
+	// Slots are the fan-out slots the streams take to apply commits, shared with the
+	// transports that write their events (the send slots of httpapi and rpcapi), so
+	// that fan-out as a whole runs on at most that many CPUs at once. nil means slots
+	// of the service's own, half the CPUs (FanOutSlots).
+	Slots chan struct{}
 	// FeedLinger is the least time between two wakes of the streams that share a type's
 	// feed: commits that come meanwhile reach them together at the next wake, so a
 	// thousand streams on a busy type are woken tens of times a second, each taking many
@@ -262,6 +268,10 @@ func (s *Service) Stats() Stats {
 }
 
 // New returns a service; Start begins its work.
+// FanOutSlots returns new fan-out slots for Config.Slots: half the CPUs, at least one,
+// so that the writers always have CPUs that fan-out does not hold.
+func FanOutSlots() chan struct{} { return make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)) }
+
 func New(cfg Config) *Service {
 	if cfg.MaxBufferBytes <= 0 {
 		cfg.MaxBufferBytes = DefaultMaxBufferBytes
@@ -295,7 +305,7 @@ func New(cfg Config) *Service {
 		inWake:     make(chan struct{}, 1),
 		roundDone:  make(chan struct{}, 1),
 		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
-		applySlots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		applySlots: cmp.Or(cfg.Slots, FanOutSlots()),
 		budget:     b,
 		gosched:    runtime.Gosched,
 		recent:     recent{max: recentCap},

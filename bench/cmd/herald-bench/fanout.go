@@ -41,15 +41,18 @@ type fanoutReport struct {
 // fanoutPhase is one run with watchers: the publisher's latency meanwhile, and what
 // the watchers received.
 type fanoutPhase struct {
-	Transport      string         `json:"transport"`
-	Watched        publishFigures `json:"publish"`
-	Delivered      int64          `json:"events_delivered"`
-	Expected       int64          `json:"events_expected"`
-	Gaps           int64          `json:"events_in_gaps"`
-	PerSecond      float64        `json:"events_per_second"` // delivered (or dropped as gaps) while publishing, a second
-	LagP50, LagP99 time.Duration  `json:"-"`
-	CatchUp        time.Duration  `json:"catch_up_ns"`
-	Lagging        bool           `json:"lagging"` // not caught up within catchUpBound
+	Transport string         `json:"transport"`
+	Watched   publishFigures `json:"publish"`
+	Delivered int64          `json:"events_delivered"`
+	Expected  int64          `json:"events_expected"`
+	Gaps      int64          `json:"events_in_gaps"`
+	PerSecond float64        `json:"events_per_second"` // delivered (or dropped as gaps) while publishing, a second
+	// DeliveredRate is the events delivered (gaps not counted) a second, from the start of
+	// publishing until the watchers had caught up: what the streams carried.
+	DeliveredRate  float64       `json:"delivered_per_second"`
+	LagP50, LagP99 time.Duration `json:"-"`
+	CatchUp        time.Duration `json:"catch_up_ns"`
+	Lagging        bool          `json:"lagging"` // not caught up within catchUpBound
 }
 
 // catchUpBound is how long the watchers get to catch up once publishing has ended.
@@ -192,6 +195,7 @@ func fanoutRun(ctx context.Context, f benchFlags, cfg bench.Config, srv *child, 
 		return ph, err
 	}
 	ph.Delivered, ph.Gaps, ph.LagP50, ph.LagP99 = last.Delivered, last.Gaps, last.LagP50, last.LagP99
+	ph.DeliveredRate = float64(ph.Delivered) / (end.Sub(start) + ph.CatchUp).Seconds()
 	return ph, nil
 }
 
@@ -219,13 +223,13 @@ func writeFanout(w io.Writer, rep fanoutReport) error {
 	for _, ph := range rep.Phases {
 		row(fmt.Sprintf("%d %s watchers", rep.Watchers, ph.Transport), ph.Watched)
 	}
-	b.WriteString("\n| watchers | events delivered | of | in gaps | events/s while publishing | lag p50 | lag p99 | caught up |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("\n| watchers | events delivered | of | in gaps | events/s while publishing | delivered/s until caught up | lag p50 | lag p99 | caught up |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, ph := range rep.Phases {
 		caught := fmt.Sprintf("%v after publishing ended", ph.CatchUp.Round(time.Millisecond))
 		if ph.Lagging {
 			caught = fmt.Sprintf("still behind %v after publishing ended", catchUpBound)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %v | %v | %s |\n", ph.Transport, ph.Delivered, ph.Expected, ph.Gaps, ph.PerSecond,
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %.0f | %v | %v | %s |\n", ph.Transport, ph.Delivered, ph.Expected, ph.Gaps, ph.PerSecond, ph.DeliveredRate,
 			ph.LagP50.Round(time.Microsecond), ph.LagP99.Round(time.Microsecond), caught)
 	}
 	fmt.Fprintf(&b, "\nServer RSS per idle watch (WatchMany): %.1f KB once every stream has parked, %.1f KB held (after a collection).\n", rep.RSSIdleWatch/1024, rep.HeldIdleWatch/1024)

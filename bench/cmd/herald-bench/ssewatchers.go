@@ -78,7 +78,13 @@ func (f *fanout) readSSE(ctx context.Context, body io.ReadCloser) {
 	r := bufio.NewReaderSize(body, 64<<10)
 	var seen int
 	var kind []byte
+	var added int64 // counted here, added to f.delivered before each read of the socket
+	defer func() { f.delivered.Add(added) }()
 	for {
+		if added > 0 && r.Buffered() == 0 {
+			f.delivered.Add(added) // one shared add a read, not one an event
+			added = 0
+		}
 		line, err := r.ReadSlice('\n')
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
@@ -93,7 +99,7 @@ func (f *fanout) readSSE(ctx context.Context, body io.ReadCloser) {
 		case bytes.HasPrefix(line, []byte("data: ")):
 			switch {
 			case bytes.Equal(kind, sseAdded):
-				f.delivered.Add(1)
+				added++
 				if seen++; seen%sseLagSample == 0 {
 					if i := bytes.Index(line, sseBody); i >= 0 {
 						if _, sent, err := bench.ParsePayload(line[i+len(sseBody):]); err == nil {
