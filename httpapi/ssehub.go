@@ -237,7 +237,14 @@ func (hub *sseHub) serve(s *hubStream) {
 	h := hub.h
 	ended, more, wrote := false, false, false
 	var rest []byte
-	release, ok := h.frameSlot(h.streams, true)
+	// The budget first, then the slot, held across the write, which never waits and is
+	// fan-out's work too; the budget counts the taking and encoding, as for every other
+	// stream.
+	finish, ok := h.b.FrameBudget(h.streams.Done())
+	var release func()
+	if ok {
+		release, ok = h.frameSlot(h.streams, false)
+	}
 	if !ok {
 		ended = true
 	} else {
@@ -252,6 +259,7 @@ func (hub *sseHub) serve(s *hubStream) {
 			}
 		}
 		clear(hub.batch)
+		finish()
 		if b := hub.buf.Bytes(); len(b) > 0 {
 			n, err := s.tw.try(b)
 			wrote = true
@@ -262,7 +270,7 @@ func (hub *sseHub) serve(s *hubStream) {
 				rest = bytes.Clone(b[n:])
 			}
 		}
-		release() // after the write, which never waits: it is fan-out's work too
+		release()
 	}
 
 	hub.mu.Lock()

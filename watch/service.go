@@ -671,13 +671,14 @@ func (w *watcher) takeSlot() bool {
 	if w.applying {
 		return true
 	}
+	// The budget first: a stream waiting for it holds no slot, so the transports that
+	// share the slots (Config.Slots) write meanwhile.
+	if b := w.svc.budget; b != nil && !b.await(w.stop) {
+		return false
+	}
 	select {
 	case w.svc.applySlots <- struct{}{}:
 	case <-w.stop:
-		return false
-	}
-	if b := w.svc.budget; b != nil && !b.await(w.stop) {
-		<-w.svc.applySlots
 		return false
 	}
 	w.applying, w.slotAt = true, w.svc.clock.Now()
