@@ -131,3 +131,35 @@ func TestDefaultCPUShareFollowsTheCPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamWaitsForTheBudgetWithoutASlot: a stream that waits out the fan-out budget
+// holds no fan-out slot meanwhile, so the transports that share the slots (Config.Slots)
+// write; held in the other order, they waited for the budget's streams.
+func TestStreamWaitsForTheBudgetWithoutASlot(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC))
+	slots := make(chan struct{}, 1)
+	svc := &Service{clock: clk, applySlots: slots, budget: newBudget(clk, 2*time.Millisecond, 0.1)}
+	svc.budget.wait()                  // the first window starts now
+	svc.budget.spend(time.Millisecond) // five windows owed
+	w := &watcher{svc: svc, stop: make(chan struct{})}
+	took := make(chan bool, 1)
+	go func() { took <- w.takeSlot() }()
+	deadline := time.Now().Add(10 * time.Second) // a bound on a hang, not a timing
+	for clk.Pending() == 0 {                     // the stream waits for the budget
+		if time.Now().After(deadline) {
+			t.Fatal("the stream never waited for the budget")
+		}
+		runtime.Gosched()
+	}
+	select {
+	case slots <- struct{}{}: // a transport takes the slot while the stream waits
+		<-slots
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream waiting for the budget held the fan-out slot")
+	}
+	clk.Advance(20 * time.Millisecond)
+	if !<-took || !w.applying || len(slots) != 1 {
+		t.Fatal("the stream did not take the slot once the budget had room")
+	}
+	w.giveSlot()
+}
