@@ -237,14 +237,9 @@ func (hub *sseHub) serve(s *hubStream) {
 	h := hub.h
 	ended, more, wrote := false, false, false
 	var rest []byte
-	// The budget first, then the slot, held across the write, which never waits and is
-	// fan-out's work too; the budget counts the taking and encoding, as for every other
-	// stream.
-	finish, ok := h.b.FrameBudget(h.streams.Done())
-	var release func()
-	if ok {
-		release, ok = h.frameSlot(h.streams, false)
-	}
+	// A slot, held across the write, which never waits and is fan-out's work too; the
+	// budget counts the taking and encoding, as for every other stream.
+	release, finish, ok := hub.slotAndBudget()
 	if !ok {
 		ended = true
 	} else {
@@ -291,6 +286,31 @@ func (hub *sseHub) serve(s *hubStream) {
 		close(s.end)
 	default:
 		hub.afterLocked(s, more)
+	}
+}
+
+// closedDone is a done channel already closed: FrameBudget with it only asks whether
+// the budget has room now.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// slotAndBudget takes a fan-out slot and room in the fan-out budget, as a stream's
+// apply does: the slot first, so that the hub is let in its turn, but given back while
+// the budget is spent, so that a wait for the budget holds no slot.
+func (hub *sseHub) slotAndBudget() (release, finish func(), ok bool) {
+	h := hub.h
+	for {
+		if release, ok = h.frameSlot(h.streams, false); !ok {
+			return nil, nil, false
+		}
+		if finish, ok = h.b.FrameBudget(closedDone); ok {
+			return release, finish, true
+		}
+		release()
+		wait, ok := h.b.FrameBudget(h.streams.Done())
+		if !ok {
+			return nil, nil, false
+		}
+		wait() // the wait is not work
 	}
 }
 

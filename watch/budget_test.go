@@ -138,7 +138,7 @@ func TestDefaultCPUShareFollowsTheCPUs(t *testing.T) {
 func TestStreamWaitsForTheBudgetWithoutASlot(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 4, 1, 9, 0, 0, 0, time.UTC))
 	slots := make(chan struct{}, 1)
-	svc := &Service{clock: clk, applySlots: slots, budget: newBudget(clk, 2*time.Millisecond, 0.1)}
+	svc := &Service{clock: clk, applySlots: slots, budgetGate: make(chan struct{}, 1), budget: newBudget(clk, 2*time.Millisecond, 0.1)}
 	svc.budget.wait()                  // the first window starts now
 	svc.budget.spend(time.Millisecond) // five windows owed
 	w := &watcher{svc: svc, stop: make(chan struct{})}

@@ -151,8 +151,13 @@ func (s *Service) FeedMembers(typ string) int {
 }
 
 // TakeApplySlot takes one of the service's apply slots, as a stream about to apply
-// change sets does, waiting for one to be free; GiveApplySlot gives it back.
-func (s *Service) TakeApplySlot() { s.applySlots <- struct{}{} }
+// change sets does: through the budget's gate (after the stream that waits for the
+// budget), then waiting for a slot to be free; GiveApplySlot gives it back.
+func (s *Service) TakeApplySlot() {
+	s.budgetGate <- struct{}{}
+	s.applySlots <- struct{}{}
+	<-s.budgetGate
+}
 func (s *Service) GiveApplySlot() { <-s.applySlots }
 
 // SetYield replaces what a stream does to let waiting goroutines run between the

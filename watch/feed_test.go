@@ -105,8 +105,9 @@ func TestFeedLaggardReadsTheLog(t *testing.T) {
 
 // A woken stream applies what was dispatched before its turn began and then makes way:
 // the commits that came during its turn wait for its next one, after the other
-// streams of the pass. Held in its turn (waiting for the budget, with the only apply
-// slot), the first stream must hand the slot on after one event, not four.
+// streams of the pass. Held in its turn (waiting for the budget, at the budget's gate,
+// with the only apply slot next), the first stream must hand the slot on after one
+// event, not four.
 func TestATurnCoversWhatCameBeforeIt(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // one stream woken, and one slot, at a time
 	h := newHarness(t)

@@ -139,8 +139,9 @@ type Service struct {
 	// that waits for a slot is parked, not runnable: however many streams have work,
 	// the CPUs' run queues hold a few of them ahead of the writers, not thousands.
 	applySlots chan struct{}
-	budget     *budget // nil: no bound on the slots' time
-	gosched    func()  // runtime.Gosched; tests make a yield take time
+	budget     *budget       // nil: no bound on the slots' time
+	budgetGate chan struct{} // one stream at a time waits for the budget (takeSlot)
+	gosched    func()        // runtime.Gosched; tests make a yield take time
 
 	parkedStreams atomic.Int64 // streams without a goroutine (park.go)
 	open          atomic.Int64 // len(watchers), read on the commit path without mu
@@ -306,6 +307,7 @@ func New(cfg Config) *Service {
 		roundDone:  make(chan struct{}, 1),
 		wakeBatch:  max(1, runtime.GOMAXPROCS(0)/2),
 		applySlots: cmp.Or(cfg.Slots, FanOutSlots()),
+		budgetGate: make(chan struct{}, 1),
 		budget:     b,
 		gosched:    runtime.Gosched,
 		recent:     recent{max: recentCap},
@@ -671,10 +673,21 @@ func (w *watcher) takeSlot() bool {
 	if w.applying {
 		return true
 	}
-	// The budget first: a stream waiting for it holds no slot, so the transports that
-	// share the slots (Config.Slots) write meanwhile.
-	if b := w.svc.budget; b != nil && !b.await(w.stop) {
-		return false
+	// Streams pass the budget one at a time, through its gate, and the one passing holds
+	// the gate until it has a slot: the rest wait parked on the gate, not each on a
+	// timer of its own, and at most one stream is let in that has not yet counted its
+	// work. The one waiting for the budget holds no slot, so the transports that share
+	// the slots (Config.Slots) write meanwhile.
+	if b := w.svc.budget; b != nil {
+		select {
+		case w.svc.budgetGate <- struct{}{}:
+		case <-w.stop:
+			return false
+		}
+		defer func() { <-w.svc.budgetGate }()
+		if !b.await(w.stop) {
+			return false
+		}
 	}
 	select {
 	case w.svc.applySlots <- struct{}{}:
