@@ -1,6 +1,6 @@
-// Package httpapi serves Herald's query API as JSON over HTTP, consume-mode watch streams
-// as server-sent events, and the health, readiness, Prometheus metrics and profiling
-// (/debug/pprof/) endpoints.
+// Package httpapi serves Herald's query API as JSON over HTTP, watch streams of both
+// modes as server-sent events (watch-mode ones written by a hub, ssehub.go), and the
+// health, readiness, Prometheus metrics and profiling (/debug/pprof/) endpoints.
 // It translates requests onto an Engine and maps every error to one status and body through the root error table.
 package httpapi
 
