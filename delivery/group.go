@@ -178,9 +178,12 @@ func (s *Service) recheckLocked(tx *graph.Tx, g *group) {
 // decideBehindLocked puts node n, which a lazy group's cursor has passed, into the
 // group's queues when it matches and is not leased, or takes it out when it does not.
 func (s *Service) decideBehindLocked(tx *graph.Tx, g *group, n *herald.Node) {
-	if sub := s.subjects[n.ID]; sub != nil && sub.lease != nil {
-		return
+	if sub := s.subjects[n.ID]; sub != nil && sub.lease != nil && g.matches[n.ID] == nil {
+		return // its release rechecks it (requeueLocked)
 	}
+	// A leased subject the group already holds an entry for is decided too: its release
+	// queues that entry again as it is, so a change meanwhile (an earlier available_at,
+	// say) must be in it; setEntryLocked queues nothing while the lease lasts.
 	info, _ := s.evalLocked(tx, g, n)
 	if info == nil {
 		s.dropEntryLocked(g, n.ID)
