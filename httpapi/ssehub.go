@@ -248,7 +248,7 @@ func (hub *sseHub) serve(s *hubStream) {
 		hub.batch, closed = s.st.Take(hub.batch[:0], maxEventsPerFlush)
 		ended, more = closed, len(hub.batch) == maxEventsPerFlush
 		for _, ev := range hub.batch {
-			if !hub.encode(s, ev) {
+			if !h.encodeEvent(&hub.buf, ev, s.rec) {
 				ended = true
 				break
 			}
@@ -314,21 +314,6 @@ func (hub *sseHub) slotAndBudget() (release, finish func(), ok bool) {
 	}
 }
 
-// encode appends ev to the hub's buffer; false when the stream must end after it.
-func (hub *sseHub) encode(s *hubStream, ev herald.Event) bool {
-	if err := appendSSE(&hub.buf, ev); err != nil {
-		hub.h.log.Error("encoding a watch event", "err", err)
-		return false
-	}
-	if ev.Type == herald.EventError {
-		if s.rec != nil {
-			s.rec.code = toWire(ev).Code
-		}
-		return false
-	}
-	return true
-}
-
 // slowDone is called by s's goroutine once it has written what the hub handed it.
 func (hub *sseHub) slowDone(s *hubStream) {
 	hub.mu.Lock()
@@ -352,7 +337,7 @@ func (hub *sseHub) ping(s *hubStream) bool {
 	}
 	s.state = hsPinging
 	hub.mu.Unlock()
-	err := s.out.write([]byte(": ping\n\n"))
+	err := s.out.write(pingComment)
 	hub.mu.Lock()
 	hub.afterLocked(s, false)
 	hub.mu.Unlock()

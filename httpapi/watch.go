@@ -119,6 +119,26 @@ func appendSSE(buf *bytes.Buffer, ev herald.Event) error {
 	return encodeSSE(buf, ev)
 }
 
+// pingComment is the SSE comment a quiet stream sends every ping interval.
+var pingComment = []byte(": ping\n\n")
+
+// encodeEvent appends ev to buf in the server-sent events format; false when the
+// stream must end after it (an error event, whose code rec, the request's recorder if
+// any, then reports, or an event that cannot be encoded).
+func (h *Handler) encodeEvent(buf *bytes.Buffer, ev herald.Event, rec *recorder) bool {
+	if err := appendSSE(buf, ev); err != nil {
+		h.log.Error("encoding a watch event", "err", err)
+		return false
+	}
+	if ev.Type == herald.EventError {
+		if rec != nil {
+			rec.code = toWire(ev).Code
+		}
+		return false
+	}
+	return true
+}
+
 // encodeSSE writes one event in the server-sent events format.
 func encodeSSE(buf *bytes.Buffer, ev herald.Event) error {
 	if ev.Last && ev.Seq > 0 {
@@ -219,9 +239,9 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer out.close()
 
+	rec, _ := w.(*recorder) // an error event's code goes to the request's log and metrics
 	if !consume && out.conn != nil {
 		if tw, ok := newTryWriter(out.conn); ok {
-			rec, _ := w.(*recorder)
 			hub := h.hubFor()
 			h.serveHubbed(ctx, hub, hub.join(st, out, tw, rec), ping)
 			return
@@ -232,20 +252,6 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 	var batch []herald.Event
 	var last time.Time // when the last write went out, for the linger
 	events := st.Events()
-	// write encodes one event into buf; it reports false when the stream must end.
-	write := func(ev herald.Event) bool {
-		if err := appendSSE(&buf, ev); err != nil {
-			h.log.Error("encoding a watch event", "err", err)
-			return false
-		}
-		if ev.Type == herald.EventError {
-			if rec, ok := w.(*recorder); ok {
-				rec.code = toWire(ev).Code
-			}
-			return false
-		}
-		return true
-	}
 	// send writes ev and whatever else is waiting by then (up to a bound), then flushes
 	// once. A busy watch-mode stream gathers during the linger after its last write, so
 	// it costs one write per batch of events; the first event after a quiet spell goes
@@ -264,7 +270,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		batch, closed = st.Take(append(batch[:0], ev), maxEventsPerFlush)
 		more := !closed
 		for _, next := range batch {
-			if !write(next) {
+			if !h.encodeEvent(&buf, next, rec) {
 				more = false
 				break
 			}
@@ -302,7 +308,7 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 			}
 		case <-ping.C():
 			ping.Reset(h.ping)
-			if out.write([]byte(": ping\n\n")) != nil {
+			if out.write(pingComment) != nil {
 				return
 			}
 		}
