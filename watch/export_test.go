@@ -166,3 +166,12 @@ func (s *Service) SetYield(f func()) { s.gosched = f }
 
 // BudgetSpent is the fan-out time the service's budget has counted since it started.
 func (s *Service) BudgetSpent() time.Duration { return s.budget.spent() }
+
+// Queued is how many events st has put in its queue for the transport since it opened
+// (its events_delivered counter), whether they were taken or dropped later.
+func Queued(st herald.Stream) int {
+	w := st.(*watcher)
+	w.statMu.Lock()
+	defer w.statMu.Unlock()
+	return w.delivered
+}

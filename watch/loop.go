@@ -284,6 +284,9 @@ func (w *watcher) catchUp() bool {
 			continue
 		}
 		if w.feed != nil && w.fpos < feedEnd {
+			if !w.skipFeed(feedEnd) {
+				return false
+			}
 			var lost bool
 			if queue, lost = w.readFeed(feedEnd); lost {
 				w.setBehind()

@@ -1,0 +1,78 @@
+package watch_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/watch"
+)
+
+// behindInFeed opens a stream of query, holds it in its turn (waiting for the fan-out
+// budget on the manual clock) while commits SPAWN a Task each (n = 0, 1, …), then
+// lets it catch up and returns what it sent.
+func behindInFeed(t *testing.T, query string, commits int) (herald.Stream, []herald.Event) {
+	t.Helper()
+	h := newHarness(t)
+	ctx := context.Background()
+	st, err := h.svc.Open(ctx, "", query, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if h.svc.FeedMembers("Task") != 1 {
+		t.Fatalf("%s does not read the Task feed", query)
+	}
+	h.svc.Overspend(time.Second)
+	mustExec(t, h, "", "SPAWN t: Task { n = 0 }")
+	waitFor(t, "the stream to wait for the budget", func() bool { return h.svc.InRound() > 0 })
+	for i := 1; i < commits; i++ {
+		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	durable, _ := h.eng.Durable()
+	waitFor(t, "the commits to reach the feed", func() bool { return h.svc.Dispatched() >= durable })
+	h.clk.Advance(time.Minute)
+	h.svc.Flush()
+	evs, _ := watch.Drain(st)
+	return st, evs
+}
+
+// A best-effort stream further behind in its feed than its buffer holds counts the
+// oldest of the backlog into a gap instead of queueing every event to push the older
+// ones out: it sends what dropping the oldest leaves (the newest events its buffer
+// holds, after one gap with the exact count), having queued no more than that.
+func TestABestEffortStreamFarBehindSkipsTheOldest(t *testing.T) {
+	const commits, buffer = 20, 5
+	st, evs := behindInFeed(t, `WATCH t: Task [initial: none, buffer: 5] RETURN t.n`, commits)
+	if len(evs) != buffer+1 || evs[0].Type != herald.EventGap || evs[0].Count != commits-buffer {
+		t.Fatalf("got %+v; want a gap of %d, then the newest %d events", evs, commits-buffer, buffer)
+	}
+	for i, ev := range evs[1:] {
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(commits-buffer+i) {
+			t.Fatalf("event %d after the gap = %+v", i, ev)
+		}
+	}
+	// The first commit was applied before the rest arrived; the skipped ones never
+	// reach the queue.
+	if n := watch.Queued(st); n > buffer+1 {
+		t.Fatalf("the stream queued %d events to send %d: it applied the whole backlog", n, buffer)
+	}
+}
+
+// Skipping counts events, not commits: a backlog longer than the buffer whose commits
+// give fewer events than it holds loses none of them.
+func TestSkippingKeepsWhatTheBufferHolds(t *testing.T) {
+	_, evs := behindInFeed(t, `WATCH t: Task WHERE t.n < 3 OR t.n = 17 [initial: none, buffer: 5] RETURN t.n`, 20)
+	want := []int64{0, 1, 2, 17}
+	if len(evs) != len(want) {
+		t.Fatalf("got %+v; want the events of n = %v and no gap", evs, want)
+	}
+	for i, ev := range evs {
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != want[i] {
+			t.Fatalf("event %d = %+v, want n = %d", i, ev, want[i])
+		}
+	}
+}
