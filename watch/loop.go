@@ -360,6 +360,9 @@ func (w *watcher) applySets(sets []*herald.ChangeSet) bool {
 			return false
 		}
 		if i%yieldEvery == yieldEvery-1 || i == len(sets)-1 {
+			if !w.sendGathered() {
+				return false
+			}
 			w.yield()
 		}
 	}
@@ -486,7 +489,9 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 	}
 	// evs may be shared with identical watches (sharedSingle): it is read, never written,
 	// and the queue points into it. applySingle and applyJoin mark the last event of a
-	// commit (markLast); an event that says otherwise goes as a copy of its own.
+	// commit (markLast); an event that says otherwise goes as a copy of its own. Under
+	// on_full: drop the events are gathered, and applySets queues them together.
+	gather := w.gathers()
 	for i := range evs {
 		ev := &evs[i]
 		if last := i == len(evs)-1; ev.Last != last {
@@ -494,7 +499,9 @@ func (w *watcher) apply(cs *herald.ChangeSet) bool {
 			c.Last = last
 			ev = &c
 		}
-		if !w.send(ev) {
+		if gather {
+			w.gathered = append(w.gathered, ev)
+		} else if !w.send(ev) {
 			return false
 		}
 	}
@@ -617,18 +624,21 @@ func (w *watcher) applySingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.N
 
 // sent records a delivered event in the stream's counters. While the stream holds an
 // apply slot the slot's time stands for now: one clock reading per slot, not per event.
-func (w *watcher) sent(ev *herald.Event) {
+func (w *watcher) sent(ev *herald.Event) { w.sentN(1, ev.Seq) }
+
+// sentN records n delivered events, the last of them at position seq.
+func (w *watcher) sentN(n int, seq uint64) {
 	if w.applying {
 		w.last = w.slotAt
 	} else {
 		w.last = w.svc.clock.Now()
 	}
-	w.stats.Delivered(1, w.last)
+	w.stats.Delivered(n, w.last)
 	w.statMu.Lock()
-	w.delivered++
+	w.delivered += n
 	w.lastAt = w.last
-	if ev.Seq > w.sentSeq {
-		w.sentSeq = ev.Seq
+	if seq > w.sentSeq {
+		w.sentSeq = seq
 	}
 	w.statMu.Unlock()
 }

@@ -620,12 +620,13 @@ type watcher struct {
 	unctx     func() // stops closing the stream when the Open context ends
 
 	// Owned by the watcher's goroutine.
-	applying bool       // holds one of Service.applySlots
-	slotAt   time.Time  // since when
-	qmu      sync.Mutex // guards outq, gap and its position (see outbox.go)
-	outq     deque      // events waiting for room in the channel (see send)
-	gap      int        // events dropped from outq, reported before its next one
-	gapSeq   uint64     // the position the gap marker shows (under qmu)
+	applying bool            // holds one of Service.applySlots
+	slotAt   time.Time       // since when
+	qmu      sync.Mutex      // guards outq, gap and its position (see outbox.go)
+	outq     deque           // events waiting for room in the channel (see send)
+	gathered []*herald.Event // applied, not yet queued (see sendGathered)
+	gap      int             // events dropped from outq, reported before its next one
+	gapSeq   uint64          // the position the gap marker shows (under qmu)
 	gapTick  uint64
 	queued   atomic.Int64  // len(outq), for SHOW WATCHES
 	cursor   uint64        // seq of the last change set applied
