@@ -69,6 +69,13 @@ func (f *feed) tail() uint64 {
 	return f.n
 }
 
+// oldest is the number of the oldest set the feed still holds.
+func (f *feed) oldest() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n - min(f.n, f.cap)
+}
+
 // read appends to buf the sets from number pos on, before number end and at most limit
 // of them, and returns them with the number after the last. lost is true when sets
 // after pos are no longer held: the reader must go to the change log.

@@ -289,7 +289,13 @@ func (w *watcher) catchUp() bool {
 			}
 			var lost bool
 			if queue, lost = w.readFeed(feedEnd); lost {
-				w.setBehind()
+				reading, ok := w.skipLost(feedEnd)
+				if !ok {
+					return false
+				}
+				if !reading {
+					w.setBehind()
+				}
 				continue
 			}
 		}

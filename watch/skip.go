@@ -2,6 +2,14 @@ package watch
 
 import "github.com/herald-mq/herald"
 
+// The same holds for a stream further behind than its feed keeps: it would read the
+// change log and apply every commit it missed. When the commits the feed still holds
+// give a buffer's worth of events, everything before them would be dropped anyway, so
+// skipLost counts the missed commits from the change log into the gap (a look-up each,
+// shared as above) and goes back to the feed. Without it such a stream applied
+// seconds of commits for every event it kept, fell further behind for it, and read
+// the change log for good.
+
 // A best-effort stream that drops (on_full: drop) keeps the newest events its buffer
 // holds and reports the older ones as a gap. When such a stream is further behind in
 // its feed than its buffer holds, applying the whole backlog in order would queue
@@ -148,4 +156,67 @@ func (w *watcher) dropQueued(skipped int) {
 	if w.gap > 0 {
 		w.gapSeq, w.gapTick = w.cursor, w.tick
 	}
+}
+
+// skipLost is skipFeed for a stream that has fallen behind what its feed holds (end is
+// the feed's tail): when the sets the feed holds give a buffer's worth of events, the
+// commits before the oldest set kept are counted into the gap from the change log and
+// the stream reads on from the feed; reading reports whether it did (false: the stream
+// reads the change log as usual). ok is false when the stream ended.
+func (w *watcher) skipLost(end uint64) (reading, ok bool) {
+	if !w.mayDrop() {
+		return false, true
+	}
+	if !w.takeSlot() {
+		return false, false
+	}
+	w.fpos = w.feed.oldest()
+	split, found := w.keptFrom(end, w.q.Opts.Buffer)
+	if !found || split == w.fpos {
+		return false, true // the feed holds less than a buffer's worth, or moved on
+	}
+	sets, _, lost := w.feed.read(split, split+1, 1, w.feedBuf[:0])
+	w.feedBuf = sets
+	if lost || len(sets) == 0 {
+		return false, true
+	}
+	keep := sets[0].Seq
+	skipped := 0
+	for done := false; !done; {
+		page, err := w.svc.changes(w.cursor, logPage)
+		if err != nil {
+			w.dropQueued(skipped)
+			return false, true // read the usual way, which reports what went wrong
+		}
+		done = len(page) < logPage
+		for i, cs := range page {
+			if cs.Seq >= keep {
+				done = true
+				break
+			}
+			if i > 0 && i%applyShare == 0 {
+				w.giveSlot()
+			}
+			if !w.takeSlot() {
+				return false, false
+			}
+			n, err := w.countSet(cs)
+			if err != nil {
+				w.dropQueued(skipped)
+				return false, true
+			}
+			skipped += n
+			w.cursor, w.tick = cs.Seq, cs.Tick
+			w.applied.Store(w.cursor)
+			if i%yieldEvery == yieldEvery-1 {
+				w.yield()
+			}
+		}
+	}
+	w.cursor = max(w.cursor, keep-1)
+	w.applied.Store(w.cursor)
+	w.fpos = split
+	w.dropQueued(skipped)
+	w.yield()
+	return true, true
 }

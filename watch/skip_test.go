@@ -76,3 +76,39 @@ func TestSkippingKeepsWhatTheBufferHolds(t *testing.T) {
 		}
 	}
 }
+
+// A best-effort stream further behind than its feed holds, whose feed still holds a
+// buffer's worth of events, counts the commits it missed into the gap from the change
+// log and goes back to the feed, instead of applying every one of them.
+func TestABestEffortStreamPastItsFeedSkipsTheOldest(t *testing.T) {
+	defer watch.SetFeedCap(8)()
+	const commits, buffer = 30, 4
+	st, evs := behindInFeed(t, `WATCH t: Task [initial: none, buffer: 4] RETURN t.n`, commits)
+	if len(evs) != buffer+1 || evs[0].Type != herald.EventGap || evs[0].Count != commits-buffer {
+		t.Fatalf("got %+v; want a gap of %d, then the newest %d events", evs, commits-buffer, buffer)
+	}
+	for i, ev := range evs[1:] {
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(commits-buffer+i) {
+			t.Fatalf("event %d after the gap = %+v", i, ev)
+		}
+	}
+	if n := watch.Queued(st); n > buffer+1 {
+		t.Fatalf("the stream queued %d events to send %d: it applied the change log's commits", n, buffer)
+	}
+}
+
+// When what the feed still holds gives fewer events than the buffer, nothing before it
+// may be dropped: the stream reads the change log and sends every event.
+func TestAStreamPastItsFeedKeepsWhatTheBufferHolds(t *testing.T) {
+	defer watch.SetFeedCap(8)()
+	_, evs := behindInFeed(t, `WATCH t: Task WHERE t.n < 3 OR t.n = 27 [initial: none, buffer: 5] RETURN t.n`, 30)
+	want := []int64{0, 1, 2, 27}
+	if len(evs) != len(want) {
+		t.Fatalf("got %+v; want the events of n = %v and no gap", evs, want)
+	}
+	for i, ev := range evs {
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != want[i] {
+			t.Fatalf("event %d = %+v, want n = %d", i, ev, want[i])
+		}
+	}
+}
