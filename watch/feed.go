@@ -21,6 +21,9 @@ type feed struct {
 	cap  uint64
 	ring []*herald.ChangeSet // set number i at ring[i%cap]
 	n    uint64              // sets appended so far
+	// tallies count the events of the sets for the streams that skip (tally.go), by
+	// share key; made when first needed.
+	tallies map[uint64]*tally
 
 	// Under Service.mu.
 	members  map[*watcher]bool
@@ -74,6 +77,16 @@ func (f *feed) oldest() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.n - min(f.n, f.cap)
+}
+
+// feedSet returns set number i, or lost when the feed no longer holds it.
+func (w *watcher) feedSet(i uint64) (*herald.ChangeSet, bool) {
+	var one [1]*herald.ChangeSet
+	sets, _, lost := w.feed.read(i, i+1, 1, one[:0])
+	if lost || len(sets) == 0 {
+		return nil, true
+	}
+	return sets[0], false
 }
 
 // read appends to buf the sets from number pos on, before number end and at most limit

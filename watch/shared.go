@@ -56,6 +56,9 @@ func (s *Service) releaseShare(k string) {
 	if r := s.shares[k]; r != nil {
 		if r.refs--; r.refs == 0 {
 			delete(s.shares, k)
+			for _, f := range s.feeds {
+				f.dropTally(r.id)
+			}
 		}
 	}
 }

@@ -44,6 +44,19 @@ func (w *watcher) skipFeed(end uint64) bool {
 	if !w.takeSlot() {
 		return false
 	}
+	if split, skipped, ok := w.skipByTally(end, buffer); ok {
+		if split > w.fpos {
+			last, lost := w.feedSet(split - 1)
+			if lost {
+				return true // the feed moved on: catchUp reads the change log
+			}
+			w.cursor, w.tick = last.Seq, last.Tick
+			w.applied.Store(w.cursor)
+			w.fpos = split
+			w.dropQueued(skipped)
+		}
+		return true
+	}
 	split, ok := w.keptFrom(end, buffer)
 	if !ok || split == w.fpos {
 		return true

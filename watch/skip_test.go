@@ -112,3 +112,58 @@ func TestAStreamPastItsFeedKeepsWhatTheBufferHolds(t *testing.T) {
 		}
 	}
 }
+
+// Identical streams share one tally of their feed's events: each still skips from its
+// own position and reports its own exact count, and a commit with several events is
+// counted as that many.
+func TestIdenticalStreamsSkipFromTheirOwnPositions(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	const query = `WATCH t: Task [initial: none, buffer: 5] RETURN t.n`
+	open := func() herald.Stream {
+		st, err := h.svc.Open(ctx, "", query, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	spawn := func(i int) { // two Tasks a commit: n = 2i and 2i+1
+		t.Helper()
+		if _, err := h.eng.Exec(ctx, "", "SPAWN a: Task { n = $a } SPAWN b: Task { n = $b }",
+			map[string]herald.Value{"a": herald.Int(int64(2 * i)), "b": herald.Int(int64(2*i + 1))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := open()
+	h.svc.Overspend(time.Second)
+	spawn(0)
+	waitFor(t, "the stream to wait for the budget", func() bool { return h.svc.InRound() > 0 })
+	for i := 1; i < 4; i++ {
+		spawn(i)
+	}
+	durable, _ := h.eng.Durable()
+	waitFor(t, "the commits to reach the feed", func() bool { return h.svc.Dispatched() >= durable })
+	b := open() // reads the feed from commit 4 on
+	for i := 4; i < 12; i++ {
+		spawn(i)
+	}
+	durable, _ = h.eng.Durable()
+	waitFor(t, "the commits to reach the feed", func() bool { return h.svc.Dispatched() >= durable })
+	h.clk.Advance(time.Minute)
+	h.svc.Flush()
+	for _, c := range []struct {
+		st  herald.Stream
+		gap int // of the events it could have had: 24 for a, 16 for b
+	}{{a, 24 - 5}, {b, 16 - 5}} {
+		evs, _ := watch.Drain(c.st)
+		if len(evs) != 6 || evs[0].Type != herald.EventGap || evs[0].Count != c.gap {
+			t.Fatalf("got %+v; want a gap of %d, then the newest 5 events", evs, c.gap)
+		}
+		for i, ev := range evs[1:] {
+			if ev.Match.MapGet("t.n").AsInt() != int64(19+i) {
+				t.Fatalf("event %d after the gap = %+v, want n = %d", i, ev, 19+i)
+			}
+		}
+	}
+}
