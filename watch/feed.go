@@ -32,8 +32,12 @@ type feed struct {
 	lastWake time.Time // when its members were last woken (Config.FeedLinger)
 }
 
-// feedCap is how many change sets a feed keeps: 32 KiB of pointers a type.
-var feedCap uint64 = 4096 // a variable for tests (SetFeedCap)
+// feedCap is how many change sets a feed keeps: 128 KiB of pointers a type, for as many
+// sets as the service keeps in memory for lagging streams anyway (recentCap). With 4,096,
+// four seconds at 1,000 commits a second, a thousand streams held to the fan-out budget
+// fell past their feed in some runs, and from then on each counted what it skipped from
+// the change log, alone (see skipLost), and fell further behind.
+var feedCap uint64 = 16384 // a variable for tests (SetFeedCap)
 
 // feedType returns the type whose feed serves a stream of query q: one whose only
 // dispatch index entry is a single type.
