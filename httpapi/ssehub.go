@@ -237,12 +237,8 @@ func (hub *sseHub) serve(s *hubStream) {
 	h := hub.h
 	ended, more, wrote := false, false, false
 	var rest []byte
-	// A slot, held across the write, which never waits and is fan-out's work too, so the
-	// budget counts it with the taking and encoding. (A stream's own goroutine writes
-	// outside the budget: its write may wait for the client.) Counting the encoding
-	// alone, a budget that held back the apply work let the writes grow with what was
-	// delivered, and the writers' p99 grew with them: 2.5–3.4× at --watch-cpu 0.25
-	// when every event went out, against 1.98× at 0.4 with the write counted.
+	// A slot, held across the write, which never waits and is fan-out's work too; the
+	// budget counts the taking and encoding, as for every other stream.
 	release, finish, ok := hub.slotAndBudget()
 	if !ok {
 		ended = true
@@ -258,6 +254,7 @@ func (hub *sseHub) serve(s *hubStream) {
 			}
 		}
 		clear(hub.batch)
+		finish()
 		if b := hub.buf.Bytes(); len(b) > 0 {
 			n, err := s.tw.try(b)
 			wrote = true
@@ -268,7 +265,6 @@ func (hub *sseHub) serve(s *hubStream) {
 				rest = bytes.Clone(b[n:])
 			}
 		}
-		finish()
 		release()
 	}
 
