@@ -183,6 +183,8 @@ func (w *watcher) skipLost(end uint64) (reading, ok bool) {
 	if !w.takeSlot() {
 		return false, false
 	}
+	// What the feed holds now: the end this turn began with may be older than all of it.
+	end = max(end, w.feed.tail())
 	w.fpos = w.feed.oldest()
 	split, found := w.keptFrom(end, w.q.Opts.Buffer)
 	if !found || split == w.fpos {

@@ -167,3 +167,46 @@ func TestIdenticalStreamsSkipFromTheirOwnPositions(t *testing.T) {
 		}
 	}
 }
+
+// A stream whose turn began before its feed moved past it skips from what the feed holds
+// when the turn goes on, not from where the turn began: the set the turn was to end at
+// is no longer held, and reading the change log for all of it applied every commit.
+func TestATurnThatBeganBeforeTheFeedMovedOnSkips(t *testing.T) {
+	defer watch.SetFeedCap(8)()
+	h := newHarness(t)
+	ctx := context.Background()
+	st, err := h.svc.Open(ctx, "", `WATCH t: Task [initial: none, buffer: 4] RETURN t.n`, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	spawn := func(i int) {
+		t.Helper()
+		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timers := h.clk.Pending()
+	h.svc.Overspend(time.Second)
+	release := h.svc.HoldDispatch()
+	for i := range 6 { // more than the buffer holds, in the stream's first turn
+		spawn(i)
+	}
+	release()
+	waitFor(t, "the stream to wait for the budget in its turn", func() bool { return h.clk.Pending() > timers })
+	const commits = 30
+	for i := 6; i < commits; i++ {
+		spawn(i)
+	}
+	durable, _ := h.eng.Durable()
+	waitFor(t, "the commits to reach the feed", func() bool { return h.svc.Dispatched() >= durable })
+	h.clk.Advance(time.Minute)
+	h.svc.Flush()
+	evs, _ := watch.Drain(st)
+	if len(evs) != 5 || evs[0].Type != herald.EventGap || evs[0].Count != commits-4 {
+		t.Fatalf("got %+v; want a gap of %d, then the newest 4 events", evs, commits-4)
+	}
+	if n := watch.Queued(st); n > 4 {
+		t.Fatalf("the stream queued %d events to send 4: it applied the change log's commits", n)
+	}
+}
