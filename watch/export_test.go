@@ -175,3 +175,11 @@ func Queued(st herald.Stream) int {
 	defer w.statMu.Unlock()
 	return w.delivered
 }
+
+// SetSkipping turns off (or on) the skipping of a backlog by best-effort streams behind
+// in their feed, so that a test can compare it with dropping the oldest one by one.
+func SetSkipping(on bool) (restore func()) {
+	old := skipping
+	skipping = on
+	return func() { skipping = old }
+}
