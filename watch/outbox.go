@@ -358,7 +358,6 @@ func (w *watcher) dropOldestLocked() {
 // reached the bytes the service allows a stream (Config.MaxBufferBytes).
 func (w *watcher) overBytesLocked() bool { return w.outq.bytes >= w.svc.cfg.MaxBufferBytes }
 
-// end delivers what is waiting, then ev (an error), and closes the stream.
 // gathers reports whether apply may gather the stream's events for sendGathered rather
 // than send each: under on_full: drop, where a full buffer never waits.
 func (w *watcher) gathers() bool {
@@ -397,6 +396,7 @@ func (w *watcher) sendGathered() bool {
 	return true
 }
 
+// end delivers what is waiting, then ev (an error), and closes the stream.
 func (w *watcher) end(ev herald.Event) bool {
 	if !w.sendGathered() {
 		return false

@@ -2,14 +2,6 @@ package watch
 
 import "github.com/herald-mq/herald"
 
-// The same holds for a stream further behind than its feed keeps: it would read the
-// change log and apply every commit it missed. When the commits the feed still holds
-// give a buffer's worth of events, everything before them would be dropped anyway, so
-// skipLost counts the missed commits from the change log into the gap (a look-up each,
-// shared as above) and goes back to the feed. Without it such a stream applied
-// seconds of commits for every event it kept, fell further behind for it, and read
-// the change log for good.
-
 // A best-effort stream that drops (on_full: drop) keeps the newest events its buffer
 // holds and reports the older ones as a gap. When such a stream is further behind in
 // its feed than its buffer holds, applying the whole backlog in order would queue
@@ -18,8 +10,17 @@ import "github.com/herald-mq/herald"
 // stayed behind, and delivered less the further it was. skipFeed instead counts the
 // oldest part of the backlog into the gap without queueing it: what the stream then
 // sends is what dropping would have left (the newest events, at least a buffer's
-// worth, and a gap with the exact count in front of them), for a look-up of each
-// skipped commit's shared evaluation instead of a queue's push and pop per event.
+// worth, and a gap with the exact count in front of them) without a queue's push and
+// pop per event; identical streams count the skipped commits once between them
+// (tally.go).
+
+// The same holds for a stream further behind than its feed keeps: it would read the
+// change log and apply every commit it missed. When the commits the feed still holds
+// give a buffer's worth of events, everything before them would be dropped anyway, so
+// skipLost counts the missed commits from the change log into the gap (a look-up each,
+// shared as above) and goes back to the feed. Without it such a stream applied
+// seconds of commits for every event it kept, fell further behind for it, and read
+// the change log for good.
 
 // skipping is false only in tests that compare skipping with dropping one by one.
 var skipping = true

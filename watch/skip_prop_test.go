@@ -90,9 +90,9 @@ func TestSkippingSendsWhatDroppingOneByOneSends(t *testing.T) {
 		c := skipCase{
 			perCommit: append([]int{rapid.IntRange(1, 3).Draw(t, "first")},
 				rapid.SliceOfN(rapid.IntRange(0, 3), 0, 60).Draw(t, "perCommit")...),
-			where:     rapid.SampledFrom([]string{"", "WHERE t.n % 3 <> 1", "WHERE t.n < 10 OR t.n > 40"}).Draw(t, "where"),
-			buffer:    rapid.IntRange(2, 12).Draw(t, "buffer"),
-			feedCap:   rapid.SampledFrom([]int{4, 8, 64}).Draw(t, "feedCap"),
+			where:   rapid.SampledFrom([]string{"", "WHERE t.n % 3 <> 1", "WHERE t.n < 10 OR t.n > 40"}).Draw(t, "where"),
+			buffer:  rapid.IntRange(2, 12).Draw(t, "buffer"),
+			feedCap: rapid.SampledFrom([]int{4, 8, 64}).Draw(t, "feedCap"),
 		}
 		skipped := runSkipCase(t, tt, c)
 		restore := watch.SetSkipping(false)
