@@ -64,9 +64,7 @@ func TestDropLargeBuffer(t *testing.T) {
 	}
 	defer st.Close()
 	for i := range total {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 	}
 	h.svc.Flush()
 	var got []int64
@@ -118,9 +116,7 @@ func TestWakeAfterStreamEnded(t *testing.T) {
 	st := openIdle(t, h, ctx)
 	defer st.Close()
 	for i := range 3 {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 		select {
 		case ev := <-st.Events():
 			if ev.Match.MapGet("t.n").AsInt() != int64(i) {
@@ -166,9 +162,7 @@ func TestSnapshotLargerThanChannel(t *testing.T) {
 	ctx := context.Background()
 	const n = 200
 	for i := range n {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 	}
 	for round := range 20 {
 		st, err := h.svc.Open(ctx, "", `WATCH t: Task RETURN t.n`, nil, 0)
@@ -229,9 +223,7 @@ func TestRecentCommitsHeldOnlyWhileStreamsAreOpen(t *testing.T) {
 	spawn := func(n int) {
 		t.Helper()
 		for i := range n {
-			if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-				t.Fatal(err)
-			}
+			spawnTask(t, h, i)
 		}
 		h.svc.Flush()
 	}
@@ -267,16 +259,10 @@ func TestDispatchGoesOnWhileARoundIsOut(t *testing.T) {
 	defer other.Close()
 
 	h.svc.Overspend(time.Second)
-	spawn := func(i int) {
-		t.Helper()
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spawn(0)
+	spawnTask(t, h, 0)
 	waitFor(t, "a woken stream to wait for the budget in the round", func() bool { return h.svc.InRound() > 0 })
 	for i := 1; i < 4; i++ {
-		spawn(i)
+		spawnTask(t, h, i)
 	}
 	durable, _ := h.eng.Durable()
 	waitFor(t, "the commits after the first to be dispatched", func() bool { return h.svc.Dispatched() >= durable })
@@ -302,6 +288,14 @@ func expectAdded(t *testing.T, st herald.Stream, i int) {
 		}
 	case <-time.After(30 * time.Second): // a bound on a hang, not a speed assertion
 		t.Fatalf("event %d never arrived", i)
+	}
+}
+
+// spawnTask commits one Task with n = i.
+func spawnTask(t *testing.T, h *harness, i int) {
+	t.Helper()
+	if _, err := h.eng.Exec(context.Background(), "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
+		t.Fatal(err)
 	}
 }
 

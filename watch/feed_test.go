@@ -85,18 +85,14 @@ func TestFeedLaggardReadsTheLog(t *testing.T) {
 	waitFor(t, "the stream to wait for the budget", func() bool { return h.svc.InRound() > 0 })
 	const commits = 20
 	for i := 1; i < commits; i++ {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 	}
 	h.clk.Advance(time.Minute)
 	for i := range commits + 5 {
 		if i == commits {
 			// Back on the feed: later commits arrive too.
 			for j := commits; j < commits+5; j++ {
-				if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(j))}); err != nil {
-					t.Fatal(err)
-				}
+				spawnTask(t, h, j)
 			}
 		}
 		expectAdded(t, st, i)
@@ -115,19 +111,13 @@ func TestATurnCoversWhatCameBeforeIt(t *testing.T) {
 	a, b := openIdle(t, h, ctx), openIdle(t, h, ctx)
 	defer a.Close()
 	defer b.Close()
-	spawn := func(i int) {
-		t.Helper()
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	timers := h.clk.Pending()
 	h.svc.Overspend(time.Second)
-	spawn(0)
+	spawnTask(t, h, 0)
 	waitFor(t, "the first stream to wait for the budget in its turn", func() bool { return h.clk.Pending() > timers })
 	for i := 1; i < 4; i++ {
-		spawn(i)
+		spawnTask(t, h, i)
 	}
 	durable, _ := h.eng.Durable()
 	waitFor(t, "the later commits to be dispatched", func() bool { return h.svc.Dispatched() >= durable })
@@ -177,9 +167,7 @@ func TestYieldingIsNotCountedAgainstTheBudget(t *testing.T) {
 	h.svc.SetYield(func() { h.clk.Advance(time.Minute) })
 	before := h.svc.BudgetSpent()
 	for i := range 3 {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 	}
 	for i := range 3 {
 		expectAdded(t, st, i)

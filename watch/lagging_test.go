@@ -22,9 +22,7 @@ func TestLaggingIdenticalWatchesShareTheirQueuedEvents(t *testing.T) {
 		sts = append(sts, st)
 	}
 	for i := range commits {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 	}
 	h.svc.Flush()
 	first := watch.QueuedEvents(sts[0])

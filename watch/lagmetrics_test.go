@@ -42,9 +42,7 @@ func TestLagAndBufferFillMetrics(t *testing.T) {
 	}()
 	const commits = 40
 	for i := range commits {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 	}
 	// The reading stream applies every commit; the blocked one stops once its buffer
 	// is full.

@@ -28,9 +28,7 @@ func behindInFeed(t *testing.T, query string, commits int) (herald.Stream, []her
 	mustExec(t, h, "", "SPAWN t: Task { n = 0 }")
 	waitFor(t, "the stream to wait for the budget", func() bool { return h.svc.InRound() > 0 })
 	for i := 1; i < commits; i++ {
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
+		spawnTask(t, h, i)
 	}
 	durable, _ := h.eng.Durable()
 	waitFor(t, "the commits to reach the feed", func() bool { return h.svc.Dispatched() >= durable })
@@ -47,14 +45,7 @@ func behindInFeed(t *testing.T, query string, commits int) (herald.Stream, []her
 func TestABestEffortStreamFarBehindSkipsTheOldest(t *testing.T) {
 	const commits, buffer = 20, 5
 	st, evs := behindInFeed(t, `WATCH t: Task [initial: none, buffer: 5] RETURN t.n`, commits)
-	if len(evs) != buffer+1 || evs[0].Type != herald.EventGap || evs[0].Count != commits-buffer {
-		t.Fatalf("got %+v; want a gap of %d, then the newest %d events", evs, commits-buffer, buffer)
-	}
-	for i, ev := range evs[1:] {
-		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(commits-buffer+i) {
-			t.Fatalf("event %d after the gap = %+v", i, ev)
-		}
-	}
+	expectGapThenNewest(t, evs, commits, buffer)
 	// The first commit was applied before the rest arrived; the skipped ones never
 	// reach the queue.
 	if n := watch.Queued(st); n > buffer+1 {
@@ -66,15 +57,7 @@ func TestABestEffortStreamFarBehindSkipsTheOldest(t *testing.T) {
 // give fewer events than it holds loses none of them.
 func TestSkippingKeepsWhatTheBufferHolds(t *testing.T) {
 	_, evs := behindInFeed(t, `WATCH t: Task WHERE t.n < 3 OR t.n = 17 [initial: none, buffer: 5] RETURN t.n`, 20)
-	want := []int64{0, 1, 2, 17}
-	if len(evs) != len(want) {
-		t.Fatalf("got %+v; want the events of n = %v and no gap", evs, want)
-	}
-	for i, ev := range evs {
-		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != want[i] {
-			t.Fatalf("event %d = %+v, want n = %d", i, ev, want[i])
-		}
-	}
+	expectAddedNs(t, evs, []int64{0, 1, 2, 17}...)
 }
 
 // A best-effort stream further behind than its feed holds, whose feed still holds a
@@ -84,14 +67,7 @@ func TestABestEffortStreamPastItsFeedSkipsTheOldest(t *testing.T) {
 	defer watch.SetFeedCap(8)()
 	const commits, buffer = 30, 4
 	st, evs := behindInFeed(t, `WATCH t: Task [initial: none, buffer: 4] RETURN t.n`, commits)
-	if len(evs) != buffer+1 || evs[0].Type != herald.EventGap || evs[0].Count != commits-buffer {
-		t.Fatalf("got %+v; want a gap of %d, then the newest %d events", evs, commits-buffer, buffer)
-	}
-	for i, ev := range evs[1:] {
-		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(commits-buffer+i) {
-			t.Fatalf("event %d after the gap = %+v", i, ev)
-		}
-	}
+	expectGapThenNewest(t, evs, commits, buffer)
 	if n := watch.Queued(st); n > buffer+1 {
 		t.Fatalf("the stream queued %d events to send %d: it applied the change log's commits", n, buffer)
 	}
@@ -102,15 +78,7 @@ func TestABestEffortStreamPastItsFeedSkipsTheOldest(t *testing.T) {
 func TestAStreamPastItsFeedKeepsWhatTheBufferHolds(t *testing.T) {
 	defer watch.SetFeedCap(8)()
 	_, evs := behindInFeed(t, `WATCH t: Task WHERE t.n < 3 OR t.n = 27 [initial: none, buffer: 5] RETURN t.n`, 30)
-	want := []int64{0, 1, 2, 27}
-	if len(evs) != len(want) {
-		t.Fatalf("got %+v; want the events of n = %v and no gap", evs, want)
-	}
-	for i, ev := range evs {
-		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != want[i] {
-			t.Fatalf("event %d = %+v, want n = %d", i, ev, want[i])
-		}
-	}
+	expectAddedNs(t, evs, []int64{0, 1, 2, 27}...)
 }
 
 // Identical streams share one tally of their feed's events: each still skips from its
@@ -180,33 +148,54 @@ func TestATurnThatBeganBeforeTheFeedMovedOnSkips(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	spawn := func(i int) {
-		t.Helper()
-		if _, err := h.eng.Exec(ctx, "", "SPAWN t: Task { n = $n }", map[string]herald.Value{"n": herald.Int(int64(i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	timers := h.clk.Pending()
 	h.svc.Overspend(time.Second)
 	release := h.svc.HoldDispatch()
 	for i := range 6 { // more than the buffer holds, in the stream's first turn
-		spawn(i)
+		spawnTask(t, h, i)
 	}
 	release()
 	waitFor(t, "the stream to wait for the budget in its turn", func() bool { return h.clk.Pending() > timers })
 	const commits = 30
 	for i := 6; i < commits; i++ {
-		spawn(i)
+		spawnTask(t, h, i)
 	}
 	durable, _ := h.eng.Durable()
 	waitFor(t, "the commits to reach the feed", func() bool { return h.svc.Dispatched() >= durable })
 	h.clk.Advance(time.Minute)
 	h.svc.Flush()
 	evs, _ := watch.Drain(st)
-	if len(evs) != 5 || evs[0].Type != herald.EventGap || evs[0].Count != commits-4 {
-		t.Fatalf("got %+v; want a gap of %d, then the newest 4 events", evs, commits-4)
-	}
+	expectGapThenNewest(t, evs, commits, 4)
 	if n := watch.Queued(st); n > 4 {
 		t.Fatalf("the stream queued %d events to send 4: it applied the change log's commits", n)
+	}
+}
+
+// expectGapThenNewest checks that a stream sent what dropping the oldest of commits
+// one-event commits leaves in a buffer of buffer: a gap with the count of the others,
+// then the newest buffer events in order.
+func expectGapThenNewest(t *testing.T, evs []herald.Event, commits, buffer int) {
+	t.Helper()
+	if len(evs) != buffer+1 || evs[0].Type != herald.EventGap || evs[0].Count != commits-buffer {
+		t.Fatalf("got %+v; want a gap of %d, then the newest %d events", evs, commits-buffer, buffer)
+	}
+	for i, ev := range evs[1:] {
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(commits-buffer+i) {
+			t.Fatalf("event %d after the gap = %+v", i, ev)
+		}
+	}
+}
+
+// expectAddedNs checks that a stream sent exactly the added events of t.n = want, in
+// order, and no gap.
+func expectAddedNs(t *testing.T, evs []herald.Event, want ...int64) {
+	t.Helper()
+	if len(evs) != len(want) {
+		t.Fatalf("got %+v; want the events of n = %v and no gap", evs, want)
+	}
+	for i, ev := range evs {
+		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != want[i] {
+			t.Fatalf("event %d = %+v, want n = %d", i, ev, want[i])
+		}
 	}
 }
