@@ -327,6 +327,22 @@ func (w *watcher) dropOldest() {
 }
 
 func (w *watcher) dropOldestLocked() {
+	w.takeBackLocked()
+	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.q.Opts.Buffer || w.overBytesLocked()) {
+		w.outq.popFront()
+		w.gap++
+	}
+	if w.gap > 0 {
+		// The gap shows the stream's position as of the drop: the transport may read the
+		// marker on its own goroutine, where the cursor is not to be read.
+		w.gapSeq, w.gapTick = w.cursor, w.tick
+	}
+}
+
+// takeBackLocked moves what waits in the channel back to the front of the queue, a gap
+// marker there into the gap count: it is older than the queue, so it is what a drop
+// takes first.
+func (w *watcher) takeBackLocked() {
 	var back []herald.Event
 	for more := true; more; {
 		select {
@@ -342,15 +358,6 @@ func (w *watcher) dropOldestLocked() {
 	}
 	for i := len(back) - 1; i >= 0; i-- {
 		w.outq.pushFront(&back[i])
-	}
-	for w.outq.len() > 0 && (w.outq.len()+len(w.events) >= w.q.Opts.Buffer || w.overBytesLocked()) {
-		w.outq.popFront()
-		w.gap++
-	}
-	if w.gap > 0 {
-		// The gap shows the stream's position as of the drop: the transport may read the
-		// marker on its own goroutine, where the cursor is not to be read.
-		w.gapSeq, w.gapTick = w.cursor, w.tick
 	}
 }
 

@@ -72,13 +72,10 @@ func (w *watcher) skipFeed(end uint64) bool {
 			return true // the feed moved on: catchUp reads the change log
 		}
 		for i, cs := range sets {
-			if i > 0 && i%applyShare == 0 {
-				w.giveSlot()
-			}
-			if !w.takeSlot() {
+			n, ok, err := w.skipSet(i, cs)
+			if !ok {
 				return false
 			}
-			n, err := w.countSet(cs)
 			if err != nil {
 				// Applied the usual way, the set ends the stream or restarts it.
 				w.fpos -= uint64(len(sets) - i)
@@ -86,13 +83,6 @@ func (w *watcher) skipFeed(end uint64) bool {
 				return true
 			}
 			skipped += n
-			if cs.Seq > w.cursor {
-				w.cursor, w.tick = cs.Seq, cs.Tick
-				w.applied.Store(w.cursor)
-			}
-			if i%yieldEvery == yieldEvery-1 {
-				w.yield()
-			}
 		}
 	}
 	w.dropQueued(skipped)
@@ -136,6 +126,30 @@ func (w *watcher) keptFrom(end uint64, buffer int) (split uint64, ok bool) {
 	return split, true
 }
 
+// skipSet counts cs, the i-th set of a page the stream skips, and moves the stream's
+// position past it, handing its apply slot on and yielding as applySets does. ok is
+// false when the stream ended; err is the set's evaluation failing, which leaves the
+// position where it was.
+func (w *watcher) skipSet(i int, cs *herald.ChangeSet) (n int, ok bool, err error) {
+	if i > 0 && i%applyShare == 0 {
+		w.giveSlot()
+	}
+	if !w.takeSlot() {
+		return 0, false, nil
+	}
+	if n, err = w.countSet(cs); err != nil {
+		return 0, true, err
+	}
+	if cs.Seq > w.cursor {
+		w.cursor, w.tick = cs.Seq, cs.Tick
+		w.applied.Store(w.cursor)
+	}
+	if i%yieldEvery == yieldEvery-1 {
+		w.yield()
+	}
+	return n, true, nil
+}
+
 // countSet is how many events cs gives the stream, evaluated through the cache that
 // identical watches share.
 func (w *watcher) countSet(cs *herald.ChangeSet) (int, error) {
@@ -152,18 +166,7 @@ func (w *watcher) countSet(cs *herald.ChangeSet) (int, error) {
 func (w *watcher) dropQueued(skipped int) {
 	w.qmu.Lock()
 	defer w.qmu.Unlock()
-	for more := true; more; {
-		select {
-		case old := <-w.events:
-			if old.Type == herald.EventGap {
-				w.gap += old.Count
-			} else {
-				w.gap++
-			}
-		default:
-			more = false
-		}
-	}
+	w.takeBackLocked()
 	for w.outq.len() > 0 {
 		w.outq.popFront()
 		w.gap++
@@ -213,23 +216,15 @@ func (w *watcher) skipLost(end uint64) (reading, ok bool) {
 				done = true
 				break
 			}
-			if i > 0 && i%applyShare == 0 {
-				w.giveSlot()
-			}
-			if !w.takeSlot() {
+			n, ok, err := w.skipSet(i, cs)
+			if !ok {
 				return false, false
 			}
-			n, err := w.countSet(cs)
 			if err != nil {
 				w.dropQueued(skipped)
 				return false, true
 			}
 			skipped += n
-			w.cursor, w.tick = cs.Seq, cs.Tick
-			w.applied.Store(w.cursor)
-			if i%yieldEvery == yieldEvery-1 {
-				w.yield()
-			}
 		}
 	}
 	w.cursor = max(w.cursor, keep-1)
