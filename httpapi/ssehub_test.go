@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -111,14 +112,22 @@ func readSeq(r interface{ ReadString(byte) (string, error) }) (uint64, string, e
 	return ev.Seq, s, nil
 }
 
-// TestSSEHubEndsOnAnErrorEvent: a watch-mode stream served by the hub ends after an
-// error event, and the events after it never go out.
-func TestSSEHubEndsOnAnErrorEvent(t *testing.T) {
+// openHubbedWatch serves one fake watch-mode stream over SSE, with no linger, and opens
+// it: the hub writes its events to the returned reader.
+func openHubbedWatch(t *testing.T) (*fakeStream, *bufio.Reader) {
+	t.Helper()
 	st := newFakeStream()
 	h := newTestHandler(t, &fakeEngine{}, Options{WatchLinger: -1, PingInterval: time.Hour}, &fakeWatcher{stream: st})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	_, r := openWatch(t, context.Background(), watchURL(srv.URL, `WATCH t: T RETURN t`, "", ""))
+	return st, r
+}
+
+// TestSSEHubEndsOnAnErrorEvent: a watch-mode stream served by the hub ends after an
+// error event, and the events after it never go out.
+func TestSSEHubEndsOnAnErrorEvent(t *testing.T) {
+	st, r := openHubbedWatch(t)
 	st.send(herald.Event{Type: herald.EventAdded, Match: herald.Int(1), Seq: 1, Tick: 1})
 	st.send(herald.Event{Type: herald.EventError, Seq: 2, Tick: 2, Error: herald.Errorf(herald.CodeShuttingDown, "stopping")})
 	st.send(herald.Event{Type: herald.EventAdded, Match: herald.Int(3), Seq: 3, Tick: 3})
@@ -137,11 +146,7 @@ func TestSSEHubEndsOnAnErrorEvent(t *testing.T) {
 // TestSSEHubWritesWhatAClosedStreamHeld: when a stream ends, the hub writes the events
 // it still held, then ends the response.
 func TestSSEHubWritesWhatAClosedStreamHeld(t *testing.T) {
-	st := newFakeStream()
-	h := newTestHandler(t, &fakeEngine{}, Options{WatchLinger: -1, PingInterval: time.Hour}, &fakeWatcher{stream: st})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	_, r := openWatch(t, context.Background(), watchURL(srv.URL, `WATCH t: T RETURN t`, "", ""))
+	st, r := openHubbedWatch(t)
 	st.send(herald.Event{Type: herald.EventAdded, Match: herald.Int(1), Seq: 1, Tick: 1})
 	if got := readEvent(t, r); len(got) != 2 {
 		t.Fatalf("first event %q", got)
