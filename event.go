@@ -1,7 +1,6 @@
 package herald
 
 import (
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,41 +62,47 @@ type Event struct {
 }
 
 // Encodings caches the wire encodings of one event for the streams that send it, so a
-// thousand identical watches serialise it once per format rather than once each. It is
-// safe for concurrent use. The key names the format and whatever else varies between
-// the copies (Last).
+// thousand identical watches serialise it once per form rather than once each. It is
+// safe for concurrent use. A form (EncodingForm) names the transport's format and
+// whatever else varies between the copies (Last).
 type Encodings struct {
-	mu   sync.Mutex
-	m    atomic.Pointer[map[string][]byte] // replaced, never changed: reads take no lock
-	size atomic.Int64                      // the event's memory estimate + 1; 0 until known
+	mu    sync.Mutex // held while a form is encoded the first time
+	forms [numEncodingForms]atomic.Pointer[[]byte]
+	size  atomic.Int64 // the event's memory estimate + 1; 0 until known
 }
 
-// Get returns the encoding under key, calling encode the first time. The result is
+// EncodingForm is one wire form of an event that Encodings keeps.
+type EncodingForm uint8
+
+// The wire forms of a shared event: server-sent events, and the RPC's protobuf with the
+// values as JSON or in their binary encoding; each with and without Last.
+const (
+	FormSSE EncodingForm = iota
+	FormSSELast
+	FormProto
+	FormProtoLast
+	FormProtoBinary
+	FormProtoBinaryLast
+	numEncodingForms
+)
+
+// Get returns the encoding in form, calling encode the first time. The result is
 // shared: callers must not modify it.
-func (e *Encodings) Get(key string, encode func() ([]byte, error)) ([]byte, error) {
-	if m := e.m.Load(); m != nil {
-		if b, ok := (*m)[key]; ok {
-			return b, nil
-		}
+func (e *Encodings) Get(form EncodingForm, encode func() ([]byte, error)) ([]byte, error) {
+	slot := &e.forms[form]
+	if b := slot.Load(); b != nil {
+		return *b, nil
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	old := e.m.Load()
-	if old != nil {
-		if b, ok := (*old)[key]; ok {
-			return b, nil
-		}
+	if b := slot.Load(); b != nil {
+		return *b, nil
 	}
 	b, err := encode()
 	if err != nil {
 		return nil, err
 	}
-	m := make(map[string][]byte, 2)
-	if old != nil {
-		maps.Copy(m, *old)
-	}
-	m[key] = b
-	e.m.Store(&m)
+	slot.Store(&b)
 	return b, nil
 }
 

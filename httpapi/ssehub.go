@@ -247,8 +247,8 @@ func (hub *sseHub) serve(s *hubStream) {
 		var closed bool
 		hub.batch, closed = s.st.Take(hub.batch[:0], maxEventsPerFlush)
 		ended, more = closed, len(hub.batch) == maxEventsPerFlush
-		for _, ev := range hub.batch {
-			if !h.encodeEvent(&hub.buf, ev, s.rec) {
+		for i := range hub.batch {
+			if !h.encodeEvent(&hub.buf, &hub.batch[i], s.rec) {
 				ended = true
 				break
 			}

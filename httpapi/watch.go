@@ -98,14 +98,14 @@ func toWire(ev herald.Event) wireEvent {
 
 // appendSSE appends ev in the server-sent events format: an event line naming the type
 // and one data line holding the JSON (which never contains a raw newline).
-func appendSSE(buf *bytes.Buffer, ev herald.Event) error {
+func appendSSE(buf *bytes.Buffer, ev *herald.Event) error {
 	if ev.Enc != nil {
 		// Shared by identical watches: encoded once for all of them.
-		key := "sse"
+		form := herald.FormSSE
 		if ev.Last {
-			key = "sse+last"
+			form = herald.FormSSELast
 		}
-		b, err := ev.Enc.Get(key, func() ([]byte, error) {
+		b, err := ev.Enc.Get(form, func() ([]byte, error) {
 			var one bytes.Buffer
 			err := encodeSSE(&one, ev)
 			return one.Bytes(), err
@@ -125,14 +125,14 @@ var pingComment = []byte(": ping\n\n")
 // encodeEvent appends ev to buf in the server-sent events format; false when the
 // stream must end after it (an error event, whose code rec, the request's recorder if
 // any, then reports, or an event that cannot be encoded).
-func (h *Handler) encodeEvent(buf *bytes.Buffer, ev herald.Event, rec *recorder) bool {
+func (h *Handler) encodeEvent(buf *bytes.Buffer, ev *herald.Event, rec *recorder) bool {
 	if err := appendSSE(buf, ev); err != nil {
 		h.log.Error("encoding a watch event", "err", err)
 		return false
 	}
 	if ev.Type == herald.EventError {
 		if rec != nil {
-			rec.code = toWire(ev).Code
+			rec.code = toWire(*ev).Code
 		}
 		return false
 	}
@@ -140,7 +140,7 @@ func (h *Handler) encodeEvent(buf *bytes.Buffer, ev herald.Event, rec *recorder)
 }
 
 // encodeSSE writes one event in the server-sent events format.
-func encodeSSE(buf *bytes.Buffer, ev herald.Event) error {
+func encodeSSE(buf *bytes.Buffer, ev *herald.Event) error {
 	if ev.Last && ev.Seq > 0 {
 		// The last watch-mode event of a position carries it as the SSE id, so a client
 		// reconnecting with Last-Event-ID resumes after whole positions only.
@@ -153,7 +153,7 @@ func encodeSSE(buf *bytes.Buffer, ev herald.Event) error {
 	buf.WriteString("\ndata: ")
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(toWire(ev)); err != nil { // Encode ends the line
+	if err := enc.Encode(toWire(*ev)); err != nil { // Encode ends the line
 		return err
 	}
 	buf.WriteString("\n")
@@ -269,8 +269,8 @@ func (h *Handler) watch(w http.ResponseWriter, r *http.Request) {
 		var closed bool
 		batch, closed = st.Take(append(batch[:0], ev), maxEventsPerFlush)
 		more := !closed
-		for _, next := range batch {
-			if !h.encodeEvent(&buf, next, rec) {
+		for i := range batch {
+			if !h.encodeEvent(&buf, &batch[i], rec) {
 				more = false
 				break
 			}

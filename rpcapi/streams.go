@@ -203,16 +203,16 @@ func encodedEvent(ev herald.Event, binary bool) ([]byte, error) {
 	if ev.Enc == nil {
 		return encode()
 	}
-	key := "proto"
+	form := herald.FormProto
 	switch {
 	case binary && ev.Last:
-		key = "proto+bin+last"
+		form = herald.FormProtoBinaryLast
 	case binary:
-		key = "proto+bin"
+		form = herald.FormProtoBinary
 	case ev.Last:
-		key = "proto+last"
+		form = herald.FormProtoLast
 	}
-	return ev.Enc.Get(key, encode)
+	return ev.Enc.Get(form, encode)
 }
 
 // toWireEvent converts an event for the wire; with binary set its match and prev go

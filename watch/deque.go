@@ -21,7 +21,14 @@ type deque struct {
 	ring       *[]*herald.Event // nil while empty; the pointer travels with its ring
 	head, size int
 	bytes      int // eventSize of the events held
+	// last is the size of the ring last released: a busy stream's queue fills to much
+	// the same depth between two takes of its transport, so the next ring starts there
+	// rather than doubling up to it from minRing again (up to maxStartRing).
+	last int
 }
+
+// maxStartRing bounds the ring a queue starts with again: 2 KiB of pointers.
+const maxStartRing = 256
 
 // minRing is the smallest ring; rings double from it.
 const minRing = 8
@@ -69,7 +76,7 @@ func (d *deque) front() *herald.Event { return d.buf()[d.head] }
 
 func (d *deque) grow() {
 	old := d.buf()
-	r := newRing(max(minRing, 2*len(old)))
+	r := newRing(max(minRing, 2*len(old), min(d.last, maxStartRing)))
 	buf := *r
 	for i := range d.size {
 		j := (d.head + i) % len(old)
@@ -109,6 +116,7 @@ func (d *deque) popFront() {
 	d.head = (d.head + 1) % len(buf)
 	d.size--
 	if d.size == 0 {
+		d.last = len(buf)
 		freeRing(d.ring)
 		d.ring, d.head = nil, 0
 	}

@@ -177,9 +177,10 @@ func Queued(st herald.Stream) int {
 }
 
 // SetSkipping turns off (or on) the skipping of a backlog by best-effort streams behind
-// in their feed, so that a test can compare it with dropping the oldest one by one.
+// in their feed, and the queueing of gathered events together, so that a test can
+// compare both with dropping the oldest one by one.
 func SetSkipping(on bool) (restore func()) {
-	old := skipping
-	skipping = on
-	return func() { skipping = old }
+	old, oldFit := skipping, fitting
+	skipping, fitting = on, on
+	return func() { skipping, fitting = old, oldFit }
 }

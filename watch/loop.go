@@ -533,7 +533,7 @@ func (w *watcher) sharedSingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.
 	// The events are shared with the identical watches, not copied for each: callers
 	// read them (apply sends copies).
 	if v, ok := w.svc.cache.get(key); ok {
-		r := v.(singleResult)
+		r := v.(*singleResult)
 		return r.evs, r.nodes, r.binds, nil
 	}
 	evs, nodes, binds, err := w.applySingle(cs)
@@ -541,7 +541,7 @@ func (w *watcher) sharedSingle(cs *herald.ChangeSet) ([]herald.Event, []*herald.
 		for i := range evs {
 			evs[i].Enc = new(herald.Encodings) // the copies serialise once
 		}
-		w.svc.cache.put(key, singleResult{evs: evs, nodes: nodes, binds: binds})
+		w.svc.cache.put(key, &singleResult{evs: evs, nodes: nodes, binds: binds})
 	}
 	return evs, nodes, binds, err
 }

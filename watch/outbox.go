@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"slices"
 
 	"github.com/herald-mq/herald"
 )
@@ -46,13 +47,16 @@ take:
 				break take
 			}
 			dst = append(dst, ev)
+			continue
 		default:
-			if !batches || !w.queuedLocked() {
-				break take
-			}
-			dst = append(dst, w.headLocked())
-			w.popHeadLocked()
 		}
+		if !batches {
+			break
+		}
+		// The channel is empty: what follows comes from the queue, which nothing else
+		// drains while qmu is held, so the channel stays empty.
+		dst = w.takeQueuedLocked(dst, max)
+		break
 	}
 	if batches && !closed {
 		// What max left in the queue starts the channel again, so that a transport
@@ -64,6 +68,26 @@ take:
 		w.signal(w.room)
 	}
 	return dst, closed
+}
+
+// takeQueuedLocked appends to dst, up to max events in all, the gap marker and the
+// events queued, and forgets them; the counters are updated once for all of them.
+func (w *watcher) takeQueuedLocked(dst []herald.Event, max int) []herald.Event {
+	if w.gap > 0 && len(dst) < max {
+		dst = append(dst, w.headLocked())
+		w.gap = 0
+	}
+	n := min(w.outq.len(), max-len(dst))
+	if n <= 0 {
+		return dst
+	}
+	dst = slices.Grow(dst, n)
+	for range n {
+		dst = append(dst, *w.outq.front())
+		w.outq.popFront()
+	}
+	w.queued.Store(int64(w.outq.len()))
+	return dst
 }
 
 // SetNotify has fn called whenever the stream puts events into its channel or closes
@@ -389,18 +413,45 @@ func (w *watcher) sendGathered() bool {
 	default:
 	}
 	w.qmu.Lock()
-	for _, ev := range evs {
-		w.flushLocked(false)
-		if w.fullLocked() {
-			w.dropOldestLocked()
+	if w.fitsLocked(evs) {
+		for _, ev := range evs {
+			w.outq.pushBack(ev)
 		}
-		w.outq.pushBack(ev)
+	} else {
+		for _, ev := range evs {
+			w.flushLocked(false)
+			if w.fullLocked() {
+				w.dropOldestLocked()
+			}
+			w.outq.pushBack(ev)
+		}
 	}
 	w.queued.Store(int64(w.outq.len()))
 	w.flushLocked(false)
 	w.qmu.Unlock()
 	w.sentN(len(evs), evs[len(evs)-1].Seq)
 	return true
+}
+
+// fitting is false only in tests that compare queueing together with queueing one by
+// one.
+var fitting = true
+
+// fitsLocked reports whether queueing evs one by one would drop nothing: the buffer
+// has room for all of them, and the bytes held before the last is queued stay under
+// the stream's bound even if nothing moves on to the channel meanwhile.
+func (w *watcher) fitsLocked(evs []*herald.Event) bool {
+	if !fitting {
+		return false
+	}
+	if w.outq.len()+len(w.events)+min(w.gap, 1)+len(evs) > w.q.Opts.Buffer {
+		return false
+	}
+	b := w.outq.bytes
+	for _, ev := range evs[:len(evs)-1] {
+		b += eventSize(ev)
+	}
+	return b < w.svc.cfg.MaxBufferBytes
 }
 
 // end delivers what is waiting, then ev (an error), and closes the stream.

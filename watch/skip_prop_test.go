@@ -80,10 +80,11 @@ func runSkipCase(t *rapid.T, tt *testing.T, c skipCase) []string {
 	return out
 }
 
-// Skipping a backlog is an optimisation of on_full: drop, never a change of what the
-// client sees: for random commits (none, one or several events each, a selective
-// condition or none), buffers and feed sizes, a stream that skips sends exactly what
-// one that drops the oldest one event at a time sends.
+// Skipping a backlog, and queueing the events of several commits together when they
+// fit, are optimisations of on_full: drop, never a change of what the client sees: for
+// random commits (none, one or several events each, a selective condition or none),
+// buffers and feed sizes, a stream that does both sends exactly what one that queues
+// and drops the oldest one event at a time sends.
 func TestSkippingSendsWhatDroppingOneByOneSends(t *testing.T) {
 	tt := t
 	rapid.Check(t, func(t *rapid.T) {
