@@ -146,7 +146,14 @@ func fanoutRun(ctx context.Context, f benchFlags, cfg bench.Config, srv *child, 
 		return ph, err
 	}
 	rssBefore, _ := srv.rss()
-	fan, err := startWatchers(ctx, srv.url, f.fanout, sse)
+	var watchProfile string
+	if f.cpuProfile != "" {
+		watchProfile = f.cpuProfile + ".watchers"
+		if sse {
+			watchProfile += "-sse"
+		}
+	}
+	fan, err := startWatchers(ctx, srv.url, f.fanout, sse, watchProfile)
 	if err != nil {
 		return ph, err
 	}

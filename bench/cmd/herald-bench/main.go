@@ -200,7 +200,7 @@ A progress bar runs on stderr; the report goes to stdout, as markdown or, with
 	fl.StringVar(&f.pgDSN, "pg-dsn", pgDSNDefault(), "PostgreSQL database for herald-pg, a postgres:// URL (default $"+pgDSNEnv+" when set): the run makes a fresh schema in it, runs `herald serve --store` on it and drops it at the end")
 	fl.BoolVar(&f.json, "json", false, "print the report as JSON")
 	fl.BoolVar(&f.noProgress, "no-progress", false, "do not draw the progress bar")
-	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the server included with --in-process; in --fanout mode the server child, and in --backlog mode the server restarted after kill -9, writes FILE.server) to this file")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (the server included with --in-process; in --fanout mode the server child, and in --backlog mode the server restarted after kill -9, writes FILE.server, and --fanout's watcher processes FILE.watchers and FILE.watchers-sse) to this file")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run (the server included with --in-process) to this file at its end (in --fanout mode the server child writes FILE.server at each collection it is asked for)")
 	fl.StringVar(&f.traceFile, "trace", "", "write an execution trace of the whole run (for go tool trace) to this file (the server child of --fanout, and the server --backlog restarts, write FILE.server)")
 	fl.IntVar(&f.backlog, "backlog", 0, "backlog mode: fill this many messages into a child server and measure it (Herald only)")

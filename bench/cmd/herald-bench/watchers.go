@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -49,8 +50,22 @@ func watchChild(args []string) int {
 	url := fs.String("url", "", "server")
 	n := fs.Int("n", 1, "watch streams")
 	sse := fs.Bool("sse", false, "read server-sent events (GET /v1/watch) instead of WatchMany")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the watchers' process to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -93,13 +108,18 @@ type watchProc struct {
 }
 
 // startWatchers starts the watcher process and waits until its n streams are open:
-// WatchMany streams through the Go client, or with sse server-sent-event streams.
-func startWatchers(ctx context.Context, url string, n int, sse bool) (*watchProc, error) {
+// WatchMany streams through the Go client, or with sse server-sent-event streams. With
+// cpuprofile set, the process writes its CPU profile there.
+func startWatchers(ctx context.Context, url string, n int, sse bool, cpuprofile string) (*watchProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, watchChildCmd, "--url", url, "--n", fmt.Sprint(n), fmt.Sprintf("--sse=%v", sse))
+	args := []string{watchChildCmd, "--url", url, "--n", fmt.Sprint(n), fmt.Sprintf("--sse=%v", sse)}
+	if cpuprofile != "" {
+		args = append(args, "--cpuprofile", cpuprofile)
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
