@@ -18,11 +18,12 @@ import (
 
 // The fan-out mode's server-sent-event watchers: what a browser or curl gets, one
 // HTTP/1.1 connection per stream, each reading GET /v1/watch. They count the "added"
-// events by their event line and read the send time of one event in sseLagSample, so
+// events by their event line and read the send time of one event in lagSample, so
 // that reading a million events a second costs the watcher process little.
 
-// sseLagSample is how often an SSE watcher reads an event's send time for the lag.
-const sseLagSample = 16
+// lagSample is how often a watcher (SSE or WatchMany) reads an event's send time for
+// the lag.
+const lagSample = 16
 
 // openSSEWatchers opens n server-sent-event streams on the benchmark type.
 func openSSEWatchers(ctx context.Context, base string, n int) (*fanout, error) {
@@ -127,7 +128,7 @@ func (f *fanout) readSSE(ctx context.Context, body io.ReadCloser) {
 }
 
 // countSSE counts the data line of an added event (reading its send time for the lag
-// every sseLagSample events) or of a gap (its count).
+// every lagSample events) or of a gap (its count).
 func (f *fanout) countSSE(line []byte, kind int, added *int64, seen *int, lags *[]time.Duration) {
 	if kind == sseGapKind {
 		if i := bytes.Index(line, sseCount); i >= 0 {
@@ -138,7 +139,7 @@ func (f *fanout) countSSE(line []byte, kind int, added *int64, seen *int, lags *
 		return
 	}
 	*added++
-	if *seen++; *seen%sseLagSample == 0 {
+	if *seen++; *seen%lagSample == 0 {
 		if i := bytes.Index(line, sseBody); i >= 0 {
 			if _, sent, err := bench.ParsePayload(line[i+len(sseBody):]); err == nil {
 				*lags = append(*lags, time.Since(sent))

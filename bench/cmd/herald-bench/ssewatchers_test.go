@@ -13,11 +13,11 @@ import (
 
 // readSSE counts added events and gap counts, whatever else the stream carries (ids,
 // pings, other events, lines split across reads), and reads the lag of every
-// sseLagSample-th added event.
+// lagSample-th added event.
 func TestReadSSECountsAddedAndGaps(t *testing.T) {
 	var b strings.Builder
 	sent := time.Now().Add(-time.Second)
-	for i := range 2 * sseLagSample {
+	for i := range 2 * lagSample {
 		fmt.Fprintf(&b, "id: %d\nevent: added\ndata: {\"type\":\"added\",\"match\":{\"body\":\"%s\"},\"seq\":%d}\n\n", i+1, bench.NewPayload(uint64(i), sent, 64), i+1)
 		if i == 3 {
 			b.WriteString(": ping\n\nevent: gap\ndata: {\"type\":\"gap\",\"count\":7,\"seq\":4}\n\n")
@@ -27,8 +27,8 @@ func TestReadSSECountsAddedAndGaps(t *testing.T) {
 	}
 	f := &fanout{failed: make(chan error, 1)}
 	f.readSSE(context.Background(), io.NopCloser(&slowReader{s: b.String()}))
-	if got := f.delivered.Load(); got != 2*sseLagSample {
-		t.Errorf("counted %d added events, want %d", got, 2*sseLagSample)
+	if got := f.delivered.Load(); got != 2*lagSample {
+		t.Errorf("counted %d added events, want %d", got, 2*lagSample)
 	}
 	if got := f.gaps.Load(); got != 7 {
 		t.Errorf("counted a gap of %d, want 7", got)
