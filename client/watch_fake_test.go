@@ -234,6 +234,36 @@ func TestWatchClose(t *testing.T) {
 	}
 }
 
+// Events the watch's reader has decoded and handed over, but Next has not returned, are
+// not returned after Close: Close ends the watch, whatever is waiting.
+func TestWatchCloseDropsEventsHandedOver(t *testing.T) {
+	f := newFakeServer(t)
+	c := f.dial(t)
+	w, err := c.Watch(context.Background(), taskWatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := f.nextWatch(t)
+	for i := range 3 {
+		conn.send(fmt.Sprintf(`{"type":"added","match":{"id":"t%d"},"seq":%d,"tick":%d}`, i, i+1, i+1))
+	}
+	for end := time.Now().Add(10 * time.Second); len(w.events) < 3; {
+		if time.Now().After(end) {
+			t.Fatalf("%d events handed over, want 3", len(w.events))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if ev := nextWatchEvent(t, w); ev.Seq != 1 {
+		t.Fatalf("first event: %+v", ev)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := w.Next(context.Background()); !errors.Is(err, io.EOF) {
+		t.Fatalf("Next after Close: %+v, %v; want io.EOF", ev, err)
+	}
+}
+
 func TestWatchAll(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)
