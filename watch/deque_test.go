@@ -30,16 +30,42 @@ func TestDequeRecyclesItsRings(t *testing.T) {
 	if d.ring != nil {
 		t.Fatal("an emptied queue still holds its ring")
 	}
-	// Each cycle needs four rings (8, 16, 32 and 64 events), four allocations when
-	// nothing is recycled. Recycled, they cost none; under the race detector sync.Pool
-	// drops a quarter of what it is given on purpose, and each ring allocated again
-	// costs two allocations (the ring and its pointer), about two a cycle.
+	// Each cycle needs a ring of 64 events (the first needed four, from 8 up), an
+	// allocation or two when nothing is recycled. Recycled, it costs none; under the race
+	// detector sync.Pool drops a quarter of what it is given on purpose, and each ring
+	// allocated again costs two allocations (the ring and its pointer).
 	limit := 0.0
 	if race.Enabled {
 		limit = 2.8
 	}
 	if n := testing.AllocsPerRun(100, cycle); n > limit {
 		t.Fatalf("filling and emptying a queue allocates %.2f times; want its rings recycled", n)
+	}
+}
+
+// A queue that refills starts at the ring it last needed, not at the smallest one it
+// would double up from again, and a queue that once grew very deep does not start deep.
+func TestDequeStartsAtItsLastDepth(t *testing.T) {
+	var d deque
+	ev := &herald.Event{Type: herald.EventAdded}
+	fill := func(n int) {
+		for range n {
+			d.pushBack(ev)
+		}
+		for d.len() > 0 {
+			d.popFront()
+		}
+	}
+	fill(40) // a ring of 64
+	d.pushBack(ev)
+	if n := len(d.buf()); n != 64 {
+		t.Fatalf("after a depth of 40 the queue starts at %d slots, want 64", n)
+	}
+	d.popFront()
+	fill(5000)
+	d.pushBack(ev)
+	if n := len(d.buf()); n != maxStartRing {
+		t.Fatalf("after a depth of 5,000 the queue starts at %d slots, want %d", n, maxStartRing)
 	}
 }
 
