@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,32 +49,18 @@ func serveChild(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *tracefile != "" {
-		tf, err := os.Create(*tracefile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer tf.Close()
-		if err := trace.Start(tf); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer trace.Stop()
+	stopTrace, err := startTrace(*tracefile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	if *cpuprofile != "" {
-		pf, err := os.Create(*cpuprofile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
+	defer stopTrace()
+	stopProfile, err := startProfile(*cpuprofile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	defer stopProfile()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	srv := server.New(server.Config{DataDir: *data, Listen: *listen, WatchCPUShare: *watchCPU, PreparedLogs: *preparedLogs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

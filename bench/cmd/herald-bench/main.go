@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"strings"
 	"sync"
@@ -277,17 +276,11 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 		}
 		cfg.ProbeDir = f.diskProbe
 	}
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startProfile(f.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	if f.memProfile != "" {
 		runtime.MemProfileRate = 64 << 10
 		defer func() {
@@ -297,17 +290,11 @@ func runBench(ctx context.Context, f benchFlags, stdout, stderr io.Writer) error
 			}
 		}()
 	}
-	if f.traceFile != "" {
-		tf, err := os.Create(f.traceFile)
-		if err != nil {
-			return err
-		}
-		defer tf.Close()
-		if err := trace.Start(tf); err != nil {
-			return err
-		}
-		defer trace.Stop()
+	stopTrace, err := startTrace(f.traceFile)
+	if err != nil {
+		return err
 	}
+	defer stopTrace()
 	switch {
 	case f.backlog > 0:
 		return runBacklog(ctx, f, cfg, stdout, stderr)
