@@ -25,15 +25,22 @@ func nextWatchEvent(t *testing.T, w *Watch) Event {
 
 const taskWatch = `WATCH t: Task WHERE t.status = $s [delivery: reliable] RETURN t`
 
-func TestWatchDecodesEvents(t *testing.T) {
-	f := newFakeServer(t)
-	c := f.dial(t)
-	w, err := c.Watch(context.Background(), taskWatch, WithParams(map[string]any{"s": "done"}), WithSession("s1"))
+// openFakeWatch opens taskWatch on c with opts and returns it with its connection on
+// the fake server f.
+func openFakeWatch(t *testing.T, f *fakeServer, c *Client, opts ...WatchOption) (*Watch, *fakeWatch) {
+	t.Helper()
+	w, err := c.Watch(context.Background(), taskWatch, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w, f.nextWatch(t)
+}
+
+func TestWatchDecodesEvents(t *testing.T) {
+	f := newFakeServer(t)
+	c := f.dial(t)
+	w, conn := openFakeWatch(t, f, c, WithParams(map[string]any{"s": "done"}), WithSession("s1"))
 	defer w.Close()
-	conn := f.nextWatch(t)
 	if conn.query != taskWatch || fmt.Sprint(conn.params) != `map[s:done]` || conn.session != "s1" || conn.after != 0 {
 		t.Fatalf("request: %+v", conn)
 	}
@@ -79,12 +86,8 @@ func TestWatchDecodesEvents(t *testing.T) {
 func TestWatchReconnectsAfterADrop(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)
-	w, err := c.Watch(context.Background(), taskWatch, ResumeAfter(2), WithSession("s1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, conn := openFakeWatch(t, f, c, ResumeAfter(2), WithSession("s1"))
 	defer w.Close()
-	conn := f.nextWatch(t)
 	if conn.after != 2 || w.Position() != 2 {
 		t.Fatalf("ResumeAfter(2): after %d, position %d", conn.after, w.Position())
 	}
@@ -126,7 +129,7 @@ func TestWatchReconnectsAfterADrop(t *testing.T) {
 	f.refuse = append(f.refuse, herald.Errorf(herald.CodeNotImplemented, "no resume for joins"))
 	f.mu.Unlock()
 	close(conn3.out)
-	_, err = w.Next(context.Background())
+	_, err := w.Next(context.Background())
 	if herald.CodeOf(err) != herald.CodeNotImplemented {
 		t.Fatalf("refused reconnect: %v", err)
 	}
@@ -135,18 +138,14 @@ func TestWatchReconnectsAfterADrop(t *testing.T) {
 func TestWatchWithoutReconnect(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)
-	w, err := c.Watch(context.Background(), taskWatch, WithReconnect(0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, conn := openFakeWatch(t, f, c, WithReconnect(0))
 	defer w.Close()
-	conn := f.nextWatch(t)
 	conn.send(`{"type":"initial","match":{"id":"a"},"seq":1,"tick":1}`)
 	close(conn.out)
 	if ev := nextWatchEvent(t, w); ev.Seq != 1 {
 		t.Fatalf("%+v", ev)
 	}
-	_, err = w.Next(context.Background())
+	_, err := w.Next(context.Background())
 	if err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "connection lost") {
 		t.Fatalf("drop without reconnect: %v", err)
 	}
@@ -160,12 +159,8 @@ func TestWatchWithoutReconnect(t *testing.T) {
 func TestWatchErrorEventEndsTheWatch(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)
-	w, err := c.Watch(context.Background(), taskWatch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, conn := openFakeWatch(t, f, c)
 	defer w.Close()
-	conn := f.nextWatch(t)
 	conn.send(`{"type":"added","match":{"id":"a"},"seq":1,"tick":1}`)
 	conn.fail(herald.Errorf("E8005", "buffer full"))
 	if ev := nextWatchEvent(t, w); ev.Seq != 1 {
@@ -189,11 +184,7 @@ func TestWatchErrorEventEndsTheWatch(t *testing.T) {
 func TestWatchClose(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)
-	w, err := c.Watch(context.Background(), taskWatch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := f.nextWatch(t)
+	w, conn := openFakeWatch(t, f, c)
 	got := make(chan error, 1)
 	go func() {
 		_, err := w.Next(context.Background())
@@ -221,12 +212,8 @@ func TestWatchClose(t *testing.T) {
 	}
 
 	// Next's own context bounds only that call.
-	w2, err := c.Watch(context.Background(), taskWatch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w2, _ := openFakeWatch(t, f, c)
 	defer w2.Close()
-	f.nextWatch(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := w2.Next(ctx); !errors.Is(err, context.Canceled) {
@@ -239,11 +226,7 @@ func TestWatchClose(t *testing.T) {
 func TestWatchCloseDropsEventsHandedOver(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)
-	w, err := c.Watch(context.Background(), taskWatch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := f.nextWatch(t)
+	w, conn := openFakeWatch(t, f, c)
 	for i := range 3 {
 		conn.send(fmt.Sprintf(`{"type":"added","match":{"id":"t%d"},"seq":%d,"tick":%d}`, i, i+1, i+1))
 	}
@@ -267,11 +250,7 @@ func TestWatchCloseDropsEventsHandedOver(t *testing.T) {
 func TestWatchAll(t *testing.T) {
 	f := newFakeServer(t)
 	c := f.dial(t)
-	w, err := c.Watch(context.Background(), taskWatch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := f.nextWatch(t)
+	w, conn := openFakeWatch(t, f, c)
 	for i := uint64(1); i <= 3; i++ {
 		conn.send(fmt.Sprintf(`{"type":"added","match":{"id":"t%d"},"seq":%d,"tick":%d}`, i, i, i))
 	}
