@@ -45,12 +45,7 @@ func behindInFeed(t *testing.T, query string, commits int) (herald.Stream, []her
 func TestABestEffortStreamFarBehindSkipsTheOldest(t *testing.T) {
 	const commits, buffer = 20, 5
 	st, evs := behindInFeed(t, `WATCH t: Task [initial: none, buffer: 5] RETURN t.n`, commits)
-	expectGapThenNewest(t, evs, commits, buffer)
-	// The first commit was applied before the rest arrived; the skipped ones never
-	// reach the queue.
-	if n := watch.Queued(st); n > buffer+1 {
-		t.Fatalf("the stream queued %d events to send %d: it applied the whole backlog", n, buffer)
-	}
+	expectSkipped(t, st, evs, commits, buffer, "the whole backlog")
 }
 
 // Skipping counts events, not commits: a backlog longer than the buffer whose commits
@@ -67,10 +62,7 @@ func TestABestEffortStreamPastItsFeedSkipsTheOldest(t *testing.T) {
 	defer watch.SetFeedCap(8)()
 	const commits, buffer = 30, 4
 	st, evs := behindInFeed(t, `WATCH t: Task [initial: none, buffer: 4] RETURN t.n`, commits)
-	expectGapThenNewest(t, evs, commits, buffer)
-	if n := watch.Queued(st); n > buffer+1 {
-		t.Fatalf("the stream queued %d events to send %d: it applied the change log's commits", n, buffer)
-	}
+	expectSkipped(t, st, evs, commits, buffer, "the change log's commits")
 }
 
 // When what the feed still holds gives fewer events than the buffer, nothing before it
@@ -183,6 +175,18 @@ func expectGapThenNewest(t *testing.T, evs []herald.Event, commits, buffer int) 
 		if ev.Type != herald.EventAdded || ev.Match.MapGet("t.n").AsInt() != int64(commits-buffer+i) {
 			t.Fatalf("event %d after the gap = %+v", i, ev)
 		}
+	}
+}
+
+// expectSkipped checks that a stream that fell commits behind sent a gap and the newest
+// buffer events (expectGapThenNewest) and queued no more than those: the first commit
+// was applied before the rest arrived, and the skipped ones never reach the queue.
+// applied names what it would have applied had it not skipped.
+func expectSkipped(t *testing.T, st herald.Stream, evs []herald.Event, commits, buffer int, applied string) {
+	t.Helper()
+	expectGapThenNewest(t, evs, commits, buffer)
+	if n := watch.Queued(st); n > buffer+1 {
+		t.Fatalf("the stream queued %d events to send %d: it applied %s", n, buffer, applied)
 	}
 }
 
