@@ -36,7 +36,9 @@ type follower struct {
 	pending   atomic.Uint64 // seq to announce, 0 if none
 	wake      chan struct{}
 	listening sync.Once
-	silent    bool // tests: announce nothing
+	listened  sync.Once
+	heard     chan struct{} // closed once the listener first listens (tests wait for it)
+	silent    bool          // tests: announce nothing
 }
 
 func (f *follower) start(s *Store, cfg *pgx.ConnConfig) {
@@ -44,6 +46,7 @@ func (f *follower) start(s *Store, cfg *pgx.ConnConfig) {
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.changed = make(chan struct{})
 	f.wake = make(chan struct{}, 1)
+	f.heard = make(chan struct{})
 	f.wg.Add(1)
 	go f.notifier()
 }
@@ -138,10 +141,12 @@ func (f *follower) listen() {
 			return
 		}
 		f.s.log.Debug("listening for commits failed; reconnecting", "err", err)
+		t := f.s.clock.NewTimer(backoff)
 		select {
 		case <-f.ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(backoff):
+		case <-t.C():
 		}
 		backoff = min(2*backoff, f.s.poll)
 	}
@@ -157,6 +162,7 @@ func (f *follower) session() error {
 		return err
 	}
 	f.kick() // announcements sent while nobody listened are lost: look again
+	f.listened.Do(func() { close(f.heard) })
 	for {
 		n, err := conn.WaitForNotification(f.ctx)
 		if err != nil {
@@ -182,7 +188,7 @@ func (s *Store) WaitChanges(ctx context.Context, after uint64) error {
 		go f.listen()
 	})
 	s.mu.RUnlock()
-	timer := time.NewTimer(s.poll)
+	timer := s.clock.NewTimer(s.poll)
 	defer timer.Stop()
 	for {
 		changed := f.changedChan()
@@ -198,7 +204,7 @@ func (s *Store) WaitChanges(ctx context.Context, after uint64) error {
 		}
 		select {
 		case <-changed:
-		case <-timer.C:
+		case <-timer.C():
 			timer.Reset(s.poll)
 		case <-ctx.Done():
 			return ctx.Err()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store"
 	"github.com/herald-mq/herald/store/pgstore"
 )
@@ -60,17 +61,42 @@ func TestWaitChangesNotified(t *testing.T) {
 }
 
 // TestWaitChangesPolls loses every notification: the follower still sees the commit at
-// its next poll.
+// its next poll, which its clock times: not before the clock moves, at once after.
 func TestWaitChangesPolls(t *testing.T) {
 	schema := newSchema(t)
 	leader := mustOpen(t, schema, pgstore.Options{})
 	defer leader.Close()
 	pgstore.Silence(leader)
-	follower := mustOpen(t, schema, pgstore.Options{Poll: 20 * time.Millisecond})
+	clk := clock.NewManual(time.Unix(1700000000, 0))
+	const poll = 500 * time.Millisecond
+	follower := mustOpen(t, schema, pgstore.Options{Poll: poll, Clock: clk})
 	defer follower.Close()
-	for seq := uint64(1); seq <= 3; seq++ {
+	// The first wait starts the listener, which looks once when it connects; after that
+	// only a poll can wake the follower.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := follower.WaitChanges(ctx, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitChanges with nothing committed = %v", err)
+	}
+	select {
+	case <-pgstore.Listening(follower):
+	case <-time.After(20 * time.Second):
+		t.Fatal("the follower's listener never listened")
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
 		done := waitAsync(follower, seq-1)
+		for deadline := time.Now().Add(20 * time.Second); clk.Pending() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("WaitChanges armed no poll timer")
+			}
+		}
 		commit(t, leader, put(seq, node("n", seq)))
+		select {
+		case err := <-done:
+			t.Fatalf("WaitChanges(%d) returned %v before its clock reached the poll", seq-1, err)
+		case <-time.After(2 * poll): // a poll timed by the wall clock would have come
+		}
+		clk.Advance(poll)
 		if err := <-done; err != nil {
 			t.Fatalf("WaitChanges(%d) = %v", seq-1, err)
 		}

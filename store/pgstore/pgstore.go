@@ -4,6 +4,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/clock"
 	"github.com/herald-mq/herald/store"
 )
 
@@ -48,6 +50,9 @@ type Options struct {
 	Poll time.Duration
 	// Logger receives the store's few messages; nil means slog.Default().
 	Logger *slog.Logger
+	// Clock times the polls and the listener's reconnection backoff; nil means the real
+	// clock. Time on the database's side (leases, expiries) is the database's own.
+	Clock herald.Clock
 }
 
 // Store is a Backend on one PostgreSQL schema. It is safe for concurrent use.
@@ -58,6 +63,7 @@ type Store struct {
 	channel string // NOTIFY channel of the change log
 	timeout time.Duration
 	poll    time.Duration
+	clock   herald.Clock
 	log     *slog.Logger
 
 	// mu guards closed: every call holds it shared (an asynchronous commit until its
@@ -106,6 +112,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		channel: opts.Schema + "_changes",
 		timeout: orDefault(opts.Timeout, time.Minute),
 		poll:    orDefault(opts.Poll, time.Second),
+		clock:   cmp.Or(opts.Clock, clock.Real()),
 		log:     opts.Logger,
 	}
 	if s.log == nil {
