@@ -100,8 +100,9 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 func WithCodec(c Codec) Option { return func(o *options) { o.codec = c } }
 
 // WithClock sets the clock the client reads: the time a delayed publish becomes
-// available (WithDelay) and the interval of the subscriptions' failure reports. The
-// default is the real clock; tests give a manual one.
+// available (WithDelay), the interval of the subscriptions' failure reports, and a
+// watch's wait between reconnect attempts. The default is the real clock; tests give a
+// manual one.
 func WithClock(c herald.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider of the client's spans: a

@@ -269,7 +269,7 @@ const reconnectReset = 30 * time.Second
 func (w *Watch) read(st eventStream) error {
 	cursor := w.o.after // the position of the last event read
 	failures := 0       // reconnect attempts since an event last arrived
-	since := time.Now()
+	since := w.c.clock.Now()
 	for {
 		ev, err := st.next()
 		if err == nil && ev.Type == eventError {
@@ -308,14 +308,14 @@ func (w *Watch) read(st eventStream) error {
 		if w.ctx.Err() != nil {
 			return w.stopped()
 		}
-		if time.Since(since) >= reconnectReset {
+		if w.c.clock.Now().Sub(since) >= reconnectReset {
 			failures = 0
 		}
 		st, failures, err = w.reconnect(cursor, failures, err)
 		if err != nil {
 			return err
 		}
-		since = time.Now()
+		since = w.c.clock.Now()
 	}
 }
 
@@ -330,9 +330,9 @@ func (w *Watch) reconnect(cursor uint64, failures int, cause error) (eventStream
 			return nil, failures, fmt.Errorf("client: watch connection lost; %d reconnect attempts failed: %w", failures, cause)
 		}
 		if failures > 0 {
-			t := time.NewTimer(w.backoff(failures))
+			t := w.c.clock.NewTimer(w.backoff(failures))
 			select {
-			case <-t.C:
+			case <-t.C():
 			case <-w.ctx.Done():
 				t.Stop()
 				return nil, failures, w.stopped()

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/clock"
 )
 
 func nextWatchEvent(t *testing.T, w *Watch) Event {
@@ -299,5 +301,42 @@ func TestWatchRefusals(t *testing.T) {
 	var he *herald.Error
 	if !errors.As(err, &he) || he.Code != "E1001" || he.Line != 1 {
 		t.Fatalf("refused statement: %v", err)
+	}
+}
+
+// A reconnect after a failed one waits its backoff on the client's clock (WithClock),
+// and the stream goes on once the clock has moved past it.
+func TestWatchReconnectBackoffReadsTheClock(t *testing.T) {
+	f := newFakeServer(t)
+	clk := clock.NewManual(time.Unix(1700000000, 0))
+	c, err := Dial(context.Background(), f.url(), WithLogger(slog.New(slog.DiscardHandler)), WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, conn := openFakeWatch(t, f, c)
+	defer w.Close()
+	conn.send(`{"type":"added","match":{"id":"a"},"seq":5,"tick":5}`)
+	if ev := nextWatchEvent(t, w); ev.Seq != 5 {
+		t.Fatalf("%+v", ev)
+	}
+	timers := clk.Pending()
+	f.mu.Lock()
+	f.refuse = append(f.refuse, herald.Errorf(herald.CodeShuttingDown, "stopping"))
+	f.mu.Unlock()
+	close(conn.out) // dropped; the first reconnect is refused, the second waits
+	for deadline := time.Now().Add(10 * time.Second); clk.Pending() == timers; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no backoff timer after a refused reconnect")
+		}
+	}
+	select {
+	case conn2 := <-f.watches:
+		t.Fatalf("reconnected before the clock moved: %+v", conn2)
+	case <-time.After(400 * time.Millisecond): // past the most a first backoff waits
+	}
+	clk.Advance(250 * time.Millisecond)
+	if conn2 := f.nextWatch(t); conn2.after != 5 {
+		t.Fatalf("reconnect after %d, want 5", conn2.after)
 	}
 }
