@@ -18,6 +18,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/broker"
+	"github.com/herald-mq/herald/internal/clock"
 )
 
 //go:embed templates/*.html
@@ -44,6 +45,8 @@ type Options struct {
 	// each consume group's delayed, leased, oldest ready age and settlement totals from
 	// its herald_consume_group_* series. nil leaves those figures out (a dash).
 	Metrics func() []herald.Metric
+	// Clock times the live tail's keep-alive comments; nil means the real clock.
+	Clock herald.Clock
 }
 
 // Handler is the console. Create it with New.
@@ -52,6 +55,7 @@ type Handler struct {
 	log     *slog.Logger
 	auth    bool
 	metrics func() []herald.Metric
+	clock   herald.Clock
 	mux     *http.ServeMux
 	pages   map[string]*template.Template
 	routes  []string
@@ -59,9 +63,12 @@ type Handler struct {
 
 // New returns the console over a node.
 func New(b broker.Broker, opts Options) *Handler {
-	h := &Handler{b: b, log: opts.Logger, auth: opts.Auth, metrics: opts.Metrics, mux: http.NewServeMux(), pages: parsePages()}
+	h := &Handler{b: b, log: opts.Logger, auth: opts.Auth, metrics: opts.Metrics, clock: opts.Clock, mux: http.NewServeMux(), pages: parsePages()}
 	if h.log == nil {
 		h.log = slog.Default()
+	}
+	if h.clock == nil {
+		h.clock = clock.Real()
 	}
 	static, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix(Prefix+"/static/", http.FileServerFS(static))

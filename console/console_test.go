@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/broker"
 	"github.com/herald-mq/herald/broker/brokertest"
+	"github.com/herald-mq/herald/internal/clock"
 )
 
 // fake is a node whose statements the test records and answers from a table.
@@ -254,4 +256,59 @@ func TestTailEvents(t *testing.T) {
 	cancel()
 	resp.Body.Close()
 	<-st.Closed()
+}
+
+// A quiet tail sends its keep-alive comment when the handler's clock has moved by
+// tailPing, and again after as long, not on the wall clock.
+func TestTailPingsOnTheClock(t *testing.T) {
+	st := brokertest.NewStream(broker.ModeWatch, 4)
+	b := &brokertest.Broker{OpenFunc: func(ctx context.Context, req broker.StreamRequest) (broker.Stream, error) {
+		return st, nil
+	}}
+	clk := clock.NewManual(time.Unix(1700000000, 0))
+	srv := httptest.NewServer(New(b, Options{Clock: clk}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/ui/tail/events?pattern="+url.QueryEscape("WATCH j: Job RETURN j"), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	reads := make(chan string)
+	go func() {
+		defer close(reads)
+		buf := make([]byte, 256)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				reads <- string(buf[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for range 2 {
+		for deadline := time.Now().Add(10 * time.Second); clk.Pending() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the tail armed no ping timer")
+			}
+		}
+		select {
+		case got := <-reads:
+			t.Fatalf("the tail wrote %q before its clock moved", got)
+		case <-time.After(50 * time.Millisecond):
+		}
+		clk.Advance(tailPing)
+		select {
+		case got := <-reads:
+			if got != ": ping\n\n" {
+				t.Fatalf("the tail wrote %q, want its ping", got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no ping once the clock moved")
+		}
+	}
 }

@@ -47,7 +47,7 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil { // the headers: the browser's EventSource is open from here
 		return
 	}
-	ping := time.NewTicker(tailPing)
+	ping := h.clock.NewTimer(tailPing)
 	defer ping.Stop()
 	for {
 		select {
@@ -55,10 +55,11 @@ func (h *Handler) tailEvents(w http.ResponseWriter, r *http.Request) {
 			if !ok || !send(ev) {
 				return
 			}
-		case <-ping.C:
+		case <-ping.C():
 			if _, err := w.Write([]byte(": ping\n\n")); err != nil || rc.Flush() != nil {
 				return
 			}
+			ping.Reset(tailPing)
 		case <-r.Context().Done():
 			return
 		}

@@ -39,7 +39,7 @@ func IsPostgres(store string) bool {
 // startCluster opens the shared store and settles the node's first role: it leads if
 // nobody holds the lease, and follows otherwise. The returned seam follows the role.
 func (s *Server) startCluster(ctx context.Context, addr string) (broker.Broker, error) {
-	pg, err := pgstore.Open(ctx, s.cfg.Store, pgstore.Options{Schema: s.cfg.StoreSchema, Logger: s.log.With("component", "pgstore"), Clock: s.cfg.Clock})
+	pg, err := pgstore.Open(ctx, s.cfg.Store, pgstore.Options{Schema: s.cfg.StoreSchema, Logger: s.log.With("component", "pgstore"), Clock: s.clock()})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

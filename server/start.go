@@ -179,7 +179,7 @@ func (s *Server) handler(b broker.Broker) (http.Handler, *httpapi.Handler, *rpca
 	mux.Handle("/v1/tokens", admin)
 	mux.Handle("/v1/tokens/", admin)
 	// The console, at /ui, on the same seam, behind the same authentication.
-	ui := console.New(b, console.Options{Logger: s.log.With("component", "console"), Auth: s.cfg.Auth, Metrics: s.Metrics})
+	ui := console.New(b, console.Options{Logger: s.log.With("component", "console"), Auth: s.cfg.Auth, Metrics: s.Metrics, Clock: s.clock()})
 	s.console = ui
 	mux.Handle(console.Prefix+"/", ui)
 	s.routes = append(append(append(api.Routes(), adminRoutes...), ui.Routes()...), rpc.Procedures()...)
