@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"container/heap"
 	"context"
 	"slices"
 	"time"
@@ -243,8 +242,8 @@ func (s *Service) nextWake() time.Time {
 			next = t
 		}
 	}
-	if len(s.deadlines) > 0 {
-		earlier(s.deadlines[0].deadline)
+	if l := s.deadlines.Min(); l != nil {
+		earlier(l.deadline)
 	}
 	for _, g := range s.groups {
 		if t, ok := g.delayed.next(); ok {
@@ -284,8 +283,8 @@ func (s *Service) write(tx *engine.SysTx, w *work, now time.Time) {
 
 // expireLocked turns expired leases into implicit NACKs and tells their holders.
 func (s *Service) expireLocked(now time.Time, w *work) {
-	for len(s.deadlines) > 0 && !s.deadlines[0].deadline.After(now) {
-		l := heap.Pop(&s.deadlines).(*lease)
+	for s.deadlines.Len() > 0 && !s.deadlines.Min().deadline.After(now) {
+		l := s.deadlines.Pop()
 		if l.settling {
 			continue // its ACK/NACK started in time; it re-arms the deadline if it fails
 		}

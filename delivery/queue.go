@@ -1,10 +1,10 @@
 package delivery
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/indexheap"
 	"github.com/herald-mq/herald/standing"
 )
 
@@ -50,29 +50,11 @@ func (g *group) less(a, b *entry) bool {
 	return a.subj.id < b.subj.id
 }
 
-type entryHeap struct {
-	items []*entry
-	less  func(a, b *entry) bool
-}
+// entryHeap is a heap of entries; each keeps its position in entry.index.
+type entryHeap = indexheap.Heap[entry]
 
-func (h *entryHeap) Len() int           { return len(h.items) }
-func (h *entryHeap) Less(i, j int) bool { return h.less(h.items[i], h.items[j]) }
-func (h *entryHeap) Swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].index, h.items[j].index = i, j
-}
-func (h *entryHeap) Push(x any) {
-	e := x.(*entry)
-	e.index = len(h.items)
-	h.items = append(h.items, e)
-}
-func (h *entryHeap) Pop() any {
-	n := len(h.items) - 1
-	e := h.items[n]
-	h.items[n] = nil
-	h.items = h.items[:n]
-	e.index = -1
-	return e
+func newEntryHeap(less func(a, b *entry) bool) entryHeap {
+	return indexheap.New(less, func(e *entry) *int { return &e.index })
 }
 
 // fairKey is one fairness key's queue and its deficit-round-robin state.
@@ -101,10 +83,10 @@ func newReadyQueue(less func(a, b *entry) bool) *readyQueue {
 func (q *readyQueue) push(e *entry) {
 	k := q.keys[e.info.FairKey]
 	if k == nil {
-		k = &fairKey{name: e.info.FairKey, h: entryHeap{less: q.less}}
+		k = &fairKey{name: e.info.FairKey, h: newEntryHeap(q.less)}
 		q.keys[k.name] = k
 	}
-	heap.Push(&k.h, e)
+	k.h.Push(e)
 	e.where = inReady
 	q.n++
 	if !k.inRing {
@@ -115,18 +97,17 @@ func (q *readyQueue) push(e *entry) {
 
 func (q *readyQueue) remove(e *entry) {
 	k := q.keys[e.info.FairKey]
-	if k == nil || e.index < 0 || e.index >= k.h.Len() || k.h.items[e.index] != e {
+	if k == nil || !k.h.Remove(e) {
 		return
 	}
-	heap.Remove(&k.h, e.index)
 	e.where = inNone
 	q.n--
 }
 
 // fix restores order after e's keys changed; e.info.FairKey must be unchanged.
 func (q *readyQueue) fix(e *entry) {
-	if k := q.keys[e.info.FairKey]; k != nil && e.index >= 0 {
-		heap.Fix(&k.h, e.index)
+	if k := q.keys[e.info.FairKey]; k != nil {
+		k.h.Fix(e)
 	}
 }
 
@@ -140,15 +121,15 @@ func (q *readyQueue) pop() *entry {
 		if k.h.Len() == 0 {
 			k.inRing, k.deficit = false, 0
 			q.ring = append(q.ring[:q.pos], q.ring[q.pos+1:]...)
-			if len(k.h.items) == 0 {
+			if k.h.Len() == 0 {
 				delete(q.keys, k.name)
 			}
 			continue
 		}
 		if k.deficit < 1 {
-			k.deficit += k.h.items[0].info.Weight
+			k.deficit += k.h.Min().info.Weight
 		}
-		e := heap.Pop(&k.h).(*entry)
+		e := k.h.Pop()
 		e.where = inNone
 		q.n--
 		k.deficit--
@@ -169,7 +150,7 @@ func (q *readyQueue) len() int { return q.n }
 // each calls fn with every queued entry, in no order.
 func (q *readyQueue) each(fn func(*entry)) {
 	for _, k := range q.keys {
-		for _, e := range k.h.items {
+		for _, e := range k.h.All() {
 			fn(e)
 		}
 	}
@@ -179,17 +160,16 @@ func (q *readyQueue) each(fn func(*entry)) {
 type delayQueue struct{ h entryHeap }
 
 func newDelayQueue() *delayQueue {
-	return &delayQueue{h: entryHeap{less: func(a, b *entry) bool { return a.until.Before(b.until) }}}
+	return &delayQueue{h: newEntryHeap(func(a, b *entry) bool { return a.until.Before(b.until) })}
 }
 
 func (d *delayQueue) push(e *entry) {
-	heap.Push(&d.h, e)
+	d.h.Push(e)
 	e.where = inDelayed
 }
 
 func (d *delayQueue) remove(e *entry) {
-	if e.index >= 0 && e.index < d.h.Len() && d.h.items[e.index] == e {
-		heap.Remove(&d.h, e.index)
+	if d.h.Remove(e) {
 		e.where = inNone
 	}
 }
@@ -197,8 +177,8 @@ func (d *delayQueue) remove(e *entry) {
 // due pops the entries whose time has come.
 func (d *delayQueue) due(now time.Time) []*entry {
 	var out []*entry
-	for d.h.Len() > 0 && !d.h.items[0].until.After(now) {
-		e := heap.Pop(&d.h).(*entry)
+	for d.h.Len() > 0 && !d.h.Min().until.After(now) {
+		e := d.h.Pop()
 		e.where = inNone
 		out = append(out, e)
 	}
@@ -212,5 +192,5 @@ func (d *delayQueue) next() (time.Time, bool) {
 	if d.h.Len() == 0 {
 		return time.Time{}, false
 	}
-	return d.h.items[0].until, true
+	return d.h.Min().until, true
 }

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 	"github.com/herald-mq/herald/engine"
 	"github.com/herald-mq/herald/graph"
 	hid "github.com/herald-mq/herald/internal/id"
+	"github.com/herald-mq/herald/internal/indexheap"
 	"github.com/herald-mq/herald/lang/option"
 	"github.com/herald-mq/herald/standing"
 )
@@ -130,7 +130,7 @@ type Service struct {
 	unext     func()         // removes the service's statement extension
 	subjects  map[herald.NodeID]*subject
 	leases    map[Handle]*lease
-	deadlines leaseHeap
+	deadlines indexheap.Heap[lease]
 	groups    map[string]*group
 	consumers map[string]*consumer
 	index     *standing.Index[*group] // groups by the types their patterns mention
@@ -203,6 +203,7 @@ func New(cfg Config) *Service {
 		log:        cfg.Logger,
 		subjects:   map[herald.NodeID]*subject{},
 		leases:     map[Handle]*lease{},
+		deadlines:  indexheap.New(byDeadline, func(l *lease) *int { return &l.index }),
 		groups:     map[string]*group{},
 		consumers:  map[string]*consumer{},
 		index:      standing.NewIndex[*group](),
@@ -697,9 +698,7 @@ func (s *Service) removeLeaseLocked(l *lease) {
 	delete(s.leases, l.key)
 	l.stats.AddPending(-1)
 	l.stats = nil
-	if l.index >= 0 && l.index < len(s.deadlines) && s.deadlines[l.index] == l {
-		heap.Remove(&s.deadlines, l.index)
-	}
+	s.deadlines.Remove(l)
 	s.setEndingLocked(l, false)
 	if l.cons != nil {
 		delete(l.cons.leases, l.key)
@@ -732,30 +731,9 @@ func invalidDelivery(id string) error {
 
 var errStopped = errors.New("delivery: stopped")
 
-// leaseHeap orders leases by deadline.
-type leaseHeap []*lease
+// byDeadline orders leases by deadline, in the deadline heap.
+func byDeadline(a, b *lease) bool { return a.deadline.Before(b.deadline) }
 
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
-	l.index = len(*h)
-	*h = append(*h, l)
-}
-func (h *leaseHeap) Pop() any {
-	old := *h
-	n := len(old) - 1
-	l := old[n]
-	old[n] = nil
-	*h = old[:n]
-	l.index = -1
-	return l
-}
+func (s *Service) pushDeadlineLocked(l *lease) { s.deadlines.Push(l) }
 
-func (s *Service) pushDeadlineLocked(l *lease) { heap.Push(&s.deadlines, l) }
-
-func (s *Service) fixDeadlineLocked(l *lease) { heap.Fix(&s.deadlines, l.index) }
+func (s *Service) fixDeadlineLocked(l *lease) { s.deadlines.Fix(l) }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"runtime"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/herald-mq/herald"
 	"github.com/herald-mq/herald/broker"
+	"github.com/herald-mq/herald/internal/indexheap"
 )
 
 // The SSE hub writes the events of watch-mode server-sent-event streams for them: one
@@ -68,7 +68,7 @@ type sseHub struct {
 	mu      sync.Mutex
 	members int
 	ready   []*hubStream
-	delayed lingerHeap
+	delayed indexheap.Heap[hubStream] // newLingerHeap
 	running bool
 	wake    chan struct{} // cap 1
 
@@ -77,7 +77,9 @@ type sseHub struct {
 	batch []herald.Event
 }
 
-func newSSEHub(h *Handler) *sseHub { return &sseHub{h: h, wake: make(chan struct{}, 1)} }
+func newSSEHub(h *Handler) *sseHub {
+	return &sseHub{h: h, delayed: newLingerHeap(), wake: make(chan struct{}, 1)}
+}
 
 // hubFor returns the hub a new stream joins: the streams are spread over half the
 // CPUs' worth of hubs, round robin.
@@ -118,7 +120,7 @@ func (hub *sseHub) leave(s *hubStream) {
 		s.leaving = true
 	} else {
 		if s.state == hsDelayed {
-			heap.Remove(&hub.delayed, s.index)
+			hub.delayed.Remove(s)
 		}
 		s.state = hsLeft // a queued one is passed over when its turn comes
 	}
@@ -147,7 +149,7 @@ func (hub *sseHub) scheduleLocked(s *hubStream) {
 	if linger := hub.h.linger; linger > 0 && !s.last.IsZero() {
 		if due := s.last.Add(linger); hub.h.clock.Now().Before(due) {
 			s.state, s.due = hsDelayed, due
-			heap.Push(&hub.delayed, s)
+			hub.delayed.Push(s)
 			hub.signal()
 			return
 		}
@@ -207,12 +209,12 @@ func (hub *sseHub) next() (s *hubStream, wait time.Duration, quit bool) {
 	if hub.members == 0 {
 		hub.running = false
 		hub.ready = nil
-		hub.delayed = nil
+		hub.delayed = newLingerHeap()
 		return nil, 0, true
 	}
 	now := hub.h.clock.Now()
-	for len(hub.delayed) > 0 && !now.Before(hub.delayed[0].due) {
-		d := heap.Pop(&hub.delayed).(*hubStream)
+	for hub.delayed.Len() > 0 && !now.Before(hub.delayed.Min().due) {
+		d := hub.delayed.Pop()
 		d.state = hsQueued
 		hub.ready = append(hub.ready, d)
 	}
@@ -225,8 +227,8 @@ func (hub *sseHub) next() (s *hubStream, wait time.Duration, quit bool) {
 			return s, 0, false
 		}
 	}
-	if len(hub.delayed) > 0 {
-		return nil, hub.delayed[0].due.Sub(now), false
+	if d := hub.delayed.Min(); d != nil {
+		return nil, d.due.Sub(now), false
 	}
 	return nil, 0, false
 }
@@ -344,27 +346,9 @@ func (hub *sseHub) ping(s *hubStream) bool {
 	return err == nil
 }
 
-// lingerHeap orders the streams waiting out their linger by when it ends.
-type lingerHeap []*hubStream
-
-func (q lingerHeap) Len() int           { return len(q) }
-func (q lingerHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
-func (q lingerHeap) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *lingerHeap) Push(x any) {
-	s := x.(*hubStream)
-	s.index = len(*q)
-	*q = append(*q, s)
-}
-func (q *lingerHeap) Pop() any {
-	old := *q
-	s := old[len(old)-1]
-	old[len(old)-1] = nil
-	s.index = -1
-	*q = old[:len(old)-1]
-	return s
+// newLingerHeap returns a heap of the streams waiting out their linger, by when it ends.
+func newLingerHeap() indexheap.Heap[hubStream] {
+	return indexheap.New(func(a, b *hubStream) bool { return a.due.Before(b.due) }, func(s *hubStream) *int { return &s.index })
 }
 
 // serveHubbed follows a stream that hub serves until it ends, its client leaves or the

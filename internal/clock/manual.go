@@ -1,11 +1,11 @@
 package clock
 
 import (
-	"container/heap"
 	"sync"
 	"time"
 
 	"github.com/herald-mq/herald"
+	"github.com/herald-mq/herald/internal/indexheap"
 )
 
 // Manual is a clock whose time moves only through Advance and Set. Timers created from
@@ -14,7 +14,7 @@ import (
 type Manual struct {
 	mu     sync.Mutex
 	now    time.Time
-	timers timerHeap
+	timers indexheap.Heap[manualTimer]
 	nextID uint64
 }
 
@@ -22,7 +22,7 @@ var _ herald.Clock = (*Manual)(nil)
 
 // NewManual returns a manual clock reading start.
 func NewManual(start time.Time) *Manual {
-	return &Manual{now: start}
+	return &Manual{now: start, timers: indexheap.New(earlier, func(t *manualTimer) *int { return &t.index })}
 }
 
 // Now returns the clock's current time.
@@ -66,14 +66,14 @@ func (m *Manual) Set(t time.Time) {
 func (m *Manual) Pending() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.timers)
+	return m.timers.Len()
 }
 
 // setLocked fires due timers in deadline order, moving Now to each deadline as it fires
 // so that a receiver reading Now sees the time its timer fired at; Now ends at t.
 func (m *Manual) setLocked(t time.Time) {
-	for len(m.timers) > 0 && !m.timers[0].deadline.After(t) {
-		tm := heap.Pop(&m.timers).(*manualTimer)
+	for m.timers.Len() > 0 && !m.timers.Min().deadline.After(t) {
+		tm := m.timers.Pop()
 		if tm.deadline.After(m.now) {
 			m.now = tm.deadline
 		}
@@ -90,7 +90,7 @@ func (m *Manual) arm(t *manualTimer, d time.Duration) {
 	m.nextID++
 	t.deadline = m.now.Add(d)
 	t.seq = m.nextID
-	heap.Push(&m.timers, t)
+	m.timers.Push(t)
 }
 
 type manualTimer struct {
@@ -114,11 +114,7 @@ func (t *manualTimer) fire(now time.Time) {
 func (t *manualTimer) Stop() bool {
 	t.m.mu.Lock()
 	defer t.m.mu.Unlock()
-	if t.index < 0 {
-		return false
-	}
-	heap.Remove(&t.m.timers, t.index)
-	return true
+	return t.m.timers.Remove(t)
 }
 
 // Reset re-arms the timer to fire d after the clock's current time, dropping any value
@@ -126,9 +122,7 @@ func (t *manualTimer) Stop() bool {
 func (t *manualTimer) Reset(d time.Duration) {
 	t.m.mu.Lock()
 	defer t.m.mu.Unlock()
-	if t.index >= 0 {
-		heap.Remove(&t.m.timers, t.index)
-	}
+	t.m.timers.Remove(t)
 	select {
 	case <-t.c:
 	default:
@@ -136,31 +130,10 @@ func (t *manualTimer) Reset(d time.Duration) {
 	t.m.arm(t, d)
 }
 
-type timerHeap []*manualTimer
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].deadline.Equal(h[j].deadline) {
-		return h[i].seq < h[j].seq
+// earlier orders timers by deadline, then by creation.
+func earlier(a, b *manualTimer) bool {
+	if a.deadline.Equal(b.deadline) {
+		return a.seq < b.seq
 	}
-	return h[i].deadline.Before(h[j].deadline)
-}
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-func (h *timerHeap) Push(x any) {
-	t := x.(*manualTimer)
-	t.index = len(*h)
-	*h = append(*h, t)
-}
-func (h *timerHeap) Pop() any {
-	old := *h
-	n := len(old)
-	t := old[n-1]
-	old[n-1] = nil
-	t.index = -1
-	*h = old[:n-1]
-	return t
+	return a.deadline.Before(b.deadline)
 }

@@ -50,7 +50,7 @@ var Herald = Config{
 		{Pkg: "store/storetest", Allow: []string{".", "store"}, External: []string{modRapid}},
 		{Pkg: "store/memstore", Allow: []string{".", "store"}},
 		{Pkg: "store/pebblestore", Allow: []string{".", "store", "internal/clock"}, External: []string{modPebble}},
-		{Pkg: "store/pgstore", Allow: []string{".", "store"}, External: []string{modPgx}},
+		{Pkg: "store/pgstore", Allow: []string{".", "store", "internal/clock"}, External: []string{modPgx}},
 		// The engine's restart tests run Pebble on its in-memory filesystem.
 		{Pkg: "engine/...", Allow: []string{".", "graph/...", "store", "lang/...", "internal/clock", "internal/id"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Watch-mode and consume-mode tests restart the engine on Pebble's in-memory
@@ -60,7 +60,7 @@ var Herald = Config{
 		{Pkg: "watch/...", Allow: []string{".", "engine", "standing", "graph/...", "store", "lang/...", "internal/clock", "internal/id"}, TestAllow: []string{"store/..."}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Consume watches are managed (PAUSE, ALTER …) through the watch service's
 		// statements, so the consume tests run one.
-		{Pkg: "delivery/...", Allow: []string{".", "engine", "standing", "graph/...", "store", "lang/...", "internal/clock", "internal/id"}, TestAllow: []string{"store/...", "watch"}, TestExternal: []string{modPebbleVFS, modGoleak}},
+		{Pkg: "delivery/...", Allow: []string{".", "engine", "standing", "graph/...", "store", "lang/...", "internal/clock", "internal/id", "internal/indexheap"}, TestAllow: []string{"store/...", "watch"}, TestExternal: []string{modPebbleVFS, modGoleak}},
 		// Principals and tokens are system nodes, read and written through the engine.
 		{Pkg: "auth", Allow: []string{".", "engine", "graph"}, TestAllow: []string{"store/...", "internal/clock"}},
 		// The seam every surface reaches a node through: an interface and the values that
@@ -74,13 +74,13 @@ var Herald = Config{
 		{Pkg: "internal/keyed"},
 		// The surfaces know the seam only: never the engine, the standing queries or the
 		// queues behind it.
-		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
+		{Pkg: "httpapi", Allow: []string{".", "broker", "internal/clock", "internal/indexheap"}, External: []string{modPrometheus}, TestAllow: []string{"broker/brokertest"}, TestExternal: []string{modGoleak}},
 		// The server takes a tracer provider (OpenTelemetry's trace API) for rpcapi.
 		{Pkg: "server", Allow: []string{".", "broker", "engine", "standing", "lang/parser", "watch", "delivery", "lockqueue", "namedqueue", "auth", "store", "store/pebblestore", "store/pgstore", "store/memstore", "httpapi", "rpcapi", "console", "internal/clock"}, External: []string{modOTelTrace}, TestAllow: []string{"graph", "internal/testutil", "client", "api/heraldv1"}, TestExternal: []string{modGoleak, modOTelSDK}},
 		// The console is a surface like the others: the seam and the root package. Its
 		// browser test drives Debian's chromium (chromedp, tests only) against a real
 		// server started in-process, whose principals it makes through the client.
-		{Pkg: "console", Allow: []string{".", "broker"}, TestAllow: []string{"broker/brokertest", "server", "client"}, TestExternal: []string{modChromedp}},
+		{Pkg: "console", Allow: []string{".", "broker", "internal/clock"}, TestAllow: []string{"broker/brokertest", "server", "client"}, TestExternal: []string{modChromedp}},
 		// The generated Connect package refers to the message package beside it.
 		{Pkg: "api/...", Allow: []string{"api/..."}, External: []string{modProtobuf, modConnect}},
 		{Pkg: "api/convert", Allow: []string{".", "api/heraldv1"}, External: []string{modProtobuf}},
@@ -111,7 +111,8 @@ var Herald = Config{
 		// tests serve the real RPC service over a scripted node, and its query tests a
 		// fake that answers sessions in the RPC's messages.
 		{Pkg: "internal/cli", Allow: []string{".", "server", "client", "lang/...", "internal/tracing"}, TestAllow: []string{"heraldtest", "rpcapi", "broker", "broker/brokertest", "api/heraldv1"}, External: []string{modCobra, modPflag, modReadline, modTOML}, TestExternal: []string{modProtobuf}},
-		{Pkg: "internal/clock", Allow: []string{"."}},
+		{Pkg: "internal/clock", Allow: []string{".", "internal/indexheap"}},
+		{Pkg: "internal/indexheap"},
 		{Pkg: "internal/id"},
 		{Pkg: "internal/testutil", Allow: []string{"."}},
 		{Pkg: "internal/race"},
