@@ -32,7 +32,7 @@ func (t tryWriter) try(b []byte) (n int, err error) {
 	var werr error
 	cerr := t.raw.Write(func(fd uintptr) bool {
 		for n < len(b) {
-			m, e := syscall.Write(int(fd), b[n:])
+			m, e := writeNow(fd, b[n:])
 			if e == syscall.EINTR {
 				continue
 			}

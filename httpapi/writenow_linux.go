@@ -1,0 +1,22 @@
+package httpapi
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// writeNow is write(2) on a non-blocking socket, made without telling the scheduler: the
+// call returns at once (EAGAIN when the buffer is full), so the goroutine keeps its P.
+// Through syscall.Write, a write that took longer than 20 µs (on loopback it delivers
+// to the reader in the same call) had the runtime's monitor hand the P to another thread
+// and wake it; with a thousand streams that churn took a large share of the process.
+func writeNow(fd uintptr, b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
