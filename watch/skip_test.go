@@ -27,7 +27,14 @@ func behindInFeed(t *testing.T, query string, commits int) (herald.Stream, []her
 	h.svc.Overspend(time.Second)
 	mustExec(t, h, "", "SPAWN t: Task { n = 0 }")
 	waitFor(t, "the stream to wait for the budget", func() bool { return h.svc.InRound() > 0 })
-	for i := 1; i < commits; i++ {
+	return st, finishTurn(t, h, st, 1, commits)
+}
+
+// finishTurn SPAWNs Tasks n = from … to-1 while st waits in its turn, waits until the
+// commits reach the feed, lets the stream catch up and returns what it sent.
+func finishTurn(t *testing.T, h *harness, st herald.Stream, from, to int) []herald.Event {
+	t.Helper()
+	for i := from; i < to; i++ {
 		spawnTask(t, h, i)
 	}
 	durable, _ := h.eng.Durable()
@@ -35,7 +42,7 @@ func behindInFeed(t *testing.T, query string, commits int) (herald.Stream, []her
 	h.clk.Advance(time.Minute)
 	h.svc.Flush()
 	evs, _ := watch.Drain(st)
-	return st, evs
+	return evs
 }
 
 // A best-effort stream further behind in its feed than its buffer holds counts the
@@ -149,14 +156,7 @@ func TestATurnThatBeganBeforeTheFeedMovedOnSkips(t *testing.T) {
 	release()
 	waitFor(t, "the stream to wait for the budget in its turn", func() bool { return h.clk.Pending() > timers })
 	const commits = 30
-	for i := 6; i < commits; i++ {
-		spawnTask(t, h, i)
-	}
-	durable, _ := h.eng.Durable()
-	waitFor(t, "the commits to reach the feed", func() bool { return h.svc.Dispatched() >= durable })
-	h.clk.Advance(time.Minute)
-	h.svc.Flush()
-	evs, _ := watch.Drain(st)
+	evs := finishTurn(t, h, st, 6, commits)
 	expectGapThenNewest(t, evs, commits, 4)
 	if n := watch.Queued(st); n > 4 {
 		t.Fatalf("the stream queued %d events to send 4: it applied the change log's commits", n)
